@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs everything vmop's tests and `vmop dev` need on a fresh Debian machine:
+# Debian packages, npm packages, the Go-built control plane and the QEMU test guest.
+# Each step checks first, so a second run is a quick no-op.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { echo "[provision] $*" >&2; }
+
+DEBIAN_PACKAGES=(
+  qemu-system-x86 qemu-utils ovmf swtpm swtpm-tools mtools dosfstools redis-server
+  busybox-static linux-image-cloud-amd64 xz-utils cpio kmod genisoimage kubectl chromium
+)
+
+install_debian_packages() {
+  local missing=()
+  for package in "${DEBIAN_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' || missing+=("$package")
+  done
+  [[ ${#missing[@]} -eq 0 ]] && return
+  log "installing Debian packages: ${missing[*]}"
+  local sudo=""
+  [[ $(id -u) -eq 0 ]] || sudo="sudo"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+install_npm_packages() {
+  # npm ci records what it installed in node_modules/.package-lock.json; reinstall when the lock differs.
+  if [[ -f node_modules/.package-lock.json ]] && [[ node_modules/.package-lock.json -nt package-lock.json ]]; then return; fi
+  log "installing npm packages (npm ci)"
+  npm ci --no-audit --no-fund
+}
+
+install_debian_packages
+install_npm_packages
+bash scripts/build-control-plane.sh >/dev/null
+log "ready"

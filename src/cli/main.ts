@@ -1,0 +1,13 @@
+#!/usr/bin/env node
+import { Command } from 'commander';
+
+const program = new Command('vmop')
+  .description('Runs QEMU virtual machines declared by VirtualMachine custom resources')
+  .showHelpAfterError();
+
+// Each subcommand lives in its own module under src/cli/ and registers itself here.
+const registrations: Array<(program: Command) => void> = [];
+
+for (const register of registrations) register(program);
+
+await program.parseAsync(process.argv);

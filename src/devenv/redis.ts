@@ -1,0 +1,71 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { freePort, waitForPort } from '../util/free-port.js';
+
+export interface RedisServer {
+  url: string;
+  port: number;
+  pid: number;
+  /** Stops the server (SIGTERM, then SIGKILL) and waits for it to exit. */
+  stop(): Promise<void>;
+}
+
+export interface StartRedisOptions {
+  /** Reuse a port, e.g. to simulate a Redis restart on the same address. */
+  port?: number;
+  binary?: string;
+}
+
+/**
+ * Starts a private redis-server on a free loopback port with persistence off,
+ * so tests never share (or depend on) a Redis that happens to run on 6379.
+ */
+export async function startRedis(options: StartRedisOptions = {}): Promise<RedisServer> {
+  const port = options.port ?? (await freePort());
+  const child = spawn(
+    options.binary ?? 'redis-server',
+    [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--daemonize',
+      'no',
+      '--loglevel',
+      'warning',
+    ],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = once(child, 'exit');
+  const spawnError = once(child, 'error').then(([err]) => {
+    throw new Error(`redis-server could not start: ${(err as Error).message}`);
+  });
+  await Promise.race([
+    waitForPort(port),
+    spawnError,
+    exited.then(([code]) => {
+      throw new Error(`redis-server exited with code ${code} before listening: ${stderr.trim()}`);
+    }),
+  ]);
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    port,
+    pid: child.pid!,
+    stop: () => stopChild(child),
+  };
+}
+
+async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = once(child, 'exit');
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+  await exited;
+  clearTimeout(timer);
+}
