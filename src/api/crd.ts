@@ -1,0 +1,112 @@
+// Generates the VirtualMachine CustomResourceDefinition from the zod schema.
+import { z } from 'zod';
+import { stringify } from 'yaml';
+import {
+  GROUP,
+  KIND,
+  PLURAL,
+  SINGULAR,
+  VERSION,
+  VirtualMachineSpec,
+  VirtualMachineStatus,
+} from './virtual-machine.js';
+
+type JsonSchema = { [key: string]: unknown };
+
+const SAFE_INTEGER_BOUNDS = new Set([Number.MAX_SAFE_INTEGER, Number.MIN_SAFE_INTEGER]);
+
+/**
+ * Turns zod's JSON Schema (draft 2020-12) into a Kubernetes structural schema:
+ * drops keywords the apiserver rejects and rewrites unions it cannot express.
+ */
+export function toStructuralSchema(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(toStructuralSchema);
+  if (!node || typeof node !== 'object') return node;
+  const schema: JsonSchema = { ...(node as JsonSchema) };
+  delete schema.$schema;
+  delete schema.propertyNames;
+  for (const bound of ['minimum', 'maximum'] as const) {
+    if (typeof schema[bound] === 'number' && SAFE_INTEGER_BOUNDS.has(schema[bound])) delete schema[bound];
+  }
+  if (schema['x-kubernetes-int-or-string']) {
+    schema.anyOf = [{ type: 'integer' }, { type: 'string' }];
+    delete schema.type;
+  }
+  if (schema['x-kubernetes-preserve-unknown-fields']) delete schema.additionalProperties;
+  const nullable = nullableBranch(schema.anyOf);
+  if (nullable) {
+    delete schema.anyOf;
+    Object.assign(schema, nullable, { nullable: true });
+  }
+  for (const [key, value] of Object.entries(schema)) {
+    if (key === 'default' || key === 'x-kubernetes-validations' || key === 'enum') continue;
+    if (key === 'properties' && value && typeof value === 'object') {
+      schema.properties = Object.fromEntries(
+        Object.entries(value as JsonSchema).map(([name, sub]) => [name, toStructuralSchema(sub)]),
+      );
+    } else if (value && typeof value === 'object') {
+      schema[key] = toStructuralSchema(value);
+    }
+  }
+  return schema;
+}
+
+/** `anyOf: [X, {type: null}]` (zod's nullable) becomes X with `nullable: true`. */
+function nullableBranch(anyOf: unknown): JsonSchema | undefined {
+  if (!Array.isArray(anyOf) || anyOf.length !== 2) return undefined;
+  const nonNull = anyOf.filter((branch) => (branch as JsonSchema).type !== 'null');
+  return nonNull.length === 1 ? (nonNull[0] as JsonSchema) : undefined;
+}
+
+function openApiSchema(schema: z.ZodType): unknown {
+  return toStructuralSchema(z.toJSONSchema(schema, { io: 'input', unrepresentable: 'throw' }));
+}
+
+export function virtualMachineCrd() {
+  return {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: `${PLURAL}.${GROUP}` },
+    spec: {
+      group: GROUP,
+      scope: 'Namespaced',
+      names: { plural: PLURAL, singular: SINGULAR, kind: KIND, listKind: `${KIND}List` },
+      versions: [
+        {
+          name: VERSION,
+          served: true,
+          storage: true,
+          subresources: { status: {} },
+          additionalPrinterColumns: [
+            { name: 'State', type: 'string', jsonPath: '.spec.vm.state' },
+            { name: 'Phase', type: 'string', jsonPath: '.status.phase' },
+            { name: 'CPUs', type: 'integer', jsonPath: '.status.cpus' },
+            { name: 'RAM', type: 'string', jsonPath: '.status.ram' },
+            { name: 'Node', type: 'string', jsonPath: '.status.node' },
+            { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+          ],
+          schema: {
+            openAPIV3Schema: {
+              type: 'object',
+              description: 'A QEMU virtual machine run by vmop.',
+              properties: {
+                spec: openApiSchema(VirtualMachineSpec),
+                status: openApiSchema(VirtualMachineStatus),
+              },
+              required: ['spec'],
+            },
+          },
+        },
+      ],
+    },
+  };
+}
+
+export function renderCrdYaml(): string {
+  return (
+    '# Generated from src/api/virtual-machine.ts by `npm run gen:crds`. Do not edit.\n' +
+    stringify(virtualMachineCrd(), { lineWidth: 0 })
+  );
+}
+
+export const CRD_FILE = `crds/${PLURAL}.${GROUP}.yaml`;

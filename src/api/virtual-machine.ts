@@ -1,0 +1,262 @@
+// The VirtualMachine custom resource (vmoperator.jdrupes.org/v1), as VM-Operator defines it.
+// This schema is the single source of truth: TypeScript types, runtime validation and the
+// generated CRD (crds/) all come from it. Defaults follow VM-Operator's CRD.
+import { z } from 'zod';
+import {
+  Affinity,
+  EmbeddedObjectMeta,
+  PersistentVolumeClaimSpec,
+  Quantity,
+  ResourceRequirements,
+  Toleration,
+} from './kubernetes-types.js';
+
+export const GROUP = 'vmoperator.jdrupes.org';
+export const VERSION = 'v1';
+export const API_VERSION = `${GROUP}/${VERSION}`;
+export const KIND = 'VirtualMachine';
+export const PLURAL = 'vms';
+export const SINGULAR = 'vm';
+
+/** A CEL rule the apiserver checks; `fieldPath` makes the rejection name the offending field. */
+function celRules(...rules: Array<{ rule: string; message: string; fieldPath?: string }>) {
+  return { 'x-kubernetes-validations': rules };
+}
+
+const RunnerImage = z
+  .object({
+    source: z.string().optional().describe('The runner image in one line (repo/path[:version]).'),
+    repository: z.string().optional(),
+    path: z.string().optional(),
+    version: z.string().optional(),
+    pullPolicy: z.enum(['Always', 'Never', 'IfNotPresent']).optional(),
+  })
+  .describe("The image to use for the runner pod. Defaults to the manager's configured runner image.")
+  .meta(
+    celRules({
+      rule: 'has(self.source) != (has(self.repository) && has(self.path))',
+      message: 'specify either image.source, or image.repository and image.path',
+    }),
+  );
+
+const CpuTopology = z.object({
+  sockets: z.number().int().min(0).default(1),
+  diesPerSocket: z.number().int().min(0).default(0),
+  coresPerDie: z.number().int().min(0).default(0),
+  threadsPerCore: z.number().int().min(0).default(0),
+});
+
+const NetworkDevice = z.string().max(64).default('virtio-net');
+
+const Network = z
+  .object({
+    tap: z
+      .object({
+        device: NetworkDevice,
+        bridge: z.string().max(64).default('br0'),
+        mac: z.string().max(32).optional(),
+      })
+      .optional(),
+    user: z.object({ device: NetworkDevice, net: z.string().max(64).optional() }).optional(),
+  })
+  .meta(
+    celRules({ rule: 'has(self.tap) != has(self.user)', message: 'a network is exactly one of tap or user' }),
+  );
+
+export const Disk = z
+  .object({
+    volumeClaimTemplate: z
+      .object({ metadata: EmbeddedObjectMeta.optional(), spec: PersistentVolumeClaimSpec.optional() })
+      .optional()
+      .describe('A PVC template providing the disk; the disk appears as /dev/<name>-disk in the runner.'),
+    cdrom: z
+      .object({
+        image: z
+          .string()
+          .max(4096)
+          .describe('Path, URL or image-repository name of the medium; empty means an empty drive.'),
+      })
+      .optional(),
+    bootindex: z.number().int().min(0).optional(),
+  })
+  .meta(
+    celRules({
+      rule: 'has(self.volumeClaimTemplate) != has(self.cdrom)',
+      message: 'a disk is exactly one of volumeClaimTemplate or cdrom',
+    }),
+  );
+
+const Spice = z.object({
+  port: z.number().int().min(1).max(65535).default(5900),
+  server: z.string().optional(),
+  generateSecret: z.boolean().default(true),
+  proxyUrl: z.string().optional(),
+  streamingVideo: z.string().optional(),
+  usbRedirects: z.number().int().min(0).default(2),
+});
+
+const Display = z.object({
+  outputs: z.number().int().min(0).default(1),
+  spice: Spice.optional(),
+});
+
+const MAX_DISKS = 32;
+const MAX_NETWORKS = 16;
+
+export const VmDefinition = z
+  .object({
+    state: z.enum(['Running', 'Stopped']).default('Stopped').describe('The desired state of the VM.'),
+    machineUuid: z.string().max(64).optional(),
+    useTpm: z.boolean().default(false),
+    firmware: z.enum(['bios', 'uefi', 'uefi-4m', 'secure', 'secure-4m']).default('uefi'),
+    bootMenu: z.boolean().default(false),
+    powerdownTimeout: z
+      .number()
+      .int()
+      .min(0)
+      .default(900)
+      .describe('Seconds a graceful powerdown may take before qemu is stopped.'),
+    cpuModel: z.string().max(128).default('host'),
+    maximumCpus: z
+      .number()
+      .int()
+      .min(1)
+      .max(1024)
+      .optional()
+      .describe('Either maximumCpus or cpuTopology; 4 when neither is given.'),
+    cpuTopology: CpuTopology.optional(),
+    currentCpus: z.number().int().min(1).max(1024).optional().describe('Defaults to maximumCpus.'),
+    maximumRam: Quantity.default('1G'),
+    currentRam: Quantity.optional().describe('Defaults to maximumRam.'),
+    rtcBase: z.string().max(64).default('utc'),
+    rtcClock: z.string().max(64).default('rt'),
+    networks: z.array(Network).max(MAX_NETWORKS).default([]),
+    disks: z.array(Disk).max(MAX_DISKS).default([]),
+    display: Display.default({ outputs: 1, spice: { port: 5900, generateSecret: true, usbRedirects: 2 } }),
+  })
+  .meta(
+    celRules(
+      {
+        rule: '!(has(self.maximumCpus) && has(self.cpuTopology))',
+        message: 'specify either maximumCpus or cpuTopology, not both',
+      },
+      {
+        rule: '!has(self.currentCpus) || !has(self.maximumCpus) || self.currentCpus <= self.maximumCpus',
+        message: 'currentCpus must not exceed maximumCpus',
+        fieldPath: '.currentCpus',
+      },
+      {
+        rule: '!has(self.currentRam) || quantity(string(self.currentRam)).compareTo(quantity(string(self.maximumRam))) <= 0',
+        message: 'currentRam must not exceed maximumRam',
+        fieldPath: '.currentRam',
+      },
+      {
+        rule:
+          'self.disks.filter(d, has(d.volumeClaimTemplate) && has(d.volumeClaimTemplate.metadata) && has(d.volumeClaimTemplate.metadata.name))' +
+          '.all(d, self.disks.filter(e, has(e.volumeClaimTemplate) && has(e.volumeClaimTemplate.metadata) && has(e.volumeClaimTemplate.metadata.name)' +
+          ' && e.volumeClaimTemplate.metadata.name == d.volumeClaimTemplate.metadata.name).size() == 1)',
+        message: 'disk names (volumeClaimTemplate.metadata.name) must be unique',
+        fieldPath: '.disks',
+      },
+    ),
+  );
+
+const ServiceOverrides = z.object({
+  labels: z.record(z.string(), z.string().nullable()).optional(),
+  annotations: z.record(z.string(), z.string().nullable()).optional(),
+});
+
+/** No schema for these, as VM-Operator documents: copied to cloud-init unchecked. */
+const FreeForm = z.record(z.string(), z.unknown()).meta({ 'x-kubernetes-preserve-unknown-fields': true });
+
+export const VirtualMachineSpec = z.object({
+  image: RunnerImage.optional(),
+  runnerTemplate: z
+    .object({
+      source: z.string().max(253).optional().describe('The runner template (VM type) to use.'),
+      update: z
+        .boolean()
+        .default(true)
+        .describe("Whether a running VM's data dir copy of the template is updated."),
+    })
+    .default({ update: true }),
+  guestShutdownStops: z
+    .boolean()
+    .default(false)
+    .describe('If true, a shutdown by the guest sets spec.vm.state to Stopped.'),
+  loadBalancerService: ServiceOverrides.optional(),
+  cloudInit: z
+    .object({
+      metaData: z.record(z.string(), z.string()).optional(),
+      userData: FreeForm.optional(),
+      networkConfig: FreeForm.optional(),
+    })
+    .optional(),
+  permissions: z
+    .array(
+      z.object({
+        user: z.string().optional(),
+        role: z.string().optional(),
+        may: z.array(z.enum(['start', 'stop', 'reset', 'accessConsole', '*'])).default([]),
+      }),
+    )
+    .optional()
+    .describe('Accepted for VM-Operator compatibility; vmop does not evaluate it.'),
+  loggingProperties: z.string().optional().describe('Accepted for VM-Operator compatibility.'),
+  resources: ResourceRequirements.optional(),
+  nodeName: z.string().optional(),
+  nodeSelector: z.record(z.string(), z.string()).optional(),
+  affinity: Affinity.optional(),
+  tolerations: z.array(Toleration).optional(),
+  vm: VmDefinition,
+});
+
+export const Condition = z.object({
+  type: z.string(),
+  status: z.enum(['True', 'False', 'Unknown']),
+  observedGeneration: z.number().int().optional(),
+  lastTransitionTime: z.string(),
+  reason: z.string(),
+  message: z.string(),
+});
+
+export const VmPhase = z.enum(['Pending', 'Starting', 'Running', 'Stopping', 'Stopped', 'Failed']);
+
+export const VirtualMachineStatus = z.object({
+  phase: VmPhase.optional(),
+  observedGeneration: z.number().int().optional(),
+  conditions: z.array(Condition).optional(),
+  node: z.string().optional(),
+  cpus: z.number().int().optional(),
+  ram: z.string().optional(),
+  displayPasswordSerial: z.number().int().optional(),
+  consoleClient: z.string().optional(),
+  lastShutdown: z.object({ guestInitiated: z.boolean(), reason: z.string(), time: z.string() }).optional(),
+});
+
+export const ObjectMeta = z.object({
+  name: z.string(),
+  namespace: z.string().optional(),
+  uid: z.string().optional(),
+  generation: z.number().int().optional(),
+  resourceVersion: z.string().optional(),
+  labels: z.record(z.string(), z.string()).optional(),
+  annotations: z.record(z.string(), z.string()).optional(),
+  deletionTimestamp: z.union([z.string(), z.date()]).optional(),
+});
+
+export const VirtualMachine = z.object({
+  apiVersion: z.literal(API_VERSION),
+  kind: z.literal(KIND),
+  metadata: ObjectMeta,
+  spec: VirtualMachineSpec,
+  status: VirtualMachineStatus.optional(),
+});
+
+export type VirtualMachine = z.infer<typeof VirtualMachine>;
+export type VirtualMachineSpec = z.infer<typeof VirtualMachineSpec>;
+export type VmDefinition = z.infer<typeof VmDefinition>;
+export type VirtualMachineStatus = z.infer<typeof VirtualMachineStatus>;
+export type Disk = z.infer<typeof Disk>;
+export type Condition = z.infer<typeof Condition>;
+export type VmPhase = z.infer<typeof VmPhase>;
