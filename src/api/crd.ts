@@ -38,6 +38,11 @@ export function toStructuralSchema(node: unknown): unknown {
     delete schema.anyOf;
     Object.assign(schema, nullable, { nullable: true });
   }
+  if (Array.isArray(schema.type) && schema.type.includes('null')) {
+    const [type, ...rest] = schema.type.filter((t) => t !== 'null');
+    if (rest.length > 0) throw new Error(`cannot express a union of types ${schema.type.join(', ')} in a CRD`);
+    Object.assign(schema, { type, nullable: true });
+  }
   for (const [key, value] of Object.entries(schema)) {
     if (key === 'default' || key === 'x-kubernetes-validations' || key === 'enum') continue;
     if (key === 'properties' && value && typeof value === 'object') {
