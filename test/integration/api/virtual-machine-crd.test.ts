@@ -1,0 +1,98 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { installCrds } from '../../../src/devenv/install-crds.js';
+import { createTestNamespace, kubectl, sharedKubeConfig } from '../../support/kube.js';
+
+/** kubectl's stderr for a rejected apply, or '' when it was accepted. */
+async function applyError(manifest: string): Promise<string> {
+  try {
+    await kubectl(['apply', '-f', '-'], manifest);
+    return '';
+  } catch (err) {
+    return String((err as { stderr?: string }).stderr ?? err);
+  }
+}
+
+function vmManifest(namespace: string, name: string, vmYaml: string): string {
+  const indented = vmYaml
+    .trim()
+    .split('\n')
+    .map((line) => `    ${line}`)
+    .join('\n');
+  return `apiVersion: vmoperator.jdrupes.org/v1
+kind: VirtualMachine
+metadata: {name: ${name}, namespace: ${namespace}}
+spec:
+  vm:
+${indented}
+`;
+}
+
+describe('VirtualMachine CRD on a real apiserver', () => {
+  let namespace: string;
+
+  beforeAll(async () => {
+    const kubeConfig = sharedKubeConfig();
+    await installCrds(kubeConfig);
+    await installCrds(kubeConfig); // idempotent
+    const ns = await createTestNamespace(kubeConfig, 'api');
+    namespace = ns.name;
+    return ns.cleanup;
+  });
+
+  it("accepts VM-Operator's local-path example unchanged (server-side dry run)", async () => {
+    // The example names its namespace; other suites may use it too, so apply (not create) it.
+    await kubectl(['apply', '-f', '-'], 'apiVersion: v1\nkind: Namespace\nmetadata: {name: vmop-demo}\n');
+    const out = await kubectl([
+      'apply',
+      '--dry-run=server',
+      '-o',
+      'json',
+      '-f',
+      'examples/local-path-test-vm.yaml',
+    ]);
+    const stored = JSON.parse(out);
+    expect(stored.spec.vm).toMatchObject({
+      state: 'Running',
+      maximumCpus: 4,
+      firmware: 'uefi',
+      powerdownTimeout: 900,
+    });
+  });
+
+  it('applies the documented defaults and shows them in kubectl get', async () => {
+    expect(await applyError(vmManifest(namespace, 'defaults', 'maximumCpus: 2'))).toBe('');
+    const vm = JSON.parse(await kubectl(['get', 'vm', '-n', namespace, 'defaults', '-o', 'json']));
+    expect(vm.spec.vm).toMatchObject({
+      state: 'Stopped',
+      maximumRam: '1G',
+      cpuModel: 'host',
+      disks: [],
+      networks: [],
+    });
+    expect(vm.spec.guestShutdownStops).toBe(false);
+    const table = await kubectl(['get', 'vm', '-n', namespace, 'defaults']);
+    expect(table.split('\n')[0]).toMatch(/NAME\s+STATE\s+PHASE\s+CPUS\s+RAM\s+NODE\s+AGE/);
+    expect(table).toMatch(/defaults\s+Stopped/);
+  });
+
+  it.each([
+    ['maximumCpus: 2\ncurrentCpus: 4', /spec\.vm\.currentCpus.*currentCpus must not exceed maximumCpus/],
+    ['maximumRam: 1Gi\ncurrentRam: 2Gi', /spec\.vm\.currentRam.*currentRam must not exceed maximumRam/],
+    [
+      'disks:\n- cdrom: {image: ""}\n  volumeClaimTemplate: {metadata: {name: a}}',
+      /spec\.vm\.disks\[0\].*exactly one of volumeClaimTemplate or cdrom/,
+    ],
+    [
+      'disks:\n- volumeClaimTemplate: {metadata: {name: a}}\n- volumeClaimTemplate: {metadata: {name: a}}',
+      /spec\.vm\.disks.*must be unique/,
+    ],
+    ['state: Paused', /spec\.vm\.state: Unsupported value: "Paused"/],
+    ['currentRam: lots', /spec\.vm\.currentRam/],
+    ['networks:\n- {}', /spec\.vm\.networks\[0\].*exactly one of tap or user/],
+    ['maximumCpus: 2\ncpuTopology: {sockets: 1}', /specify either maximumCpus or cpuTopology/],
+    ['powerdownTimeout: -1', /spec\.vm\.powerdownTimeout/],
+  ])('rejects %j with a message naming the field', async (vmYaml, message) => {
+    const error = await applyError(vmManifest(namespace, 'invalid', vmYaml));
+    expect(error).toMatch(message);
+  });
+});
