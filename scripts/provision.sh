@@ -35,4 +35,5 @@ install_npm_packages() {
 install_debian_packages
 install_npm_packages
 bash scripts/build-control-plane.sh >/dev/null
+bash scripts/build-test-guest.sh >/dev/null
 log "ready"

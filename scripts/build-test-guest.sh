@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Builds the vmop test guest (Debian's cloud kernel + a busybox initramfs, see scripts/test-guest/) into
+# a cache outside the work tree, keyed by kernel version and a hash of the build inputs, and prints the
+# directory holding `vmlinuz` and `initrd.img`. A quick no-op when that directory exists.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+guest_files="$here/test-guest"
+cache_root="${VMOP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/vmop}/test-guest"
+busybox="$(command -v busybox)"
+# What the guest's init needs: virtio PCI, balloon, disks, a SCSI CD-ROM (the cloud kernel has no AHCI),
+# the vmop agent's virtio-serial port, and the ACPI power button as an input event device.
+modules=(virtio_pci virtio_balloon virtio_blk virtio_scsi sr_mod isofs virtio_console button evdev)
+
+log() { echo "[build-test-guest] $*" >&2; }
+
+kernel_version() {
+  local newest
+  newest="$(ls /boot/vmlinuz-*-cloud-amd64 2>/dev/null | sort -V | tail -n 1)"
+  [[ -n "$newest" ]] || { log "no /boot/vmlinuz-*-cloud-amd64: install linux-image-cloud-amd64"; exit 1; }
+  echo "${newest#/boot/vmlinuz-}"
+}
+
+inputs_hash() {
+  {
+    cat "${BASH_SOURCE[0]}"
+    "$busybox" | head -n 1
+    (cd "$guest_files" && find . -type f | LC_ALL=C sort | while read -r file; do echo "$file"; cat "$file"; done)
+  } | sha256sum | cut -c1-12
+}
+
+# Ordered, de-duplicated module files (dependencies first), as modprobe resolves them.
+module_paths() {
+  local kver="$1" module
+  for module in "${modules[@]}"; do
+    modprobe -S "$kver" --show-depends "$module" | awk '$1 == "insmod" { print $2 }'
+  done | awk '!seen[$0]++'
+}
+
+# Busybox insmod takes plain .ko files only; Debian may ship .ko.xz or .ko.zst.
+copy_module() {
+  local source="$1" target="$2"
+  case "$source" in
+    *.ko.xz) xz -dc "$source" >"$target" ;;
+    *.ko.zst) zstd -qdc "$source" >"$target" ;;
+    *.ko.gz) gzip -dc "$source" >"$target" ;;
+    *.ko) cp "$source" "$target" ;;
+    *) log "unexpected module file $source"; exit 1 ;;
+  esac
+}
+
+build() {
+  local kver="$1" out="$2" work root path name
+  work="$(mktemp -d "$cache_root/.build.XXXXXX")"
+  trap 'rm -rf "$work"' RETURN
+  root="$work/root"
+  mkdir -p "$root"/{bin,dev,proc,sys,run,tmp,mnt,lib/modules} "$work/out"
+  ln -s bin "$root/sbin"
+  cp -a "$guest_files/." "$root/"
+  cp "$busybox" "$root/bin/busybox"
+  for name in $("$busybox" --list); do
+    [[ -e "$root/bin/$name" ]] || ln -s busybox "$root/bin/$name"
+  done
+  module_paths "$kver" | while read -r path; do
+    name="$(basename "$path")"
+    name="${name%%.ko*}.ko"
+    copy_module "$path" "$root/lib/modules/$name"
+    echo "$name" >>"$root/lib/modules/load-order"
+  done
+  # Uncompressed: under TCG, unpacking a compressed initramfs costs more boot time than it saves.
+  (cd "$root" && find . -print0 | LC_ALL=C sort -z | cpio --null --create --format=newc --quiet) >"$work/out/initrd.img"
+  cp "/boot/vmlinuz-$kver" "$work/out/vmlinuz"
+  mv -T "$work/out" "$out"
+  log "built $out ($(wc -l <"$root/lib/modules/load-order") modules)"
+}
+
+kver="$(kernel_version)"
+out="$cache_root/$kver-$(inputs_hash)"
+if [[ ! -f "$out/initrd.img" ]]; then
+  mkdir -p "$cache_root"
+  # Parallel test workers may ask at once: one builds, the others wait and reuse its result.
+  exec 9>"$cache_root/.lock"
+  flock 9
+  [[ -f "$out/initrd.img" ]] || build "$kver" "$out"
+fi
+echo "$out"
