@@ -3,6 +3,7 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    globalSetup: ['test/support/global-control-plane.ts'],
     pool: 'forks',
     // Two cores: QEMU under TCG and the control plane are CPU-heavy, so keep parallelism low.
     maxWorkers: 2,

@@ -57,6 +57,10 @@ build_etcd() {
   log "installed etcd in $ETCD_DIR"
 }
 
+# Two test runs starting at once would otherwise both compile on a 2-core machine.
+mkdir -p "$CACHE_ROOT"
+exec 9>"$CACHE_ROOT/.build.lock"
+flock 9
 build_etcd
 build_k8s
 # Print where the binaries are, for scripts that need them.
