@@ -1,12 +1,13 @@
 #!/usr/bin/env node
 import { Command } from 'commander';
+import { register as registerManager } from './manager.js';
 
 const program = new Command('vmop')
   .description('Runs QEMU virtual machines declared by VirtualMachine custom resources')
   .showHelpAfterError();
 
 // Each subcommand lives in its own module under src/cli/ and registers itself here.
-const registrations: Array<(program: Command) => void> = [];
+const registrations: Array<(program: Command) => void> = [registerManager];
 
 for (const register of registrations) register(program);
 

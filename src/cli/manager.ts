@@ -1,0 +1,58 @@
+import { Command, Option } from 'commander';
+import { DEFAULT_RUNNER_IMAGE, ManagerOptions, startManager } from '../operator/manager.js';
+import { formatFieldPath } from '../api/runner-config.js';
+
+const collect = (value: string, previous: string[]) => [...previous, ...value.split(',').filter(Boolean)];
+
+export function register(program: Command): void {
+  program
+    .command('manager')
+    .description('Run the operator: watch VirtualMachines and reconcile them from the shared work queue')
+    .option('--kubeconfig <path>', 'kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)')
+    .option(
+      '-n, --namespace <name>',
+      'watch this namespace (repeatable, comma-separated; default: all)',
+      collect,
+      [],
+    )
+    .addOption(
+      new Option('--redis <url>', 'Redis URL of the work queue').env('REDIS_URL').makeOptionMandatory(),
+    )
+    .option('--concurrency <n>', 'keys reconciled at once by this replica', Number, 4)
+    .option(
+      '--rate-limit <per-second>',
+      'reconciles per second across all replicas (default: unlimited)',
+      Number,
+    )
+    .option(
+      '--metrics-port <port>',
+      'port of /metrics, /healthz and /readyz (0: any free port)',
+      Number,
+      8080,
+    )
+    .option('--runner-image <image>', 'runner image for VMs that do not name one', DEFAULT_RUNNER_IMAGE)
+    .option('--runner-redis-secret <name>', "Secret in a VM's namespace whose key 'url' runners publish to")
+    .option('--resync-interval <seconds>', 'how often all VMs are reconciled anyway', Number, 600)
+    .action(async (flags) => {
+      const parsed = ManagerOptions.safeParse({
+        kubeconfig: flags.kubeconfig,
+        namespaces: flags.namespace,
+        redisUrl: flags.redis,
+        concurrency: flags.concurrency,
+        rateLimitPerSecond: flags.rateLimit,
+        metricsPort: flags.metricsPort,
+        runnerImage: flags.runnerImage,
+        runnerRedisSecret: flags.runnerRedisSecret,
+        resyncIntervalMs: flags.resyncInterval * 1000,
+      });
+      if (!parsed.success) {
+        for (const issue of parsed.error.issues)
+          console.error(`vmop manager: ${formatFieldPath(issue.path)}: ${issue.message}`);
+        process.exit(2);
+      }
+      const manager = await startManager(parsed.data);
+      const shutdown = () => void manager.stop();
+      process.once('SIGTERM', shutdown);
+      process.once('SIGINT', shutdown);
+    });
+}

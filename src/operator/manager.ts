@@ -1,0 +1,124 @@
+// The manager process: watches → keyed work queue → reconcilers. Any number of replicas may run
+// against one queue; the queue keeps each key to one handler at a time, so no leader election.
+import { CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import { Registry, collectDefaultMetrics } from 'prom-client';
+import { z } from 'zod';
+import { GROUP, PLURAL, VERSION } from '../api/virtual-machine.js';
+import { makeKubeClients } from '../kube/clients.js';
+import { TerminalError, openWorkQueue, startWorkers, type KeyHandler } from '../queue/index.js';
+import { vmKey } from '../reconcilers/virtual-machine/naming.js';
+import { createVmReconciler } from '../reconcilers/virtual-machine/reconcile.js';
+import { createLogger } from '../util/logger.js';
+import { serveHttpEndpoints } from './http-endpoints.js';
+import { createWatchEdge } from './watch-edge.js';
+
+export const DEFAULT_RUNNER_IMAGE = 'ghcr.io/vmop/vmop-runner:latest';
+
+export const ManagerOptions = z.object({
+  /** A kubeconfig file; default: $KUBECONFIG, ~/.kube/config or the in-cluster service account. */
+  kubeconfig: z.string().optional(),
+  /** Namespaces to watch; all when empty. */
+  namespaces: z.array(z.string().min(1)).default([]),
+  redisUrl: z.string().url(),
+  concurrency: z.number().int().positive().default(4),
+  /** Reconciles per second across all replicas; unlimited when absent. */
+  rateLimitPerSecond: z.number().positive().optional(),
+  metricsPort: z.number().int().min(0).max(65535).default(8080),
+  metricsHost: z.string().default('0.0.0.0'),
+  runnerImage: z.string().min(1).default(DEFAULT_RUNNER_IMAGE),
+  runnerRedisSecret: z.string().optional(),
+  resyncIntervalMs: z
+    .number()
+    .int()
+    .positive()
+    .default(10 * 60_000),
+});
+export type ManagerOptions = z.input<typeof ManagerOptions>;
+
+export interface RunningManager {
+  metricsPort: number;
+  stop(): Promise<void>;
+}
+
+function loadKubeConfig(path: string | undefined): KubeConfig {
+  const kubeConfig = new KubeConfig();
+  if (path) kubeConfig.loadFromFile(path);
+  else kubeConfig.loadFromDefault();
+  return kubeConfig;
+}
+
+export async function startManager(input: ManagerOptions): Promise<RunningManager> {
+  const options = ManagerOptions.parse(input);
+  const logger = createLogger('manager');
+  const kubeConfig = loadKubeConfig(options.kubeconfig);
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const namespaces = options.namespaces.length > 0 ? options.namespaces : undefined;
+
+  const reconcileVm = createVmReconciler({
+    clients: makeKubeClients(kubeConfig),
+    defaultRunnerImage: options.runnerImage,
+    runnerRedisSecret: options.runnerRedisSecret,
+    logger,
+  });
+  const handler: KeyHandler = async (key, { attempt }) => {
+    if (!key.startsWith('vm:')) throw new TerminalError(`no reconciler for key ${key}`);
+    logger.debug({ key, attempt }, 'reconcile start');
+    try {
+      return await reconcileVm(key);
+    } finally {
+      logger.debug({ key }, 'reconcile end');
+    }
+  };
+
+  const queue = openWorkQueue({ redisUrl: options.redisUrl });
+  const customObjects = kubeConfig.makeApiClient(CustomObjectsApi);
+  const enqueueAllVms = async () => {
+    const lists = await Promise.all(
+      (namespaces ?? [undefined]).map((namespace) =>
+        namespace
+          ? customObjects.listNamespacedCustomObject({
+              group: GROUP,
+              version: VERSION,
+              plural: PLURAL,
+              namespace,
+            })
+          : customObjects.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL }),
+      ),
+    );
+    const keys = lists.flatMap((list: { items: Array<{ metadata: { namespace: string; name: string } }> }) =>
+      list.items.map((vm) => vmKey(vm.metadata.namespace, vm.metadata.name)),
+    );
+    await queue.addMany(keys, { event: { type: 'RESYNC' } });
+    logger.info({ keys: keys.length }, 'resync enqueued all VMs');
+  };
+
+  const workers = await startWorkers({
+    redisUrl: options.redisUrl,
+    handler,
+    concurrency: options.concurrency,
+    ...(options.rateLimitPerSecond && { rateLimit: { perSecond: options.rateLimitPerSecond } }),
+    resync: { everyMs: options.resyncIntervalMs, onResync: enqueueAllVms },
+    logger,
+    metrics: registry,
+  });
+
+  let ready = false;
+  const endpoints = await serveHttpEndpoints(options.metricsPort, options.metricsHost, registry, () => ready);
+  const watches = createWatchEdge(kubeConfig, namespaces, (key, event) => queue.add(key, { event }), logger);
+  await watches.start();
+  ready = true;
+  logger.info({ namespaces: namespaces ?? 'all', metricsPort: endpoints.port }, 'manager started');
+
+  return {
+    metricsPort: endpoints.port,
+    async stop() {
+      ready = false;
+      await watches.stop();
+      await workers.close();
+      await queue.close();
+      await endpoints.close();
+      logger.info('manager stopped');
+    },
+  };
+}

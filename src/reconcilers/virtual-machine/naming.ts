@@ -1,0 +1,56 @@
+// Names and labels that tie the objects of one VM together (as VM-Operator defines them).
+import type { Disk, VirtualMachine } from '../../api/virtual-machine.js';
+
+export const APP_NAME = 'vm-runner';
+export const MANAGED_BY = 'vm-operator';
+export const FIELD_MANAGER = 'vmop';
+export const CONFIG_DIR = '/etc/opt/vmrunner';
+export const DATA_DIR = '/var/local/vm-data';
+export const DISPLAY_SECRET_DIR = '/etc/opt/vmrunner/display-secret';
+export const RUNNER_DATA_CLAIM = 'runner-data';
+
+export const LABEL_NAME = 'app.kubernetes.io/name';
+export const LABEL_INSTANCE = 'app.kubernetes.io/instance';
+export const LABEL_MANAGED_BY = 'app.kubernetes.io/managed-by';
+export const LABEL_COMPONENT = 'app.kubernetes.io/component';
+
+/** The labels every object (and PVC) of a VM carries. */
+export function vmLabels(vmName: string): Record<string, string> {
+  return { [LABEL_NAME]: APP_NAME, [LABEL_INSTANCE]: vmName, [LABEL_MANAGED_BY]: MANAGED_BY };
+}
+
+/** Selects a VM's display-password Secret (its name is the user's choice). */
+export function displaySecretSelector(vmName: string): string {
+  return `${LABEL_NAME}=${APP_NAME},${LABEL_COMPONENT}=display-secret,${LABEL_INSTANCE}=${vmName}`;
+}
+
+/**
+ * The disk's volume name: `<metadata.name>-disk`, or `disk-<n>` with n the disk's index in the
+ * disk list. It is also the device path in the runner (`/dev/<name>`) and the PVC name prefix.
+ */
+export function diskVolumeName(disk: Disk, index: number): string {
+  const name = disk.volumeClaimTemplate?.metadata?.name;
+  return name ? `${name}-disk` : `disk-${index}`;
+}
+
+/** The work-queue key of a VM. */
+export function vmKey(namespace: string, name: string): string {
+  return `vm:${namespace}/${name}`;
+}
+
+export function parseVmKey(key: string): { namespace: string; name: string } {
+  const match = /^vm:([^/]+)\/(.+)$/.exec(key);
+  if (!match) throw new Error(`not a VirtualMachine key: ${key}`);
+  return { namespace: match[1]!, name: match[2]! };
+}
+
+export function ownerReference(vm: VirtualMachine) {
+  return {
+    apiVersion: vm.apiVersion,
+    kind: vm.kind,
+    name: vm.metadata.name,
+    uid: vm.metadata.uid!,
+    controller: true,
+    blockOwnerDeletion: true,
+  };
+}

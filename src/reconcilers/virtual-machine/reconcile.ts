@@ -1,0 +1,154 @@
+// The idempotent reconcile of one VirtualMachine key: read what is, apply what should be, report.
+import {
+  PatchStrategy,
+  setHeaderOptions,
+  type KubernetesObject,
+  type V1StatefulSet,
+} from '@kubernetes/client-node';
+import { isDeepStrictEqual } from 'node:util';
+import {
+  GROUP,
+  PLURAL,
+  VERSION,
+  VirtualMachine,
+  type VirtualMachineStatus,
+} from '../../api/virtual-machine.js';
+import type { HandlerResult } from '../../queue/index.js';
+import { readOptional, type KubeClients } from '../../kube/clients.js';
+import { isSubset } from '../../kube/subset.js';
+import type { Logger } from '../../util/logger.js';
+import { desiredConfigMap } from './config-map.js';
+import { FIELD_MANAGER, displaySecretSelector, parseVmKey } from './naming.js';
+import { desiredRunnerConfig, maximumCpus, validateRunnerConfig } from './runner-config.js';
+import { desiredStatefulSet } from './stateful-set.js';
+import { deriveStatus } from './status.js';
+
+export interface VmReconcilerOptions {
+  clients: KubeClients;
+  defaultRunnerImage: string;
+  runnerRedisSecret?: string;
+  logger: Logger;
+  now?: () => Date;
+}
+
+const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+/** Spec problems the CRD schema cannot express; reported in the SpecValid condition. */
+function semanticErrors(vm: VirtualMachine): string[] {
+  const errors: string[] = [];
+  const { currentCpus } = vm.spec.vm;
+  const maximum = maximumCpus(vm.spec.vm);
+  if (currentCpus !== undefined && currentCpus > maximum) {
+    errors.push(`spec.vm.currentCpus: ${currentCpus} exceeds the ${maximum} CPUs of spec.vm.cpuTopology`);
+  }
+  return errors;
+}
+
+/** Fields of a StatefulSet the apiserver refuses to update. */
+function immutablePartsDiffer(desired: V1StatefulSet, current: V1StatefulSet): boolean {
+  const claims = (sts: V1StatefulSet) =>
+    (sts.spec?.volumeClaimTemplates ?? []).map((c) => ({ name: c.metadata?.name, spec: c.spec }));
+  return !isSubset(claims(desired), claims(current)) || claims(desired).length !== claims(current).length;
+}
+
+export function createVmReconciler(options: VmReconcilerOptions) {
+  const { clients, logger } = options;
+  const now = options.now ?? (() => new Date());
+
+  async function apply(object: KubernetesObject, current: KubernetesObject | undefined): Promise<boolean> {
+    if (current && isSubset(object, current)) return false;
+    await clients.objects.patch(
+      object,
+      undefined,
+      undefined,
+      FIELD_MANAGER,
+      true,
+      PatchStrategy.ServerSideApply,
+    );
+    return true;
+  }
+
+  return async function reconcileVirtualMachine(key: string): Promise<HandlerResult> {
+    const { namespace, name } = parseVmKey(key);
+    const raw = await readOptional(() =>
+      clients.customObjects.getNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        plural: PLURAL,
+        namespace,
+        name,
+      }),
+    );
+    if (!raw || raw.metadata?.deletionTimestamp) return; // owned objects go by garbage collection
+    const vm = VirtualMachine.parse(raw);
+
+    const secrets = await clients.core.listNamespacedSecret({
+      namespace,
+      labelSelector: displaySecretSelector(name),
+    });
+    const displaySecretName = secrets.items.map((s) => s.metadata!.name!).sort()[0];
+    const runnerConfig = desiredRunnerConfig(vm, { hasDisplaySecret: displaySecretName !== undefined });
+    const specErrors = [...semanticErrors(vm), ...validateRunnerConfig(runnerConfig)];
+
+    const writes: string[] = [];
+    if (specErrors.length === 0) {
+      const currentConfigMap = await readOptional(() =>
+        clients.core.readNamespacedConfigMap({ name, namespace }),
+      );
+      if (await apply(desiredConfigMap(vm, runnerConfig), currentConfigMap)) writes.push('ConfigMap');
+
+      const currentSts = await readOptional(() =>
+        clients.apps.readNamespacedStatefulSet({ name, namespace }),
+      );
+      const sts = desiredStatefulSet(vm, {
+        defaultRunnerImage: options.defaultRunnerImage,
+        displaySecretName,
+        runnerRedisSecret: options.runnerRedisSecret,
+        currentGracePeriodSeconds: currentSts?.spec?.template.spec?.terminationGracePeriodSeconds,
+      });
+      if (currentSts && immutablePartsDiffer(sts, currentSts)) {
+        if (vm.spec.vm.state === 'Stopped' && (currentSts.status?.replicas ?? 0) === 0) {
+          // Disks changed while stopped: recreate the StatefulSet (PVCs are retained) on the next run.
+          await clients.apps.deleteNamespacedStatefulSet({
+            name,
+            namespace,
+            propagationPolicy: 'Background',
+          });
+          writes.push('StatefulSet (deleted to change disks)');
+          return { requeueAfter: 1000 };
+        }
+        specErrors.push('spec.vm.disks: disks of a running VM change only after it has been stopped');
+      } else if (await apply(sts, currentSts)) {
+        writes.push('StatefulSet');
+      }
+    }
+
+    const pod = await readOptional(() => clients.core.readNamespacedPod({ name: `${name}-0`, namespace }));
+    const status = deriveStatus(vm, { pod, specErrors, now: now() });
+    if (!isDeepStrictEqual(JSON.parse(JSON.stringify(status)), vm.status ?? {})) {
+      await clients.customObjects.patchNamespacedCustomObjectStatus(
+        {
+          group: GROUP,
+          version: VERSION,
+          plural: PLURAL,
+          namespace,
+          name,
+          body: { status: statusPatch(vm.status, status) },
+        },
+        mergePatch,
+      );
+      writes.push('status');
+    }
+    if (writes.length > 0) logger.info({ key, writes, phase: status.phase }, 'reconciled');
+  };
+}
+
+/** A JSON merge patch turning `before` into `after`: fields that went away become null. */
+function statusPatch(
+  before: VirtualMachineStatus | undefined,
+  after: VirtualMachineStatus,
+): Record<string, unknown> {
+  const patch: Record<string, unknown> = JSON.parse(JSON.stringify(after));
+  for (const key of Object.keys(before ?? {})) if (!(key in patch)) patch[key] = null;
+  return patch;
+}

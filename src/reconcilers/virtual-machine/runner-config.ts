@@ -1,0 +1,114 @@
+// Derives the runner's config.yaml (the "/Runner" document) from a VirtualMachine.
+import { RunnerConfigFile, formatFieldPath, type RunnerConfigInput } from '../../api/runner-config.js';
+import type { VirtualMachine, VmDefinition } from '../../api/virtual-machine.js';
+import { DATA_DIR, DISPLAY_SECRET_DIR, diskVolumeName } from './naming.js';
+
+/** VM-Operator's default when neither maximumCpus nor cpuTopology is given. */
+const DEFAULT_MAXIMUM_CPUS = 4;
+
+export interface RunnerConfigOptions {
+  /** Whether a display-password Secret exists and is mounted at DISPLAY_SECRET_DIR. */
+  hasDisplaySecret: boolean;
+}
+
+export function maximumCpus(vm: VmDefinition): number {
+  if (vm.maximumCpus !== undefined) return vm.maximumCpus;
+  if (!vm.cpuTopology) return DEFAULT_MAXIMUM_CPUS;
+  const { sockets, diesPerSocket, coresPerDie, threadsPerCore } = vm.cpuTopology;
+  return [sockets, diesPerSocket, coresPerDie, threadsPerCore].reduce((product, n) => product * (n || 1), 1);
+}
+
+/**
+ * cloud-init meta-data with the two keys the controller fills in when missing.
+ * Deviation from VM-Operator: instance-id comes from metadata.generation, not resourceVersion,
+ * because every status write changes resourceVersion and would make cloud-init run again.
+ */
+export function cloudInitMetaData(vm: VirtualMachine): Record<string, string> {
+  const given = vm.spec.cloudInit?.metaData ?? {};
+  return {
+    'instance-id': `${vm.metadata.name}-${vm.metadata.generation ?? 1}`,
+    'local-hostname': vm.metadata.name,
+    ...given,
+  };
+}
+
+export function desiredRunnerConfig(vm: VirtualMachine, options: RunnerConfigOptions): RunnerConfigInput {
+  const { spec } = vm;
+  const def = spec.vm;
+  const cloudInit = spec.cloudInit && {
+    metaData: cloudInitMetaData(vm),
+    ...(spec.cloudInit.userData && { userData: spec.cloudInit.userData }),
+    ...(spec.cloudInit.networkConfig && { networkConfig: spec.cloudInit.networkConfig }),
+  };
+  const maximum = maximumCpus(def);
+  return {
+    '/Runner': {
+      dataDir: DATA_DIR,
+      ...(spec.runnerTemplate.source && { template: spec.runnerTemplate.source }),
+      updateTemplate: spec.runnerTemplate.update,
+      guestShutdownStops: spec.guestShutdownStops,
+      ...(options.hasDisplaySecret && { displaySecretDir: DISPLAY_SECRET_DIR }),
+      ...(cloudInit && { cloudInit }),
+      vm: {
+        name: vm.metadata.name,
+        ...(def.machineUuid && { uuid: def.machineUuid }),
+        useTpm: def.useTpm,
+        firmware: def.firmware,
+        bootMenu: def.bootMenu,
+        powerdownTimeout: def.powerdownTimeout,
+        cpuModel: def.cpuModel,
+        maximumCpus: maximum,
+        currentCpus: def.currentCpus ?? maximum,
+        ...(def.cpuTopology && {
+          sockets: def.cpuTopology.sockets,
+          diesPerSocket: def.cpuTopology.diesPerSocket,
+          coresPerDie: def.cpuTopology.coresPerDie,
+          threadsPerCore: def.cpuTopology.threadsPerCore,
+        }),
+        maximumRam: def.maximumRam,
+        ...(def.currentRam !== undefined && { currentRam: def.currentRam }),
+        rtcBase: def.rtcBase,
+        rtcClock: def.rtcClock,
+        network: def.networks.map((network) =>
+          network.tap
+            ? {
+                type: 'tap' as const,
+                device: network.tap.device,
+                bridge: network.tap.bridge,
+                mac: network.tap.mac,
+              }
+            : { type: 'user' as const, device: network.user!.device, net: network.user!.net },
+        ),
+        drives: def.disks.map((disk, index) =>
+          disk.cdrom
+            ? { type: 'ide-cd' as const, file: disk.cdrom.image, bootindex: disk.bootindex }
+            : {
+                type: 'raw' as const,
+                resource: `/dev/${diskVolumeName(disk, index)}`,
+                bootindex: disk.bootindex,
+              },
+        ),
+        display: {
+          outputs: def.display.outputs,
+          ...(def.display.spice && {
+            spice: {
+              port: def.display.spice.port,
+              usbRedirects: def.display.spice.usbRedirects,
+              ...(def.display.spice.streamingVideo && { streamingVideo: def.display.spice.streamingVideo }),
+            },
+          }),
+        },
+      },
+    },
+  };
+}
+
+/**
+ * Checks the derived config with the runner's own schema: whatever the runner would reject
+ * (e.g. a RAM size it cannot parse) is reported on the VM instead of crash-looping a pod.
+ */
+export function validateRunnerConfig(config: RunnerConfigInput): string[] {
+  const result = RunnerConfigFile.safeParse(config);
+  if (result.success) return [];
+  return result.error.issues.map((issue) => `runner config ${formatFieldPath(issue.path)}: ${issue.message}`);
+}

@@ -1,0 +1,182 @@
+import type {
+  V1EnvVar,
+  V1PersistentVolumeClaim,
+  V1StatefulSet,
+  V1Volume,
+  V1VolumeMount,
+} from '@kubernetes/client-node';
+import type { VirtualMachine } from '../../api/virtual-machine.js';
+import {
+  APP_NAME,
+  CONFIG_DIR,
+  DATA_DIR,
+  DISPLAY_SECRET_DIR,
+  LABEL_INSTANCE,
+  LABEL_NAME,
+  RUNNER_DATA_CLAIM,
+  diskVolumeName,
+  ownerReference,
+  vmKey,
+  vmLabels,
+} from './naming.js';
+
+export interface StatefulSetOptions {
+  /** The runner image when the VM does not name one. */
+  defaultRunnerImage: string;
+  /** Name of the VM's display-password Secret, when one exists. */
+  displaySecretName?: string;
+  /** A Secret (in the VM's namespace) whose key `url` is the Redis URL the runner publishes to. */
+  runnerRedisSecret?: string;
+  /** The grace period the current StatefulSet's pod template has, if it exists. */
+  currentGracePeriodSeconds?: number;
+}
+
+type Quantities = Record<string, string | number> | undefined;
+
+/** Kubernetes wants quantities as strings in typed objects; the CRD also admits integers. */
+function quantityStrings(values: Quantities): Record<string, string> | undefined {
+  return values && Object.fromEntries(Object.entries(values).map(([key, value]) => [key, String(value)]));
+}
+
+function resourceRequirements(resources: { limits?: Quantities; requests?: Quantities }) {
+  return {
+    ...(resources.limits && { limits: quantityStrings(resources.limits) }),
+    ...(resources.requests && { requests: quantityStrings(resources.requests) }),
+  };
+}
+
+/** Seconds kubelet waits beyond powerdownTimeout before it kills the runner. */
+const GRACE_MARGIN_SECONDS = 5;
+
+export function runnerImage(
+  vm: VirtualMachine,
+  defaultImage: string,
+): { image: string; pullPolicy?: string } {
+  const spec = vm.spec.image;
+  if (!spec) return { image: defaultImage };
+  const image = spec.source ?? `${spec.repository}/${spec.path}${spec.version ? `:${spec.version}` : ''}`;
+  return { image, ...(spec.pullPolicy && { pullPolicy: spec.pullPolicy }) };
+}
+
+/**
+ * The grace period must cover powerdownTimeout. powerdownTimeout changes at runtime, and a pod
+ * template change must not be caused by a runtime change, so the period only ever grows.
+ */
+export function gracePeriodSeconds(vm: VirtualMachine, current: number | undefined): number {
+  const needed = vm.spec.vm.powerdownTimeout + GRACE_MARGIN_SECONDS;
+  return current !== undefined && current >= needed ? current : needed;
+}
+
+function diskClaimTemplates(vm: VirtualMachine): V1PersistentVolumeClaim[] {
+  return vm.spec.vm.disks.flatMap((disk, index) => {
+    const template = disk.volumeClaimTemplate;
+    if (!template) return [];
+    const { resources, ...claimSpec } = template.spec ?? {};
+    return [
+      {
+        apiVersion: 'v1',
+        kind: 'PersistentVolumeClaim',
+        metadata: {
+          name: diskVolumeName(disk, index),
+          labels: { ...template.metadata?.labels, ...vmLabels(vm.metadata.name) },
+          ...(template.metadata?.annotations && { annotations: template.metadata.annotations }),
+        },
+        spec: {
+          accessModes: ['ReadWriteOnce'],
+          volumeMode: 'Block',
+          ...claimSpec,
+          ...(resources && { resources: resourceRequirements(resources) }),
+        },
+      },
+    ];
+  });
+}
+
+/** The runner's own persistent state (machine uuid, firmware variables, TPM state, template copy). */
+function runnerDataClaimTemplate(vm: VirtualMachine): V1PersistentVolumeClaim {
+  return {
+    apiVersion: 'v1',
+    kind: 'PersistentVolumeClaim',
+    metadata: { name: RUNNER_DATA_CLAIM, labels: vmLabels(vm.metadata.name) },
+    spec: {
+      accessModes: ['ReadWriteOnce'],
+      volumeMode: 'Filesystem',
+      resources: { requests: { storage: '1Mi' } },
+    },
+  };
+}
+
+/** The StatefulSet `<vm>` that runs the VM's runner pod (replicas 1 when Running, else 0). */
+export function desiredStatefulSet(vm: VirtualMachine, options: StatefulSetOptions): V1StatefulSet {
+  const name = vm.metadata.name;
+  const namespace = vm.metadata.namespace!;
+  const { image, pullPolicy } = runnerImage(vm, options.defaultRunnerImage);
+  const disks = diskClaimTemplates(vm);
+  const volumes: V1Volume[] = [{ name: 'config', configMap: { name } }];
+  const volumeMounts: V1VolumeMount[] = [
+    { name: 'config', mountPath: CONFIG_DIR, readOnly: true },
+    { name: RUNNER_DATA_CLAIM, mountPath: DATA_DIR },
+  ];
+  if (options.displaySecretName) {
+    volumes.push({ name: 'display-secret', secret: { secretName: options.displaySecretName } });
+    volumeMounts.push({ name: 'display-secret', mountPath: DISPLAY_SECRET_DIR, readOnly: true });
+  }
+  const env: V1EnvVar[] = [
+    { name: 'VMOP_VM_KEY', value: vmKey(namespace, name) },
+    { name: 'VMOP_POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+  ];
+  if (options.runnerRedisSecret) {
+    env.push({
+      name: 'VMOP_REDIS_URL',
+      valueFrom: { secretKeyRef: { name: options.runnerRedisSecret, key: 'url', optional: true } },
+    });
+  }
+  const { spec } = vm;
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'StatefulSet',
+    metadata: { name, namespace, labels: vmLabels(name), ownerReferences: [ownerReference(vm)] },
+    spec: {
+      replicas: spec.vm.state === 'Running' ? 1 : 0,
+      serviceName: name,
+      selector: { matchLabels: { [LABEL_NAME]: APP_NAME, [LABEL_INSTANCE]: name } },
+      // A template change must never restart a running VM: new pods pick it up on their next start.
+      updateStrategy: { type: 'OnDelete' },
+      // Disks are precious: deleting the VM (and so this StatefulSet) keeps the PVCs.
+      persistentVolumeClaimRetentionPolicy: { whenDeleted: 'Retain', whenScaled: 'Retain' },
+      template: {
+        metadata: { labels: vmLabels(name) },
+        spec: {
+          containers: [
+            {
+              name: 'runner',
+              image,
+              ...(pullPolicy && { imagePullPolicy: pullPolicy }),
+              args: ['runner', '--config', `${CONFIG_DIR}/config.yaml`],
+              env,
+              volumeMounts,
+              volumeDevices: disks.map((claim) => ({
+                name: claim.metadata!.name!,
+                devicePath: `/dev/${claim.metadata!.name!}`,
+              })),
+              // /dev/kvm and tap devices on the bridge need it (as VM-Operator's runner pods have).
+              securityContext: { privileged: true },
+              ...(spec.resources && { resources: resourceRequirements(spec.resources) }),
+            },
+          ],
+          volumes,
+          hostNetwork: true,
+          // The runner needs no Kubernetes API access: status flows back through Redis.
+          automountServiceAccountToken: false,
+          enableServiceLinks: false,
+          terminationGracePeriodSeconds: gracePeriodSeconds(vm, options.currentGracePeriodSeconds),
+          ...(spec.nodeName && { nodeName: spec.nodeName }),
+          ...(spec.nodeSelector && { nodeSelector: spec.nodeSelector }),
+          ...(spec.affinity && { affinity: spec.affinity as never }),
+          ...(spec.tolerations && { tolerations: spec.tolerations }),
+        },
+      },
+      volumeClaimTemplates: [runnerDataClaimTemplate(vm), ...disks],
+    },
+  };
+}

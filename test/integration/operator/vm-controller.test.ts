@@ -1,0 +1,148 @@
+import { AppsV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { parse } from 'yaml';
+import { installCrds } from '../../../src/devenv/install-crds.js';
+import { startRedis, type RedisServer } from '../../../src/devenv/redis.js';
+import { eventually } from '../../support/eventually.js';
+import { isNotFound, kubectl, sharedKubeConfig } from '../../support/kube.js';
+import { startManagerProcess, type ManagerProcess } from '../../support/manager-process.js';
+
+const NAMESPACE = 'vmop-demo'; // the namespace VM-Operator's example names
+const VM = 'test-vm';
+const kubeConfig = sharedKubeConfig();
+const apps = kubeConfig.makeApiClient(AppsV1Api);
+const core = kubeConfig.makeApiClient(CoreV1Api);
+const custom = kubeConfig.makeApiClient(CustomObjectsApi);
+const vmRef = {
+  group: 'vmoperator.jdrupes.org',
+  version: 'v1',
+  plural: 'vms',
+  namespace: NAMESPACE,
+  name: VM,
+};
+
+const readVm = () => custom.getNamespacedCustomObject(vmRef);
+const patchVm = (vm: Record<string, unknown>) =>
+  kubectl(['patch', 'vm', '-n', NAMESPACE, VM, '--type', 'merge', '-p', JSON.stringify({ spec: { vm } })]);
+const readSts = () => apps.readNamespacedStatefulSet({ name: VM, namespace: NAMESPACE });
+const readConfigMap = () => core.readNamespacedConfigMap({ name: VM, namespace: NAMESPACE });
+const runnerConfig = async () => parse((await readConfigMap()).data!['config.yaml']!)['/Runner'];
+
+describe('VirtualMachine controller (one manager process, real apiserver and Redis)', () => {
+  let redis: RedisServer;
+  let manager: ManagerProcess;
+
+  /** Resolves once the manager finished a reconcile of the VM that started after `since`. */
+  const reconciledAfter = (since: number) =>
+    manager.waitForLog(
+      (l) => l.msg === 'reconcile end' && l.key === `vm:${NAMESPACE}/${VM}` && l.time > since,
+    );
+
+  beforeAll(async () => {
+    await installCrds(kubeConfig);
+    await kubectl(['apply', '-f', '-'], `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${NAMESPACE}}\n`);
+    redis = await startRedis();
+    manager = startManagerProcess([
+      '--kubeconfig',
+      inject('kubeconfigPath'),
+      '--redis',
+      redis.url,
+      '-n',
+      NAMESPACE,
+    ]);
+    await manager.waitForLog((l) => l.msg === 'manager started');
+  });
+
+  afterAll(async () => {
+    await manager?.stop();
+    await redis?.stop();
+    expect(manager.logs.filter((l) => l.level >= 50)).toEqual([]);
+  });
+
+  it("turns VM-Operator's example, applied unchanged, into a StatefulSet, a ConfigMap and the disk PVC", async () => {
+    await kubectl(['apply', '-f', 'examples/local-path-test-vm.yaml']);
+    const sts = await eventually(readSts);
+    expect(sts.spec?.replicas).toBe(1);
+    expect(sts.metadata?.ownerReferences?.[0]).toMatchObject({ kind: 'VirtualMachine', name: VM });
+    const config = await eventually(runnerConfig);
+    expect(config.vm).toMatchObject({ name: VM, currentCpus: 2, maximumCpus: 4, currentRam: '4Gi' });
+    const pvc = await eventually(() =>
+      core.readNamespacedPersistentVolumeClaim({ name: 'system-disk-test-vm-0', namespace: NAMESPACE }),
+    );
+    expect(pvc.metadata?.labels).toMatchObject({
+      'app.kubernetes.io/name': 'vm-runner',
+      'app.kubernetes.io/instance': VM,
+      'app.kubernetes.io/managed-by': 'vm-operator',
+    });
+    const vm = await eventually(async () => {
+      const current = await readVm();
+      expect(current.status?.phase).toBe('Pending'); // no scheduler here: the runner pod waits for a node
+      return current;
+    });
+    expect(vm.status.observedGeneration).toBe(vm.metadata.generation);
+  });
+
+  it('flips the StatefulSet between one and zero replicas with the VM state', async () => {
+    await patchVm({ state: 'Stopped' });
+    await eventually(async () => expect((await readSts()).spec?.replicas).toBe(0));
+    await patchVm({ state: 'Running' });
+    await eventually(async () => expect((await readSts()).spec?.replicas).toBe(1));
+  });
+
+  it('changes only the ConfigMap when currentRam changes; the StatefulSet keeps its resourceVersion', async () => {
+    // kube-controller-manager writes the StatefulSet's status after the last flip: let it settle first.
+    const settled = await eventually(async () => {
+      const sts = await readSts();
+      expect(sts.status?.observedGeneration).toBe(sts.metadata?.generation);
+      expect(sts.status?.replicas).toBe(1);
+      return sts;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const { resourceVersion: stsVersion, generation } = (await readSts()).metadata!;
+    expect(stsVersion).toBe(settled.metadata?.resourceVersion);
+    const since = Date.now();
+    await patchVm({ currentRam: '6Gi' });
+    await eventually(async () => expect((await runnerConfig()).vm.currentRam).toBe('6Gi'));
+    await reconciledAfter(since);
+    expect((await readSts()).metadata).toMatchObject({ resourceVersion: stsVersion, generation });
+  });
+
+  it('reports a spec the runner cannot use in a condition and leaves the owned objects alone', async () => {
+    const before = {
+      sts: (await readSts()).metadata?.resourceVersion,
+      cm: (await readConfigMap()).metadata?.resourceVersion,
+    };
+    // A valid Kubernetes quantity, but not a RAM size the runner understands.
+    await patchVm({ currentRam: '5e9' });
+    const condition = await eventually(async () => {
+      const found = (await readVm()).status?.conditions?.find(
+        (c: { type: string }) => c.type === 'SpecValid',
+      );
+      expect(found?.status).toBe('False');
+      return found;
+    });
+    expect(condition.message).toMatch(/vm\.currentRam/);
+    expect((await readSts()).metadata?.resourceVersion).toBe(before.sts);
+    expect((await readConfigMap()).metadata?.resourceVersion).toBe(before.cm);
+    await patchVm({ currentRam: '4Gi' });
+    await eventually(async () => {
+      const found = (await readVm()).status?.conditions?.find(
+        (c: { type: string }) => c.type === 'SpecValid',
+      );
+      expect(found?.status).toBe('True');
+    });
+  });
+
+  it('deleting the VM garbage-collects StatefulSet and ConfigMap and keeps the disk PVC', async () => {
+    await kubectl(['delete', 'vm', '-n', NAMESPACE, VM, '--wait=true']);
+    await eventually(async () => {
+      await expect(readSts()).rejects.toSatisfy(isNotFound);
+      await expect(readConfigMap()).rejects.toSatisfy(isNotFound);
+    });
+    const pvc = await core.readNamespacedPersistentVolumeClaim({
+      name: 'system-disk-test-vm-0',
+      namespace: NAMESPACE,
+    });
+    expect(pvc.metadata?.deletionTimestamp).toBeUndefined();
+  });
+});
