@@ -145,13 +145,23 @@ export function createWatchEdge(
   const forward = (spec: WatchSpec, type: WatchEventSummary['type']) => (object: KubernetesObject) => {
     const key = keyOfObject({ ...object, kind: spec.kind }); // list items carry no kind
     if (!key) return;
-    const event = { type, kind: spec.kind, name: object.metadata!.name!, resourceVersion: object.metadata?.resourceVersion };
+    const event = {
+      type,
+      kind: spec.kind,
+      name: object.metadata!.name!,
+      resourceVersion: object.metadata?.resourceVersion,
+    };
     // A lost add is recovered by the resync that follows a Redis reconnect.
     sink(key, event).catch((err: unknown) => logger.warn({ err, key }, 'could not enqueue a watch event'));
   };
 
   const informers = specs.map((spec) => {
-    const informer: Informer<KubernetesObject> = makeInformer(kubeConfig, spec.path, spec.list, spec.labelSelector);
+    const informer: Informer<KubernetesObject> = makeInformer(
+      kubeConfig,
+      spec.path,
+      spec.list,
+      spec.labelSelector,
+    );
     informer.on('add', forward(spec, 'added'));
     informer.on('update', forward(spec, 'updated'));
     informer.on('delete', forward(spec, 'deleted'));
