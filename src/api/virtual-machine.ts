@@ -232,6 +232,8 @@ export const VirtualMachineStatus = z.object({
   displayPasswordSerial: z.number().int().optional(),
   consoleClient: z.string().optional(),
   lastShutdown: z.object({ guestInitiated: z.boolean(), reason: z.string(), time: z.string() }).optional(),
+  /** Which runner snapshot was folded in last, so an older one is never folded over a newer one. */
+  runner: z.object({ runId: z.string(), seq: z.number().int() }).optional(),
 });
 
 export const ObjectMeta = z.object({

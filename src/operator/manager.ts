@@ -1,6 +1,7 @@
 // The manager process: watches → keyed work queue → reconcilers. Any number of replicas may run
 // against one queue; the queue keeps each key to one handler at a time, so no leader election.
 import { CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import { Redis } from 'ioredis';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { z } from 'zod';
 import { GROUP, PLURAL, VERSION } from '../api/virtual-machine.js';
@@ -10,6 +11,7 @@ import { vmKey } from '../reconcilers/virtual-machine/naming.js';
 import { createVmReconciler } from '../reconcilers/virtual-machine/reconcile.js';
 import { createLogger } from '../util/logger.js';
 import { serveHttpEndpoints } from './http-endpoints.js';
+import { snapshotReader } from './snapshots.js';
 import { createWatchEdge } from './watch-edge.js';
 
 export const DEFAULT_RUNNER_IMAGE = 'ghcr.io/vmop/vmop-runner:latest';
@@ -55,8 +57,11 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
   collectDefaultMetrics({ register: registry });
   const namespaces = options.namespaces.length > 0 ? options.namespaces : undefined;
 
+  const redis = new Redis(options.redisUrl, { maxRetriesPerRequest: 3 });
+  redis.on('error', (err) => logger.warn({ err: err.message }, 'snapshot Redis connection error'));
   const reconcileVm = createVmReconciler({
     clients: makeKubeClients(kubeConfig),
+    readSnapshot: snapshotReader(redis, logger),
     defaultRunnerImage: options.runnerImage,
     runnerRedisSecret: options.runnerRedisSecret,
     logger,
@@ -117,6 +122,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
       await watches.stop();
       await workers.close();
       await queue.close();
+      redis.disconnect();
       await endpoints.close();
       logger.info('manager stopped');
     },

@@ -13,6 +13,7 @@ import {
   VirtualMachine,
   type VirtualMachineStatus,
 } from '../../api/virtual-machine.js';
+import type { RunnerSnapshot } from '../../api/runner-snapshot.js';
 import type { HandlerResult } from '../../queue/index.js';
 import { readOptional, type KubeClients } from '../../kube/clients.js';
 import { isSubset } from '../../kube/subset.js';
@@ -21,12 +22,14 @@ import { desiredConfigMap } from './config-map.js';
 import { FIELD_MANAGER, displaySecretSelector, parseVmKey } from './naming.js';
 import { desiredRunnerConfig, maximumCpus, validateRunnerConfig } from './runner-config.js';
 import { desiredStatefulSet } from './stateful-set.js';
-import { deriveStatus } from './status.js';
+import { deriveStatus, stopsAfterGuestShutdown, transitionEvents, type StatusEvent } from './status.js';
 
 export interface VmReconcilerOptions {
   clients: KubeClients;
   defaultRunnerImage: string;
   runnerRedisSecret?: string;
+  /** The runner's latest snapshot of a VM key (from Redis), if any. */
+  readSnapshot?: (key: string) => Promise<RunnerSnapshot | undefined>;
   logger: Logger;
   now?: () => Date;
 }
@@ -66,6 +69,30 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       PatchStrategy.ServerSideApply,
     );
     return true;
+  }
+
+  async function recordEvent(vm: VirtualMachine, event: StatusEvent): Promise<void> {
+    const time = now();
+    await clients.core.createNamespacedEvent({
+      namespace: vm.metadata.namespace!,
+      body: {
+        metadata: { generateName: `${vm.metadata.name}.`, namespace: vm.metadata.namespace },
+        involvedObject: {
+          apiVersion: vm.apiVersion,
+          kind: vm.kind,
+          name: vm.metadata.name,
+          namespace: vm.metadata.namespace,
+          uid: vm.metadata.uid,
+        },
+        type: event.type,
+        reason: event.reason,
+        message: event.message,
+        source: { component: FIELD_MANAGER },
+        firstTimestamp: time,
+        lastTimestamp: time,
+        count: 1,
+      },
+    });
   }
 
   return async function reconcileVirtualMachine(key: string): Promise<HandlerResult> {
@@ -124,20 +151,23 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     }
 
     const pod = await readOptional(() => clients.core.readNamespacedPod({ name: `${name}-0`, namespace }));
-    const status = deriveStatus(vm, { pod, specErrors, now: now() });
+    const snapshot = await options.readSnapshot?.(key);
+    const observed = { pod, snapshot, specErrors, now: now() };
+    const status = deriveStatus(vm, observed);
     if (!isDeepStrictEqual(JSON.parse(JSON.stringify(status)), vm.status ?? {})) {
-      await clients.customObjects.patchNamespacedCustomObjectStatus(
-        {
-          group: GROUP,
-          version: VERSION,
-          plural: PLURAL,
-          namespace,
-          name,
-          body: { status: statusPatch(vm.status, status) },
-        },
+      const ref = { group: GROUP, version: VERSION, plural: PLURAL, namespace, name };
+      const body = { status: statusPatch(vm.status, status) };
+      await clients.customObjects.patchNamespacedCustomObjectStatus({ ...ref, body }, mergePatch);
+      writes.push('status');
+      for (const event of transitionEvents(vm.status, status)) await recordEvent(vm, event);
+    }
+    if (stopsAfterGuestShutdown(vm, observed)) {
+      const ref = { group: GROUP, version: VERSION, plural: PLURAL, namespace, name };
+      await clients.customObjects.patchNamespacedCustomObject(
+        { ...ref, body: { spec: { vm: { state: 'Stopped' } } } },
         mergePatch,
       );
-      writes.push('status');
+      writes.push('spec.vm.state=Stopped (guestShutdownStops)');
     }
     if (writes.length > 0) logger.info({ key, writes, phase: status.phase }, 'reconciled');
   };

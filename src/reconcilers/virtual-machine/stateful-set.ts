@@ -124,6 +124,7 @@ export function desiredStatefulSet(vm: VirtualMachine, options: StatefulSetOptio
   const env: V1EnvVar[] = [
     { name: 'VMOP_VM_KEY', value: vmKey(namespace, name) },
     { name: 'VMOP_POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+    { name: 'VMOP_POD_UID', valueFrom: { fieldRef: { fieldPath: 'metadata.uid' } } },
   ];
   if (options.runnerRedisSecret) {
     env.push({

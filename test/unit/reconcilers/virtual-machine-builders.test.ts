@@ -174,7 +174,7 @@ describe('deriveStatus', () => {
     ['Running', undefined, 'Pending'],
     ['Running', pod('Pending'), 'Pending'],
     ['Running', pod('Pending', 'node-1'), 'Starting'],
-    ['Running', pod('Running', 'node-1'), 'Running'],
+    ['Running', pod('Running', 'node-1'), 'Starting'], // until its runner reports
     ['Running', pod('Failed', 'node-1'), 'Failed'],
     ['Stopped', pod('Running', 'node-1'), 'Stopping'],
     ['Stopped', undefined, 'Stopped'],

@@ -1,0 +1,15 @@
+import type { Redis } from 'ioredis';
+import { RunnerSnapshot, snapshotRedisKey } from '../api/runner-snapshot.js';
+import type { Logger } from '../util/logger.js';
+
+/** Reads a VM's latest runner snapshot; a malformed one is logged and treated as absent. */
+export function snapshotReader(redis: Redis, logger: Logger) {
+  return async (key: string): Promise<RunnerSnapshot | undefined> => {
+    const text = await redis.get(snapshotRedisKey(key));
+    if (text === null) return undefined;
+    const parsed = RunnerSnapshot.safeParse(JSON.parse(text));
+    if (parsed.success) return parsed.data;
+    logger.warn({ key, issues: parsed.error.issues.slice(0, 3) }, 'ignoring a malformed runner snapshot');
+    return undefined;
+  };
+}

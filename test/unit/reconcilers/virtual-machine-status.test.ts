@@ -1,0 +1,167 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import type { RunnerSnapshot } from '../../../src/api/runner-snapshot.js';
+import { VirtualMachine, type VirtualMachineStatus } from '../../../src/api/virtual-machine.js';
+import {
+  deriveStatus,
+  formatBytes,
+  stopsAfterGuestShutdown,
+  transitionEvents,
+} from '../../../src/reconcilers/virtual-machine/status.js';
+
+const now = new Date('2026-01-01T00:00:00Z');
+const seed = parse(readFileSync('examples/local-path-test-vm.yaml', 'utf8'));
+const vmWith = (spec: Record<string, unknown> = {}, status?: VirtualMachineStatus) =>
+  VirtualMachine.parse({
+    ...seed,
+    metadata: { ...seed.metadata, uid: 'vm-uid', generation: 2 },
+    spec: { ...seed.spec, ...spec, vm: { ...seed.spec.vm, ...(spec.vm as object) } },
+    ...(status && { status }),
+  });
+const runningPod = {
+  metadata: { name: 'test-vm-0', uid: 'pod-uid' },
+  spec: { nodeName: 'node-1', containers: [] },
+  status: { phase: 'Running' },
+};
+
+function snapshot(overrides: Partial<RunnerSnapshot> = {}): RunnerSnapshot {
+  return {
+    seq: 5,
+    runId: 'run-1',
+    pod: 'test-vm-0',
+    podUid: 'pod-uid',
+    phase: 'running',
+    cpus: 2,
+    ram: 4 * 2 ** 30,
+    drives: {},
+    booted: true,
+    updatedAt: now.toISOString(),
+    ...overrides,
+  };
+}
+
+describe('folding the runner snapshot into status', () => {
+  it('reports a booted guest as Running with its CPUs and RAM', () => {
+    const status = deriveStatus(vmWith(), {
+      pod: runningPod as never,
+      snapshot: snapshot(),
+      specErrors: [],
+      now,
+    });
+    expect(status).toMatchObject({
+      phase: 'Running',
+      cpus: 2,
+      ram: '4Gi',
+      node: 'node-1',
+      runner: { runId: 'run-1', seq: 5 },
+    });
+    const byType = Object.fromEntries(status.conditions!.map((c) => [c.type, c]));
+    expect(byType.Running).toMatchObject({ status: 'True', reason: 'GuestRunning' });
+    expect(byType.Booted).toMatchObject({ status: 'True', reason: 'GuestBooted' });
+  });
+
+  it('says Running but not Booted while the guest boots', () => {
+    const status = deriveStatus(vmWith(), {
+      pod: runningPod as never,
+      snapshot: snapshot({ phase: 'booting', booted: false }),
+      specErrors: [],
+      now,
+    });
+    expect(status.phase).toBe('Running');
+    expect(status.conditions?.find((c) => c.type === 'Booted')?.status).toBe('False');
+  });
+
+  it('ignores a snapshot of another pod (a previous incarnation with the same name)', () => {
+    const status = deriveStatus(vmWith(), {
+      pod: runningPod as never,
+      snapshot: snapshot({ podUid: 'old-pod-uid', cpus: 7 }),
+      specErrors: [],
+      now,
+    });
+    expect(status.phase).toBe('Starting');
+    expect(status.cpus).toBeUndefined();
+  });
+
+  it('ignores a snapshot older than the one already folded in', () => {
+    const vm = vmWith({}, { phase: 'Running', runner: { runId: 'run-1', seq: 9 } });
+    const status = deriveStatus(vm, {
+      pod: runningPod as never,
+      snapshot: snapshot({ seq: 5, cpus: 7 }),
+      specErrors: [],
+      now,
+    });
+    expect(status.cpus).toBeUndefined();
+  });
+
+  it('keeps the last shutdown after the next run starts, and reports a stopped VM with no CPUs', () => {
+    const shutdown = { guest: true, reason: 'guest-shutdown', at: '2026-01-01T00:00:00Z' };
+    const stopped = deriveStatus(vmWith({ vm: { state: 'Stopped' } }), { specErrors: [], now });
+    expect(stopped).toMatchObject({ phase: 'Stopped', cpus: 0, ram: '0' });
+    const afterShutdown = deriveStatus(vmWith(), {
+      pod: runningPod as never,
+      snapshot: snapshot({ phase: 'stopped', lastShutdown: shutdown }),
+      specErrors: [],
+      now,
+    });
+    expect(afterShutdown.lastShutdown).toEqual({
+      guestInitiated: true,
+      reason: 'guest-shutdown',
+      time: shutdown.at,
+    });
+    const nextRun = deriveStatus(vmWith({}, afterShutdown), {
+      pod: runningPod as never,
+      snapshot: snapshot({ runId: 'run-2', seq: 1 }),
+      specErrors: [],
+      now,
+    });
+    expect(nextRun.lastShutdown).toEqual(afterShutdown.lastShutdown);
+  });
+
+  it('formats RAM in the largest binary unit that divides it', () => {
+    expect(formatBytes(4 * 2 ** 30)).toBe('4Gi');
+    expect(formatBytes(160 * 2 ** 20)).toBe('160Mi');
+    expect(formatBytes(1000)).toBe('1000');
+  });
+});
+
+describe('transition events', () => {
+  it('announces a start, a guest power-off, a stop on request and a failure', () => {
+    const running: VirtualMachineStatus = { phase: 'Running', node: 'node-1' };
+    expect(transitionEvents({ phase: 'Starting' }, running)).toEqual([
+      { type: 'Normal', reason: 'Started', message: 'the VM runs on node-1' },
+    ]);
+    expect(transitionEvents(running, running)).toEqual([]);
+    const byGuest = {
+      phase: 'Stopped' as const,
+      lastShutdown: { guestInitiated: true, reason: 'guest-shutdown', time: 't1' },
+    };
+    expect(transitionEvents(running, byGuest).map((e) => e.reason)).toEqual(['StoppedByGuest']);
+    expect(transitionEvents(byGuest, byGuest)).toEqual([]);
+    expect(transitionEvents({ phase: 'Stopping' }, { phase: 'Stopped' }).map((e) => e.reason)).toEqual([
+      'Stopped',
+    ]);
+    expect(transitionEvents(running, { phase: 'Failed' })[0]).toMatchObject({
+      type: 'Warning',
+      reason: 'Failed',
+    });
+  });
+});
+
+describe('guestShutdownStops', () => {
+  const shutdown = (guest: boolean) => ({ guest, reason: guest ? 'guest-shutdown' : 'host-signal', at: 't' });
+  const observed = (guest: boolean) => ({
+    pod: runningPod as never,
+    snapshot: snapshot({ phase: 'stopped', lastShutdown: shutdown(guest) }),
+    specErrors: [],
+    now,
+  });
+
+  it('stops the VM for good when the guest powered itself off and the spec asks for it', () => {
+    expect(stopsAfterGuestShutdown(vmWith({ guestShutdownStops: true }), observed(true))).toBe(true);
+  });
+  it('lets the VM restart when guestShutdownStops is false, or when the host stopped it', () => {
+    expect(stopsAfterGuestShutdown(vmWith({ guestShutdownStops: false }), observed(true))).toBe(false);
+    expect(stopsAfterGuestShutdown(vmWith({ guestShutdownStops: true }), observed(false))).toBe(false);
+  });
+});
