@@ -40,7 +40,8 @@ export function toStructuralSchema(node: unknown): unknown {
   }
   if (Array.isArray(schema.type) && schema.type.includes('null')) {
     const [type, ...rest] = schema.type.filter((t) => t !== 'null');
-    if (rest.length > 0) throw new Error(`cannot express a union of types ${schema.type.join(', ')} in a CRD`);
+    if (rest.length > 0)
+      throw new Error(`cannot express a union of types ${schema.type.join(', ')} in a CRD`);
     Object.assign(schema, { type, nullable: true });
   }
   for (const [key, value] of Object.entries(schema)) {

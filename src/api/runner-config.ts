@@ -1,0 +1,191 @@
+import { z } from 'zod';
+import { parse as parseYaml } from 'yaml';
+
+/**
+ * The runner's configuration file: `{ "/Runner": RunnerSettings }`, the format of VM-Operator's
+ * config-sample.yaml (field names kept). The controller renders exactly this structure into the
+ * ConfigMap key `config.yaml`; the runner parses it with the same schema.
+ */
+
+const KI = 2 ** 10;
+const MI = 2 ** 20;
+const GI = 2 ** 30;
+const TI = 2 ** 40;
+const MEMORY_UNITS: Record<string, number> = {
+  ...{ '': 1, B: 1, k: 1e3, K: 1e3, kB: 1e3, KB: 1e3, M: 1e6, MB: 1e6, G: 1e9, GB: 1e9, T: 1e12, TB: 1e12 },
+  ...{ Ki: KI, KiB: KI, Mi: MI, MiB: MI, Gi: GI, GiB: GI, Ti: TI, TiB: TI },
+};
+
+/**
+ * Parses a memory size: a number of bytes, or a string like "4 GiB", "512Mi", "1.5G" (Kubernetes
+ * quantity suffixes, SI and binary, optionally followed by "B"). Returns bytes, or undefined if invalid.
+ */
+export function parseMemorySize(value: string | number): number | undefined {
+  if (typeof value === 'number') return Number.isFinite(value) && value >= 0 ? Math.round(value) : undefined;
+  const match = /^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$/.exec(value);
+  const factor = match ? MEMORY_UNITS[match[2]!] : undefined;
+  if (!match || factor === undefined) return undefined;
+  return Math.round(Number(match[1]) * factor);
+}
+
+export const MemorySize = z.union([z.number(), z.string()]).transform((value, ctx) => {
+  const bytes = parseMemorySize(value);
+  if (bytes === undefined) {
+    ctx.addIssue({ code: 'custom', message: `not a memory size: ${JSON.stringify(value)}` });
+    return z.NEVER;
+  }
+  return bytes;
+});
+
+const count = (defaultValue: number) => z.number().int().nonnegative().default(defaultValue);
+
+export const NetworkConfig = z.object({
+  /** "tap" attaches to a host bridge; "user" is qemu's user networking (for development). */
+  type: z.enum(['tap', 'user']).default('tap'),
+  bridge: z.string().optional(),
+  device: z.string().default('virtio-net'),
+  mac: z.string().optional(),
+  net: z.string().optional(),
+});
+
+export const DriveConfig = z
+  .object({
+    /** "raw": a disk (file or block device); "ide-cd": a CD-ROM drive (the name is VM-Operator's). */
+    type: z.enum(['raw', 'ide-cd']).default('raw'),
+    bootindex: z.number().int().nonnegative().optional(),
+    /** raw: a regular file is used as file, anything else as block device (e.g. /dev/system-disk). */
+    resource: z.string().optional(),
+    /**
+     * raw: a disk image file. ide-cd: the medium; an absolute path, a URL or a name relative to the
+     * image repository; empty means no medium.
+     */
+    file: z.string().optional(),
+    device: z.string().optional(),
+  })
+  .superRefine((drive, ctx) => {
+    if (drive.type === 'raw' && drive.resource === undefined && !drive.file && !drive.device) {
+      ctx.addIssue({ code: 'custom', message: 'a raw drive needs "resource", "file" or "device"' });
+    }
+  });
+
+export const SpiceConfig = z.object({
+  port: z.number().int().min(0).max(65535).default(5900),
+  ticket: z.string().optional(),
+  streamingVideo: z.string().optional(),
+  usbRedirects: count(2),
+});
+
+export const DisplayConfig = z.object({
+  outputs: z.number().int().positive().default(1),
+  loggedInUser: z.string().optional(),
+  spice: SpiceConfig.optional(),
+});
+
+export const FIRMWARE_TYPES = ['bios', 'uefi', 'uefi-4m', 'secure', 'secure-4m'] as const;
+
+export const VmConfig = z
+  .object({
+    name: z.string().min(1),
+    uuid: z.string().optional(),
+    useTpm: z.boolean().default(false),
+    firmware: z.enum(FIRMWARE_TYPES).default('uefi'),
+    bootMenu: z.boolean().default(false),
+    /** Seconds to wait for the guest to power down after SIGTERM before qemu is stopped. */
+    powerdownTimeout: count(900),
+    cpuModel: z.string().default('host'),
+    maximumCpus: z.number().int().positive().default(1),
+    currentCpus: z.number().int().positive().default(1),
+    sockets: count(0),
+    diesPerSocket: count(0),
+    coresPerDie: count(0),
+    threadsPerCore: count(0),
+    accelerator: z.string().default('kvm'),
+    maximumRam: MemorySize.default(2 ** 30),
+    /** Defaults to maximumRam. */
+    currentRam: MemorySize.optional(),
+    rtcBase: z.string().default('utc'),
+    rtcClock: z.string().default('rt'),
+    network: z.array(NetworkConfig).default([{ type: 'tap', device: 'virtio-net' }]),
+    drives: z.array(DriveConfig).default([]),
+    display: DisplayConfig.prefault({}),
+  })
+  // As upstream: a currentCpus above maximumCpus raises the maximum.
+  .transform((vm) => ({ ...vm, maximumCpus: Math.max(vm.maximumCpus, vm.currentCpus) }))
+  .superRefine((vm, ctx) => {
+    if (vm.currentRam !== undefined && vm.currentRam > vm.maximumRam) {
+      ctx.addIssue({ code: 'custom', path: ['currentRam'], message: 'must not exceed maximumRam' });
+    }
+  });
+
+/** NoCloud data; each part is copied as YAML into its file (user-data gets "#cloud-config" prepended). */
+export const CloudInitConfig = z.object({
+  metaData: z.record(z.string(), z.unknown()).optional(),
+  userData: z.record(z.string(), z.unknown()).optional(),
+  networkConfig: z.record(z.string(), z.unknown()).optional(),
+});
+
+export const RunnerSettings = z.object({
+  /** Persistent files (uuid, firmware vars, TPM state, template copy). Default: XDG data home. */
+  dataDir: z.string().optional(),
+  /** Sockets and other runtime files. Default: XDG runtime dir. */
+  runtimeDir: z.string().optional(),
+  /** The VM type: a Liquid template searched in /opt/vmrunner/templates, then the shipped templates. */
+  template: z.string().default('standard-vm.liquid'),
+  /** The template is copied to dataDir on first start; later starts use the copy unless this is set. */
+  updateTemplate: z.boolean().default(false),
+  /** Whether a guest-initiated shutdown stops the VM (for the controller; the runner just exits). */
+  guestShutdownStops: z.boolean().default(false),
+  /** Where relative CD image names resolve. Default: $VMOP_IMAGE_REPOSITORY or /var/local/vmop-image-repository. */
+  imageRepository: z.string().optional(),
+  /**
+   * Directory with the files `display-password` and `password-expiry` (a Secret projected next to
+   * the config, as upstream does). Default: the config file's directory.
+   */
+  displaySecretDir: z.string().optional(),
+  cloudInit: CloudInitConfig.optional(),
+  vm: VmConfig,
+});
+
+export const RunnerConfigFile = z.object({ '/Runner': RunnerSettings });
+
+/** What the controller writes (memory sizes may be strings, defaults may be left out). */
+export type RunnerConfigInput = z.input<typeof RunnerConfigFile>;
+/** What the runner works with (defaults applied, memory sizes in bytes). */
+export type RunnerConfig = z.output<typeof RunnerConfigFile>;
+export type RunnerSettings = z.output<typeof RunnerSettings>;
+export type VmConfig = z.output<typeof VmConfig>;
+export type DriveConfig = z.output<typeof DriveConfig>;
+export type CloudInitConfig = z.output<typeof CloudInitConfig>;
+
+export type ParseResult = { ok: true; config: RunnerConfig } | { ok: false; errors: string[] };
+
+/** Renders a zod issue path the way a user finds the field in the file: `"/Runner".vm.drives[0].file`. */
+export function formatFieldPath(path: ReadonlyArray<PropertyKey>): string {
+  return path
+    .map((key, index) => {
+      if (typeof key === 'number') return `[${key}]`;
+      const name = String(key);
+      const quoted = /^[A-Za-z_][A-Za-z0-9_-]*$/.test(name) ? name : JSON.stringify(name);
+      return index === 0 ? quoted : `.${quoted}`;
+    })
+    .join('');
+}
+
+/** Parses and validates the YAML text of a config file; errors name the field path. */
+export function parseRunnerConfig(yamlText: string): ParseResult {
+  let document: unknown;
+  try {
+    document = parseYaml(yamlText);
+  } catch (err) {
+    return { ok: false, errors: [`not valid YAML: ${(err as Error).message}`] };
+  }
+  const result = RunnerConfigFile.safeParse(document ?? {});
+  if (result.success) return { ok: true, config: result.data };
+  return {
+    ok: false,
+    errors: result.error.issues.map((issue) => {
+      const message = issue.message.replace(/^Invalid input: /, '');
+      return issue.path.length > 0 ? `${formatFieldPath(issue.path)}: ${message}` : message;
+    }),
+  };
+}

@@ -1,0 +1,75 @@
+import { z } from 'zod';
+
+/**
+ * What a runner knows about its VM, published to Redis under `vmop:snapshot:<vm key>` after every
+ * change. The reconciler folds the latest snapshot into the VirtualMachine's status.
+ */
+
+export const RUNNER_PHASES = ['starting', 'booting', 'running', 'stopping', 'stopped', 'failed'] as const;
+
+export const DriveState = z.object({
+  tray: z.enum(['open', 'closed']),
+  /** The image in the drive (as configured), absent when the drive is empty. */
+  medium: z.string().optional(),
+  /** The guest has locked the tray (e.g. a mounted CD). */
+  locked: z.boolean().optional(),
+  /** A configured medium that waits for the guest to open the locked tray. */
+  pendingMedium: z.string().optional(),
+});
+
+export const ConsoleClient = z.object({
+  host: z.string(),
+  port: z.string(),
+  since: z.string(),
+});
+
+export const LastShutdown = z.object({
+  /** True when the guest initiated it (power off from inside, or the reply to an ACPI power button). */
+  guest: z.boolean(),
+  /** qemu's SHUTDOWN reason, e.g. "guest-shutdown", "host-qmp-quit", "host-signal". */
+  reason: z.string(),
+  at: z.string(),
+});
+
+export const RunnerSnapshot = z.object({
+  /** Increments with every published change of one runner start. */
+  seq: z.number().int().nonnegative(),
+  /** Unique per runner start, so a consumer can tell a restarted runner's seq 1 from an old one. */
+  runId: z.string(),
+  pod: z.string().optional(),
+  /** The pod's uid (downward API): a restarted pod reuses the name, not the uid. */
+  podUid: z.string().optional(),
+  /**
+   * starting: processes are being started, qemu paused; booting: qemu runs, the guest has not yet
+   * opened the vmop agent port; running: the guest has booted; stopping: shutting down;
+   * stopped: qemu exited after a shutdown; failed: qemu crashed or could not start.
+   */
+  phase: z.enum(RUNNER_PHASES),
+  qemuPid: z.number().int().optional(),
+  cpus: z.number().int().nonnegative(),
+  /** Bytes of RAM the guest has (from the balloon). */
+  ram: z.number().nonnegative(),
+  /** CD-ROM drives by qemu device id (cd0, cd1, ...). */
+  drives: z.record(z.string(), DriveState),
+  /** Counts how often the display password was set in this run. */
+  displayPasswordSerial: z.number().int().nonnegative().optional(),
+  consoleClient: ConsoleClient.optional(),
+  booted: z.boolean(),
+  lastShutdown: LastShutdown.optional(),
+  /** Config changes that only take effect after a restart (field paths). */
+  pendingRestartChanges: z.array(z.string()).optional(),
+  /** Why the runner failed, when phase is failed. */
+  message: z.string().optional(),
+  updatedAt: z.string(),
+});
+
+export type RunnerPhase = (typeof RUNNER_PHASES)[number];
+export type DriveState = z.infer<typeof DriveState>;
+export type ConsoleClient = z.infer<typeof ConsoleClient>;
+export type LastShutdown = z.infer<typeof LastShutdown>;
+export type RunnerSnapshot = z.infer<typeof RunnerSnapshot>;
+
+/** The Redis key under which the runner of VM key `vmKey` (e.g. `vm:ns/name`) stores its snapshot. */
+export function snapshotRedisKey(vmKey: string): string {
+  return `vmop:snapshot:${vmKey}`;
+}

@@ -1,0 +1,63 @@
+import { Command, Option } from 'commander';
+import { WorkKeySchema } from '../queue/index.js';
+import { createLogger } from '../util/logger.js';
+import { logPublisher, redisPublisher } from '../runner/publish.js';
+import { EXIT_BAD_CONFIG, VmRunner } from '../runner/runner.js';
+
+export const DEFAULT_CONFIG_PATH = '/etc/opt/vmrunner/config.yaml';
+
+interface RunnerCliOptions {
+  config: string;
+  redis?: string;
+  vmKey?: string;
+  pod?: string;
+  podUid?: string;
+}
+
+async function runRunner(options: RunnerCliOptions): Promise<number> {
+  const logger = createLogger('runner');
+  if (options.redis && !WorkKeySchema.safeParse(options.vmKey).success) {
+    logger.error(
+      `publishing to Redis needs the VM key (--vm-key or VMOP_VM_KEY) like vm:ns/name, not ${JSON.stringify(options.vmKey)}`,
+    );
+    return EXIT_BAD_CONFIG;
+  }
+  const publisher =
+    options.redis && options.vmKey
+      ? redisPublisher({ redisUrl: options.redis, vmKey: options.vmKey, logger })
+      : logPublisher(logger);
+  const runner = new VmRunner({
+    configPath: options.config,
+    publish: publisher.publish,
+    logger,
+    pod: options.pod,
+    podUid: options.podUid,
+  });
+  const stop = (signal: NodeJS.Signals) => {
+    logger.info({ signal }, 'stop requested');
+    runner.requestStop();
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+  const code = await runner.run();
+  await publisher.close();
+  return code;
+}
+
+export function register(program: Command): void {
+  program
+    .command('runner')
+    .description('Run one QEMU VM as described by a runner config file (in a pod, or stand-alone)')
+    .option('-c, --config <path>', 'the runner config file', DEFAULT_CONFIG_PATH)
+    .addOption(new Option('--redis <url>', 'publish VM state to this Redis').env('VMOP_REDIS_URL'))
+    .addOption(
+      new Option('--vm-key <key>', 'the VM key to publish under, e.g. vm:ns/name').env('VMOP_VM_KEY'),
+    )
+    .addOption(new Option('--pod <name>', 'the pod the runner runs in').env('VMOP_POD_NAME'))
+    .addOption(
+      new Option('--pod-uid <uid>', "the pod's uid (tells pod incarnations apart)").env('VMOP_POD_UID'),
+    )
+    .action(async (options: RunnerCliOptions) => {
+      process.exit(await runRunner(options));
+    });
+}

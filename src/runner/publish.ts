@@ -1,0 +1,86 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { snapshotRedisKey, type RunnerSnapshot } from '../api/runner-snapshot.js';
+import { openWorkQueue } from '../queue/index.js';
+import { openRedis } from '../queue/connection.js';
+import type { Logger } from '../util/logger.js';
+import type { VmEvent } from './qmp/events.js';
+import type { PublishSnapshot } from './snapshot/store.js';
+
+export interface SnapshotPublisher {
+  publish: PublishSnapshot;
+  /** Sends what is still pending (waiting at most a few seconds) and closes connections. */
+  close(): Promise<void>;
+}
+
+/** Stand-alone: every change is logged. */
+export function logPublisher(logger: Logger): SnapshotPublisher {
+  return {
+    publish: (snapshot, event) => logger.info({ snapshot, event: event.event }, 'VM state changed'),
+    close: async () => {},
+  };
+}
+
+/** A Redis URL without its password, for log lines. */
+export function redactRedisUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return 'an unparsable Redis URL';
+  }
+}
+
+const CLOSE_FLUSH_MS = 5_000;
+
+/**
+ * In a pod: each change is stored as `vmop:snapshot:<vmKey>` (one SET of the whole snapshot) and
+ * then `vmKey` is enqueued with the triggering event in the job data, so a reconciler folds the
+ * snapshot into the status. While Redis is slow or away, changes coalesce: the latest snapshot
+ * (and its event) is sent next, the ones in between are skipped, as the reconciler only needs the
+ * latest state.
+ */
+export function redisPublisher(options: {
+  redisUrl: string;
+  vmKey: string;
+  logger: Logger;
+}): SnapshotPublisher {
+  const { vmKey, logger } = options;
+  const redis = openRedis(options.redisUrl);
+  redis.on('error', (err: Error) => logger.warn({ reason: err.message }, 'Redis connection problem'));
+  const queue = openWorkQueue({ redisUrl: options.redisUrl });
+  let next: { snapshot: RunnerSnapshot; event: VmEvent } | undefined;
+  let sending: Promise<void> | undefined;
+
+  const send = async () => {
+    while (next) {
+      const { snapshot, event } = next;
+      next = undefined;
+      try {
+        await redis.set(snapshotRedisKey(vmKey), JSON.stringify(snapshot));
+        await queue.add(vmKey, { event });
+        logger.debug({ seq: snapshot.seq, event: event.event }, 'snapshot published');
+      } catch (err) {
+        logger.warn({ seq: snapshot.seq, reason: (err as Error).message }, 'publishing the snapshot failed');
+      }
+    }
+    sending = undefined;
+  };
+
+  logger.info({ redis: redactRedisUrl(options.redisUrl), vmKey }, 'publishing VM state to Redis');
+  return {
+    publish(snapshot, event) {
+      next = { snapshot, event };
+      sending ??= send();
+    },
+    async close() {
+      const flushed = await Promise.race([
+        (sending ?? Promise.resolve()).then(() => true),
+        sleep(CLOSE_FLUSH_MS, false),
+      ]);
+      if (!flushed) logger.warn('Redis did not take the last snapshot in time');
+      await Promise.race([queue.close(), sleep(CLOSE_FLUSH_MS)]);
+      redis.disconnect();
+    },
+  };
+}

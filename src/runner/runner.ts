@@ -1,0 +1,506 @@
+import { randomUUID } from 'node:crypto';
+import { statSync } from 'node:fs';
+import { mkdir, readFile, rm } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseRunnerConfig, type RunnerConfig, type RunnerSettings } from '../api/runner-config.js';
+import type { Logger } from '../util/logger.js';
+import { describeExit, spawnChild, type Child, type ChildExit } from './child.js';
+import { buildNoCloudImage } from './cloud-init.js';
+import { liveChanges, restartChanges } from './config-diff.js';
+import { CdromController } from './controllers/cdrom.js';
+import { CpuController } from './controllers/cpus.js';
+import { DisplayController, displaySecretFiles } from './controllers/display.js';
+import { cdDrives } from './drives.js';
+import { requireExecutable } from './executable.js';
+import { watchFiles, type FileWatch } from './file-watch.js';
+import { prepareFirmware } from './firmware.js';
+import { runnerPaths, type RunnerPaths } from './paths.js';
+import { QmpClient, type QmpEvent } from './qmp/client.js';
+import { balloon, cont, queryBalloon, queryCpuCount, quit, systemPowerdown } from './qmp/commands.js';
+import { DeviceDeletedData, TrayMovedData, type VmEvent } from './qmp/events.js';
+import { foldEvent, type SnapshotState } from './snapshot/fold.js';
+import { SnapshotStore, type PublishSnapshot } from './snapshot/store.js';
+import { startSwtpm } from './swtpm.js';
+import { AGENT_PORT_ID, templateContext } from './template/context.js';
+import { templateForVm, templateSearchPath } from './template/locate.js';
+import { executableCandidates, flattenArguments } from './template/process-definitions.js';
+import { renderProcessDefinitions } from './template/render.js';
+import { machineUuid } from './uuid.js';
+
+export const EXIT_CLEAN = 0;
+export const EXIT_FAILED = 1;
+export const EXIT_BAD_CONFIG = 2;
+
+export interface RunnerOptions {
+  configPath: string;
+  publish: PublishSnapshot;
+  logger: Logger;
+  pod?: string;
+  podUid?: string;
+  env?: NodeJS.ProcessEnv;
+}
+
+/** How long qemu gets to exit after `quit` before it is killed. */
+const QUIT_GRACE_MS = 10_000;
+/** How long swtpm gets to follow qemu (it terminates when qemu goes away) before it is stopped. */
+const SWTPM_GRACE_MS = 5_000;
+const QMP_CONNECT_TIMEOUT_MS = 30_000;
+
+/** A process to start: the executable found and its argv. */
+interface ProcessLaunch {
+  executable: string;
+  args: string[];
+}
+
+class StopRequested extends Error {
+  constructor() {
+    super('stop requested');
+  }
+}
+
+const isRegularFile = (file: string) => {
+  try {
+    return statSync(file).isFile();
+  } catch {
+    return false;
+  }
+};
+
+const readOptional = (file: string) => readFile(file, 'utf8').catch(() => undefined);
+
+function eventTime(event: VmEvent): string {
+  const timestamp = (event as Partial<QmpEvent>).timestamp;
+  const millis = timestamp ? timestamp.seconds * 1000 + timestamp.microseconds / 1000 : Date.now();
+  return new Date(millis).toISOString();
+}
+
+/**
+ * Supervises one VM: starts swtpm, builds the cloud-init image, starts qemu paused, configures it
+ * over QMP and lets it run; applies config changes live; powers the guest down gracefully on
+ * request; keeps a snapshot of the VM's state and hands every change to `publish`.
+ */
+export class VmRunner {
+  private readonly logger: Logger;
+  private readonly env: NodeJS.ProcessEnv;
+  private store!: SnapshotStore;
+  private started!: RunnerConfig;
+  /** The config file's text at start: the watch reports any later difference. */
+  private startedConfigText = '';
+  private applied!: RunnerConfig;
+  private paths!: RunnerPaths;
+  private qemu?: Child;
+  private swtpm?: Child;
+  private qmp?: QmpClient;
+  private cpus?: CpuController;
+  private cdroms?: CdromController;
+  private display?: DisplayController;
+  private watch?: FileWatch;
+  private startedWithDisplayPassword = false;
+  private displayPasswordNeedsRestart = false;
+  private powerdownTimeoutSeconds = 0;
+  private stopRequested = false;
+  private stopping: Promise<void> = Promise.resolve();
+  private killedAfterQuit = false;
+  /** Stopped before the guest ran: however qemu ended, nothing was lost. */
+  private abandonedStart = false;
+  /** QMP operations that change the VM run one after the other. */
+  private serial: Promise<void> = Promise.resolve();
+  /** Set while the runner waits to be stopped after the guest powered off for good. */
+  private releaseLinger: (() => void) | undefined;
+
+  constructor(private readonly options: RunnerOptions) {
+    this.logger = options.logger;
+    this.env = options.env ?? process.env;
+  }
+
+  /** Runs the VM until qemu has exited; resolves with the exit code for the runner process. */
+  async run(): Promise<number> {
+    const config = await this.loadConfig();
+    if (!config) return EXIT_BAD_CONFIG;
+    this.started = this.applied = config;
+    const settings = config['/Runner'];
+    this.powerdownTimeoutSeconds = settings.vm.powerdownTimeout;
+    this.paths = runnerPaths(settings, {
+      configPath: this.options.configPath,
+      env: this.env,
+      cwd: process.cwd(),
+    });
+    this.store = new SnapshotStore(this.initialState(settings), this.options.publish);
+    this.store.update((state) => state, { event: 'RUNNER_STARTING' });
+
+    let failure: string | undefined;
+    try {
+      await this.start(settings);
+    } catch (err) {
+      if (this.stopRequested) {
+        this.abandonedStart = true;
+      } else {
+        failure = (err as Error).message;
+        this.logger.error({ reason: failure }, 'starting the VM failed');
+      }
+      // The guest never ran: there is nothing to power down.
+      await this.qemu?.stop(QUIT_GRACE_MS);
+    }
+    const exit = await this.qemu?.exited;
+    await this.stopping;
+    await this.cleanUp();
+    const code = this.finish(failure, exit);
+    if (
+      code === EXIT_CLEAN &&
+      !this.stopRequested &&
+      settings.guestShutdownStops &&
+      this.store.snapshot.lastShutdown?.guest
+    ) {
+      // Exiting would make the pod restart the VM before the operator sets it to Stopped.
+      this.logger.info('the guest powered off and guestShutdownStops is set: waiting to be stopped');
+      const keepAlive = setInterval(() => undefined, 60_000); // a pending promise alone ends the process
+      await new Promise<void>((resolve) => (this.releaseLinger = resolve));
+      clearInterval(keepAlive);
+    }
+    return code;
+  }
+
+  /** SIGTERM: powers the guest down (or abandons the start); qemu is stopped after powerdownTimeout. */
+  requestStop(): void {
+    if (this.releaseLinger) return this.releaseLinger();
+    if (this.stopRequested) {
+      this.logger.info('stop already in progress');
+      return;
+    }
+    this.stopRequested = true;
+    this.stopping = this.shutDown().catch((err: unknown) => {
+      this.logger.error({ err }, 'shutdown failed; killing qemu');
+      this.qemu?.kill('SIGKILL');
+    });
+  }
+
+  private async loadConfig(): Promise<RunnerConfig | undefined> {
+    const { configPath } = this.options;
+    let text: string;
+    try {
+      text = await readFile(configPath, 'utf8');
+    } catch (err) {
+      this.logger.error({ configPath }, `cannot read the config file: ${(err as Error).message}`);
+      return undefined;
+    }
+    const parsed = parseRunnerConfig(text);
+    if (!parsed.ok) {
+      this.logger.error({ configPath, errors: parsed.errors }, `invalid config: ${parsed.errors.join('; ')}`);
+      return undefined;
+    }
+    this.startedConfigText = text;
+    return parsed.config;
+  }
+
+  private initialState(settings: RunnerSettings): SnapshotState {
+    const drives = Object.fromEntries(
+      cdDrives(settings.vm, '').map((cd) => [
+        cd.id,
+        { tray: 'closed' as const, ...(cd.image ? { medium: cd.image } : {}) },
+      ]),
+    );
+    return {
+      runId: randomUUID(),
+      pod: this.options.pod,
+      podUid: this.options.podUid,
+      phase: 'starting',
+      cpus: 0,
+      ram: 0,
+      drives,
+      booted: false,
+    };
+  }
+
+  private checkStop() {
+    if (this.stopRequested) throw new StopRequested();
+  }
+
+  private async start(settings: RunnerSettings): Promise<void> {
+    const paths = this.paths;
+    await mkdir(paths.runtimeDir, { recursive: true, mode: 0o700 });
+    await mkdir(paths.dataDir, { recursive: true });
+    const secretFiles = displaySecretFiles(paths.displaySecretDir);
+    const secret = {
+      password: await readOptional(secretFiles.password),
+      expiry: await readOptional(secretFiles.expiry),
+    };
+    this.startedWithDisplayPassword =
+      settings.vm.display.spice !== undefined && secret.password !== undefined;
+
+    const processes = await this.renderProcesses(settings);
+    await this.launch(settings, processes);
+    await this.configure(settings, secret);
+
+    const watched = new Map([
+      [this.options.configPath, this.startedConfigText],
+      [secretFiles.password, secret.password],
+      [secretFiles.expiry, secret.expiry],
+    ]);
+    this.watch = watchFiles([...watched.keys()], watched, (file) => this.onFileChanged(file), {
+      logger: this.logger,
+    });
+  }
+
+  /** Renders the VM type's template into the processes to start, with their executables found. */
+  private async renderProcesses(
+    settings: RunnerSettings,
+  ): Promise<{ qemu: ProcessLaunch; swtpm?: ProcessLaunch }> {
+    const { vm } = settings;
+    const paths = this.paths;
+    const searchPath = this.env.PATH;
+    const templateFile = await templateForVm(settings.template, {
+      searchPath: templateSearchPath(this.env),
+      dataDir: paths.dataDir,
+      update: settings.updateTemplate,
+    });
+    const context = templateContext({
+      settings,
+      paths,
+      uuid: await machineUuid(vm.uuid, paths.dataDir),
+      firmware: await prepareFirmware(vm.firmware, paths.dataDir),
+      hasDisplayPassword: this.startedWithDisplayPassword,
+      isRegularFile,
+    });
+    const processes = await renderProcessDefinitions(
+      await readFile(templateFile, 'utf8'),
+      context,
+      templateFile,
+    );
+    this.logger.info({ template: templateFile }, 'template rendered');
+    if (vm.useTpm && !processes.swtpm) throw new Error(`useTpm is set, but ${templateFile} defines no swtpm`);
+    const swtpm = vm.useTpm ? processes.swtpm : undefined;
+    return {
+      qemu: {
+        executable: requireExecutable('qemu', executableCandidates(processes.qemu), searchPath),
+        args: flattenArguments(processes.qemu.arguments),
+      },
+      swtpm: swtpm && {
+        executable: requireExecutable('swtpm', executableCandidates(swtpm), searchPath),
+        args: flattenArguments(swtpm.arguments),
+      },
+    };
+  }
+
+  /** Starts swtpm, builds the cloud-init image, starts qemu (paused) and connects to its QMP socket. */
+  private async launch(settings: RunnerSettings, processes: { qemu: ProcessLaunch; swtpm?: ProcessLaunch }) {
+    const paths = this.paths;
+    const searchPath = this.env.PATH;
+    if (processes.swtpm) {
+      this.checkStop();
+      this.swtpm = await startSwtpm({
+        ...processes.swtpm,
+        stateDir: paths.swtpmStateDir,
+        socket: paths.swtpmSocket,
+        logger: this.logger,
+        searchPath,
+      });
+    }
+    if (settings.cloudInit) await buildNoCloudImage(paths.cloudInitImage, settings.cloudInit, searchPath);
+
+    this.checkStop();
+    await rm(paths.monitorSocket, { force: true });
+    const { executable, args } = processes.qemu;
+    this.logger.info({ executable, args }, 'starting qemu');
+    const qemu = await spawnChild('qemu', executable, args, { logger: this.logger, searchPath });
+    this.qemu = qemu;
+    this.checkStop();
+    this.store.update((state) => ({ ...state, qemuPid: qemu.pid }), { event: 'RUNNER_QEMU_STARTED' });
+
+    const qemuGone = qemu.exited.then((exit) => {
+      throw new Error(`qemu ${describeExit(exit)} during start: ${qemu.stderrTail()}`);
+    });
+    const connecting = QmpClient.connect(paths.monitorSocket, {
+      connectTimeoutMs: QMP_CONNECT_TIMEOUT_MS,
+      logger: this.logger,
+    });
+    this.qmp = await Promise.race([connecting, qemuGone]);
+    this.qmp.on('event', (event: QmpEvent) => this.onEvent(event));
+    this.checkStop();
+  }
+
+  /** Brings the paused VM to its configured CPUs, RAM and display password, then lets it run. */
+  private async configure(settings: RunnerSettings, secret: { password?: string; expiry?: string }) {
+    const { vm } = settings;
+    const qmp = this.qmp!;
+    this.cpus = new CpuController(qmp, this.logger);
+    this.cdroms = new CdromController(qmp, this.store, this.paths.imageRepository, this.logger);
+    this.display = new DisplayController(qmp, this.logger);
+    await this.cpus.setCpus(vm.currentCpus);
+    await balloon(qmp, vm.currentRam ?? vm.maximumRam);
+    if (this.startedWithDisplayPassword) await this.applyDisplayPassword(secret.password, secret.expiry);
+    const cpus = await queryCpuCount(qmp);
+    const ram = await queryBalloon(qmp);
+    this.checkStop();
+    await cont(qmp);
+    this.store.update((state) => ({ ...state, phase: 'booting', cpus, ram }), { event: 'RUNNER_RESUMED' });
+    this.logger.info({ cpus, ram }, 'VM running');
+  }
+
+  private async shutDown(): Promise<void> {
+    const qemu = this.qemu;
+    const qmp = this.qmp;
+    if (!qemu) return; // start() sees the request before it starts qemu
+    if (!qmp || this.store.snapshot.phase === 'starting') {
+      this.logger.info('stop requested during start; stopping qemu');
+      await qemu.stop(QUIT_GRACE_MS);
+      return;
+    }
+    this.store.update((state) => ({ ...state, phase: 'stopping' }), { event: 'RUNNER_STOPPING' });
+    this.logger.info({ powerdownTimeout: this.powerdownTimeoutSeconds }, 'powering the guest down');
+    await systemPowerdown(qmp).catch((err: unknown) => this.logger.warn({ err }, 'system_powerdown failed'));
+    // powerdownTimeout may change while we wait: look at it again every second.
+    const since = Date.now();
+    while (!qemu.hasExited()) {
+      const remaining = this.powerdownTimeoutSeconds * 1000 - (Date.now() - since);
+      if (remaining <= 0) break;
+      await Promise.race([qemu.exited, sleep(Math.min(remaining, 1000))]);
+    }
+    if (qemu.hasExited()) return;
+    this.logger.warn(
+      { powerdownTimeout: this.powerdownTimeoutSeconds },
+      'guest did not power down; quitting qemu',
+    );
+    await quit(qmp).catch((err: unknown) => this.logger.warn({ err }, 'quit failed'));
+    await Promise.race([qemu.exited, sleep(QUIT_GRACE_MS)]);
+    if (!qemu.hasExited()) {
+      this.killedAfterQuit = true;
+      this.logger.error('qemu did not quit; killing it');
+      qemu.kill('SIGKILL');
+    }
+  }
+
+  private async cleanUp(): Promise<void> {
+    this.watch?.close();
+    await this.serial;
+    await this.qmp?.close();
+    const swtpm = this.swtpm;
+    if (!swtpm) return;
+    // It ends by itself once qemu, its client, is gone; a qemu that failed early never was its client.
+    if (this.qmp) await Promise.race([swtpm.exited, sleep(SWTPM_GRACE_MS)]);
+    if (!swtpm.hasExited()) this.logger.info('stopping swtpm');
+    await swtpm.stop(SWTPM_GRACE_MS);
+  }
+
+  private finish(failure: string | undefined, exit: ChildExit | undefined): number {
+    const snapshot = this.store.snapshot;
+    let message = failure;
+    if (!message && exit) {
+      const orderly =
+        this.abandonedStart ||
+        (exit.code === 0 && (snapshot.lastShutdown !== undefined || this.stopRequested));
+      if (!orderly || this.killedAfterQuit) {
+        message =
+          `qemu ${describeExit(exit)} without an orderly shutdown: ${this.qemu?.stderrTail() ?? ''}`.trim();
+      }
+    }
+    const phase = message ? 'failed' : 'stopped';
+    this.store.update((state) => ({ ...state, phase, message, booted: false, consoleClient: undefined }), {
+      event: 'RUNNER_EXITED',
+      data: { ...(exit ?? {}), ...(message ? { message } : {}) },
+    });
+    if (message) this.logger.error({ reason: message }, 'VM failed');
+    else this.logger.info({ lastShutdown: snapshot.lastShutdown }, 'VM stopped');
+    return message ? EXIT_FAILED : EXIT_CLEAN;
+  }
+
+  /** Runs `task` after the QMP operations before it; a failure is logged, never thrown. */
+  private enqueue(what: string, task: () => Promise<void>) {
+    this.serial = this.serial.then(task).catch((err: unknown) => this.logger.warn({ err }, `${what} failed`));
+  }
+
+  private onEvent(event: QmpEvent) {
+    this.store.update((state) => foldEvent(state, event, eventTime(event), AGENT_PORT_ID), event);
+    switch (event.event) {
+      case 'DEVICE_TRAY_MOVED': {
+        const data = TrayMovedData.safeParse(event.data);
+        if (data.success)
+          this.enqueue('CD change', () => this.cdroms!.trayMoved(data.data.id, data.data['tray-open']));
+        return;
+      }
+      case 'DEVICE_DELETED': {
+        const data = DeviceDeletedData.safeParse(event.data);
+        if (data.success) this.cpus?.deviceDeleted(data.data.device);
+        this.enqueue('CPU count', () => this.refreshCpuCount(event));
+        return;
+      }
+      case 'ACPI_DEVICE_OST':
+        this.enqueue('CPU count', () => this.refreshCpuCount(event));
+        return;
+    }
+  }
+
+  private async refreshCpuCount(event: VmEvent) {
+    if (!this.qmp || this.qmp.closed) return;
+    const cpus = await queryCpuCount(this.qmp);
+    this.store.update((state) => ({ ...state, cpus }), event);
+  }
+
+  private onFileChanged(file: string) {
+    if (file === this.options.configPath) {
+      this.enqueue('applying the changed config', () => this.applyConfigFile());
+    } else {
+      this.enqueue('applying the display secret', () => this.applyDisplaySecret());
+    }
+  }
+
+  private async applyConfigFile(): Promise<void> {
+    const text = await readOptional(this.options.configPath);
+    if (text === undefined) {
+      this.logger.warn('the config file is gone; keeping the current config');
+      return;
+    }
+    const parsed = parseRunnerConfig(text);
+    if (!parsed.ok) {
+      this.logger.error({ errors: parsed.errors }, 'the changed config is invalid; keeping the current one');
+      return;
+    }
+    const next = parsed.config;
+    const changes = liveChanges(this.started, this.applied, next);
+    this.applied = next;
+    this.logger.info({ changes }, 'config changed');
+    const attempt = async (what: string, action: () => Promise<void>) =>
+      action().catch((err: unknown) => this.logger.warn({ err }, `${what} failed`));
+    if (changes.currentCpus !== undefined) {
+      const cpus = changes.currentCpus;
+      await attempt('changing the CPUs', () => this.cpus!.setCpus(cpus));
+    }
+    if (changes.currentRam !== undefined) {
+      const ram = changes.currentRam;
+      await attempt('changing the RAM', () => balloon(this.qmp!, ram));
+    }
+    if (changes.powerdownTimeout !== undefined) this.powerdownTimeoutSeconds = changes.powerdownTimeout;
+    for (const { id, image } of changes.cdMedia) {
+      await attempt(`changing the medium of ${id}`, () => this.cdroms!.change(id, image));
+    }
+    this.publishRestartChanges({ event: 'RUNNER_CONFIG_CHANGED', data: { ...changes } });
+  }
+
+  private publishRestartChanges(event: VmEvent) {
+    const pending = restartChanges(this.started, this.applied);
+    if (this.displayPasswordNeedsRestart) pending.push('display-password');
+    if (pending.length > 0) this.logger.info({ pending }, 'changes that need a restart');
+    this.store.update(
+      (state) => ({ ...state, pendingRestartChanges: pending.length > 0 ? pending : undefined }),
+      event,
+    );
+  }
+
+  private async applyDisplaySecret(): Promise<void> {
+    if (!this.started['/Runner'].vm.display.spice) return;
+    const secret = displaySecretFiles(this.paths.displaySecretDir);
+    const password = await readOptional(secret.password);
+    // qemu cannot switch ticketing on or off while it runs.
+    this.displayPasswordNeedsRestart = this.startedWithDisplayPassword !== (password !== undefined);
+    if (!this.displayPasswordNeedsRestart)
+      await this.applyDisplayPassword(password, await readOptional(secret.expiry));
+    this.publishRestartChanges({ event: 'RUNNER_DISPLAY_SECRET_CHANGED' });
+  }
+
+  private async applyDisplayPassword(password: string | undefined, expiry: string | undefined) {
+    if (!(await this.display!.apply(password, expiry))) return;
+    this.store.update(
+      (state) => ({ ...state, displayPasswordSerial: (state.displayPasswordSerial ?? 0) + 1 }),
+      { event: 'RUNNER_DISPLAY_PASSWORD_SET' },
+    );
+  }
+}

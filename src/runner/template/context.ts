@@ -1,0 +1,46 @@
+import type { RunnerSettings, VmConfig } from '../../api/runner-config.js';
+import { cdDrives, disks, type CdDrive, type Disk } from '../drives.js';
+import type { Firmware } from '../firmware.js';
+import type { RunnerPaths } from '../paths.js';
+
+/** The device id of the vmop agent's virtio-serial port; its VSERPORT_CHANGE tells that the guest booted. */
+export const AGENT_PORT_ID = 'vmop-agent';
+export const AGENT_PORT_NAME = 'org.jdrupes.vmop_agent.0';
+
+/** What a template sees: the `vm` section (defaults applied, sizes in bytes) plus derived facts. */
+export interface TemplateContext extends RunnerPaths {
+  vm: VmConfig & { uuid: string; currentRam: number; cdroms: CdDrive[]; disks: Disk[] };
+  firmwareRom?: string;
+  firmwareVars?: string;
+  /** Set when cloudInit is configured: the NoCloud image to attach. */
+  cloudInit?: { image: string };
+  hasDisplayPassword: boolean;
+  agentPort: { id: string; name: string };
+}
+
+export function templateContext(input: {
+  settings: RunnerSettings;
+  paths: RunnerPaths;
+  uuid: string;
+  firmware: Firmware;
+  hasDisplayPassword: boolean;
+  isRegularFile: (file: string) => boolean;
+}): TemplateContext {
+  const { settings, paths, firmware } = input;
+  const vm = settings.vm;
+  return {
+    ...paths,
+    vm: {
+      ...vm,
+      uuid: input.uuid,
+      currentRam: vm.currentRam ?? vm.maximumRam,
+      cdroms: cdDrives(vm, paths.imageRepository),
+      disks: disks(vm, input.isRegularFile),
+    },
+    firmwareRom: firmware.rom,
+    firmwareVars: firmware.vars,
+    cloudInit: settings.cloudInit ? { image: paths.cloudInitImage } : undefined,
+    hasDisplayPassword: input.hasDisplayPassword,
+    agentPort: { id: AGENT_PORT_ID, name: AGENT_PORT_NAME },
+  };
+}

@@ -1,0 +1,244 @@
+import { execFile, spawn } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
+import { mkdir, mkdtemp, readFile, readlink, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { stringify as toYaml } from 'yaml';
+import type { RunnerConfigInput } from '../../../src/api/runner-config.js';
+import { RunnerSnapshot } from '../../../src/api/runner-snapshot.js';
+import { ensureTestGuest } from '../../../src/devenv/test-guest.js';
+import { SerialConsole } from '../../support/qemu.js';
+
+const run = promisify(execFile);
+const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
+const tsxLoader = path.join(repoRoot, 'node_modules/tsx/dist/loader.mjs');
+
+export const MiB = 1024 * 1024;
+/** Generous: several TCG guests may boot at once on two cores. */
+export const BOOT_TIMEOUT_MS = 120_000;
+
+export async function makeTempDir(prefix: string): Promise<string> {
+  return mkdtemp(path.join(os.tmpdir(), `vmop-${prefix}-`));
+}
+
+/** An image repository with the test guest's boot files (as `test-guest/`) and small ISO images. */
+export async function makeImageRepository(dir: string, discs: string[] = []): Promise<string> {
+  await mkdir(dir, { recursive: true });
+  await symlink((await ensureTestGuest()).dir, path.join(dir, 'test-guest'));
+  for (const disc of discs) {
+    const content = path.join(dir, `.${disc}-content`);
+    await mkdir(content);
+    await writeFile(path.join(content, 'id.txt'), `disc-${disc}\n`);
+    await run('genisoimage', ['-quiet', '-r', '-V', disc, '-o', path.join(dir, `${disc}.iso`), content]);
+  }
+  return dir;
+}
+
+/**
+ * A directory laid out like a ConfigMap/Secret volume as kubelet writes it: the files live in a
+ * timestamped directory, `..data` points to it, and each file name is a symlink through `..data`.
+ * An update writes a new timestamped directory and swaps `..data` atomically (rename of a symlink).
+ */
+export class ProjectedVolume {
+  private generation = 0;
+  private files: Record<string, string> = {};
+
+  private constructor(readonly dir: string) {}
+
+  static async create(dir: string, files: Record<string, string>): Promise<ProjectedVolume> {
+    await mkdir(dir, { recursive: true });
+    const volume = new ProjectedVolume(dir);
+    await volume.update(files);
+    return volume;
+  }
+
+  file(name: string): string {
+    return path.join(this.dir, name);
+  }
+
+  /** Changes some files; like kubelet, writes a complete new version with all of them. */
+  async update(changes: Record<string, string>): Promise<void> {
+    const files = { ...this.files, ...changes };
+    this.files = files;
+    const data = path.join(this.dir, '..data');
+    const previous = await readlink(data).catch(() => undefined);
+    const version = `..${new Date().toISOString().replace(/[-:.]/g, '_')}.${++this.generation}`;
+    await mkdir(path.join(this.dir, version));
+    for (const [name, text] of Object.entries(files))
+      await writeFile(path.join(this.dir, version, name), text);
+    await symlink(version, path.join(this.dir, '..data_tmp'));
+    await rename(path.join(this.dir, '..data_tmp'), data);
+    for (const name of Object.keys(changes)) {
+      await symlink(path.join('..data', name), this.file(name)).catch((err: NodeJS.ErrnoException) => {
+        if (err.code !== 'EEXIST') throw err;
+      });
+    }
+    if (previous) await rm(path.join(this.dir, previous), { recursive: true, force: true });
+  }
+}
+
+export function configYaml(config: RunnerConfigInput): string {
+  return toYaml(config);
+}
+
+export interface LogLine {
+  level: number;
+  msg?: string;
+  [key: string]: unknown;
+}
+
+/** A `vmop runner` process started from source; its JSON log lines are collected from stderr. */
+export interface RunnerProcess {
+  pid: number;
+  logs: LogLine[];
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  waitForLog(predicate: (line: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
+  /** The snapshots a stand-alone runner logged, in order. */
+  snapshots(): RunnerSnapshot[];
+  waitForSnapshot(
+    predicate: (snapshot: RunnerSnapshot) => boolean,
+    timeoutMs?: number,
+  ): Promise<RunnerSnapshot>;
+  kill(signal: NodeJS.Signals): void;
+  /** SIGKILL if still running (its children die with it), then waits. */
+  stop(): Promise<void>;
+}
+
+async function poll<T>(
+  what: string,
+  probe: () => T | undefined,
+  timeoutMs: number,
+  context: () => string,
+  gone: () => boolean = () => false,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const found = probe();
+    if (found !== undefined) return found;
+    if (gone()) throw new Error(`${what}: the runner has exited\n${context()}`);
+    if (Date.now() > deadline) throw new Error(`${what} within ${timeoutMs} ms\n${context()}`);
+    await sleep(50);
+  }
+}
+
+export async function startRunner(
+  configPath: string,
+  options: { env?: NodeJS.ProcessEnv; args?: string[] } = {},
+): Promise<RunnerProcess> {
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      tsxLoader,
+      path.join(repoRoot, 'src/cli/main.ts'),
+      'runner',
+      '-c',
+      configPath,
+      ...(options.args ?? []),
+    ],
+    { cwd: repoRoot, env: options.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  const logs: LogLine[] = [];
+  let rest = '';
+  child.stdout.resume();
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    const lines = (rest + chunk).split('\n');
+    rest = lines.pop()!;
+    for (const line of lines) {
+      try {
+        logs.push(JSON.parse(line) as LogLine);
+      } catch {
+        logs.push({ level: 50, msg: line });
+      }
+    }
+  });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  await new Promise((resolve, reject) => child.once('spawn', resolve).once('error', reject));
+  const logTail = () =>
+    logs
+      .slice(-30)
+      .map((line) => JSON.stringify(line).slice(0, 400))
+      .join('\n');
+  const gone = () => child.exitCode !== null || child.signalCode !== null;
+  const snapshots = () =>
+    logs.filter((line) => line.msg === 'VM state changed').map((line) => RunnerSnapshot.parse(line.snapshot));
+  return {
+    pid: child.pid!,
+    logs,
+    exited,
+    waitForLog: (predicate, timeoutMs = BOOT_TIMEOUT_MS) =>
+      poll('no such log line', () => logs.find(predicate), timeoutMs, logTail, gone),
+    snapshots,
+    waitForSnapshot: (predicate, timeoutMs = BOOT_TIMEOUT_MS) =>
+      poll('no such snapshot', () => snapshots().find(predicate), timeoutMs, logTail, gone),
+    kill: (signal) => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    },
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await exited;
+    },
+  };
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Waits until the process is gone (a process the runner started is reaped by the runner). */
+export async function waitGone(pid: number, timeoutMs = 15_000): Promise<void> {
+  await poll(
+    `process ${pid} still alive`,
+    () => (isAlive(pid) ? undefined : true),
+    timeoutMs,
+    () => '',
+  );
+}
+
+/** Pids of processes whose command line contains `text`. */
+export async function pidsWithArgument(text: string): Promise<number[]> {
+  const { stdout } = await run('pgrep', ['-f', '--', text]).catch(() => ({ stdout: '' }));
+  return stdout
+    .split('\n')
+    .filter(Boolean)
+    .map(Number)
+    .filter((pid) => pid !== process.pid);
+}
+
+/** Connects to the guest's serial console socket (the runner's `<runtimeDir>/console.sock`). */
+export async function openConsole(
+  socketPath: string,
+  logFile: string,
+): Promise<SerialConsole & { socket: net.Socket }> {
+  const socket = await new Promise<net.Socket>((resolve, reject) => {
+    const connection = net.connect(socketPath, () => resolve(connection)).once('error', reject);
+  });
+  const console = new SerialConsole(socket, socket, createWriteStream(logFile)) as SerialConsole & {
+    socket: net.Socket;
+  };
+  console.socket = socket;
+  return console;
+}
+
+/** Waits until the guest's console log (kept by qemu even without a client) contains `text`. */
+export async function waitForConsoleLog(logFile: string, text: string, timeoutMs = BOOT_TIMEOUT_MS) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const log = await readFile(logFile, 'utf8').catch(() => '');
+    if (log.includes(text)) return;
+    if (Date.now() > deadline)
+      throw new Error(`console log lacks ${text} after ${timeoutMs} ms:\n${log.slice(-2000)}`);
+    await sleep(100);
+  }
+}

@@ -1,0 +1,198 @@
+import { rm } from 'node:fs/promises';
+import path from 'node:path';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RunnerConfigInput } from '../../../src/api/runner-config.js';
+import { RunnerSnapshot, snapshotRedisKey } from '../../../src/api/runner-snapshot.js';
+import { startRedis, type RedisServer } from '../../../src/devenv/redis.js';
+import { DEFAULT_QUEUE_NAME } from '../../../src/queue/index.js';
+import type { SerialConsole } from '../../support/qemu.js';
+import {
+  BOOT_TIMEOUT_MS,
+  configYaml,
+  makeImageRepository,
+  makeTempDir,
+  MiB,
+  openConsole,
+  ProjectedVolume,
+  startRunner,
+  waitForConsoleLog,
+  waitGone,
+  type RunnerProcess,
+} from './harness.js';
+
+const VM_KEY = 'vm:test-ns/changes';
+
+/**
+ * One runner with the test guest, publishing to a real Redis, its config in a kubelet-style
+ * volume. The tests run in order against the same VM: boot, CPUs, RAM, CD media, stop.
+ */
+describe('runner: a running VM follows its config', () => {
+  let tmp: string;
+  let redis: RedisServer;
+  let client: Redis;
+  let volume: ProjectedVolume;
+  let runner: RunnerProcess;
+  let guestConsole: SerialConsole;
+  let config: RunnerConfigInput;
+  const seen: RunnerSnapshot[] = [];
+
+  const readSnapshot = async () => {
+    const text = await client.get(snapshotRedisKey(VM_KEY));
+    if (!text) return undefined;
+    const snapshot = RunnerSnapshot.parse(JSON.parse(text));
+    if (seen.at(-1)?.seq !== snapshot.seq) seen.push(snapshot);
+    return snapshot;
+  };
+  const waitForSnapshot = async (predicate: (snapshot: RunnerSnapshot) => boolean, what: string) => {
+    const deadline = Date.now() + BOOT_TIMEOUT_MS;
+    for (;;) {
+      const snapshot = await readSnapshot();
+      if (snapshot && predicate(snapshot)) return snapshot;
+      if (Date.now() > deadline)
+        throw new Error(`no snapshot with ${what}; last: ${JSON.stringify(snapshot)}`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  };
+  const changeVm = async (change: Partial<RunnerConfigInput['/Runner']['vm']>) => {
+    config = { '/Runner': { ...config['/Runner'], vm: { ...config['/Runner'].vm, ...change } } };
+    await volume.update({ 'config.yaml': configYaml(config) });
+  };
+  const cd = (file: string) => [{ type: 'ide-cd' as const, file }];
+
+  beforeAll(async () => {
+    tmp = await makeTempDir('runner-changes');
+    redis = await startRedis();
+    client = new Redis(redis.url);
+    const images = await makeImageRepository(path.join(tmp, 'images'), ['a', 'b']);
+    config = {
+      '/Runner': {
+        dataDir: path.join(tmp, 'data'),
+        runtimeDir: path.join(tmp, 'run'),
+        template: 'test-guest.liquid',
+        imageRepository: images,
+        vm: {
+          name: 'changes',
+          maximumCpus: 2,
+          currentCpus: 1,
+          maximumRam: '256Mi',
+          network: [],
+          drives: cd('a.iso'),
+        },
+      },
+    };
+    volume = await ProjectedVolume.create(path.join(tmp, 'etc'), { 'config.yaml': configYaml(config) });
+    runner = await startRunner(volume.file('config.yaml'), {
+      env: { ...process.env, VMOP_REDIS_URL: redis.url, VMOP_VM_KEY: VM_KEY, VMOP_POD_NAME: 'changes-0' },
+    });
+  });
+
+  afterAll(async () => {
+    guestConsole?.close();
+    await runner?.stop();
+    client?.disconnect();
+    await redis?.stop();
+    await rm(tmp, { recursive: true, force: true });
+  });
+
+  it('boots the guest and publishes its state', async () => {
+    const booted = await waitForSnapshot((snapshot) => snapshot.booted, 'booted');
+    expect(booted).toMatchObject({
+      phase: 'running',
+      pod: 'changes-0',
+      cpus: 1,
+      drives: { cd0: { tray: 'closed', medium: 'a.iso' } },
+    });
+    await waitForConsoleLog(path.join(tmp, 'run/console.log'), 'VMOP-GUEST-READY');
+    guestConsole = await openConsole(
+      path.join(tmp, 'run/console.sock'),
+      path.join(tmp, 'console-client.log'),
+    );
+    expect(await guestConsole.run('true')).toBe(0);
+  });
+
+  it('hot-plugs a CPU the guest onlines, and unplugs it again', async () => {
+    const from = guestConsole.output.length;
+    await changeVm({ currentCpus: 2 });
+    await guestConsole.waitForLine(/vmop-guest: cpu1 online$/, { from });
+    await waitForSnapshot((snapshot) => snapshot.cpus === 2, '2 CPUs');
+
+    await changeVm({ currentCpus: 1 });
+    await waitForSnapshot((snapshot) => snapshot.cpus === 1, '1 CPU');
+  });
+
+  it('balloons the RAM down and reports the size the guest gave back', async () => {
+    await changeVm({ currentRam: '192Mi' });
+    const snapshot = await waitForSnapshot((candidate) => candidate.ram === 192 * MiB, 'ram 192 MiB');
+    expect(snapshot.ram).toBe(192 * MiB);
+  });
+
+  it('changes a CD the guest has locked once the guest ejects it', async () => {
+    expect(await guestConsole.run('mount -r /dev/sr0 /mnt && grep -qx disc-a /mnt/id.txt')).toBe(0);
+    await changeVm({ drives: cd('b.iso') });
+    const waiting = await waitForSnapshot(
+      (snapshot) => snapshot.drives.cd0?.pendingMedium === 'b.iso',
+      'pending',
+    );
+    expect(waiting.drives.cd0).toMatchObject({ tray: 'closed', medium: 'a.iso', locked: true });
+
+    expect(await guestConsole.run('umount /mnt && eject /dev/sr0')).toBe(0);
+    const changed = await waitForSnapshot((snapshot) => snapshot.drives.cd0?.medium === 'b.iso', 'medium b');
+    expect(changed.drives.cd0).toEqual({ tray: 'closed', medium: 'b.iso' });
+    expect(
+      await guestConsole.run('mount -r /dev/sr0 /mnt && grep -qx disc-b /mnt/id.txt && umount /mnt'),
+    ).toBe(0);
+  });
+
+  it('ejects with an empty image and inserts into an unlocked drive at once', async () => {
+    await changeVm({ drives: cd('') });
+    const ejected = await waitForSnapshot(
+      (snapshot) => snapshot.drives.cd0?.medium === undefined,
+      'no medium',
+    );
+    expect(ejected.drives.cd0).toEqual({ tray: 'open' });
+
+    await changeVm({ drives: cd('a.iso') });
+    await waitForSnapshot((snapshot) => snapshot.drives.cd0?.medium === 'a.iso', 'medium a');
+    expect(
+      await guestConsole.run('mount -r /dev/sr0 /mnt && grep -qx disc-a /mnt/id.txt && umount /mnt'),
+    ).toBe(0);
+  });
+
+  it('reports changes that need a restart without applying them', async () => {
+    await changeVm({ maximumRam: '512Mi' });
+    const snapshot = await waitForSnapshot(
+      (candidate) => candidate.pendingRestartChanges !== undefined,
+      'pending',
+    );
+    expect(snapshot.pendingRestartChanges).toEqual(['"/Runner".vm.maximumRam']);
+    expect(snapshot.ram).toBe(192 * MiB);
+  });
+
+  it('stores each change with a higher seq and enqueues the VM key with the event', async () => {
+    const seqs = seen.map((snapshot) => snapshot.seq);
+    expect(seqs.length).toBeGreaterThan(5);
+    expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
+    expect(new Set(seen.map((snapshot) => snapshot.runId)).size).toBe(1);
+
+    const queue = new Queue(DEFAULT_QUEUE_NAME, { connection: { url: redis.url } });
+    try {
+      const jobs = await queue.getJobs(['waiting', 'prioritized', 'delayed']);
+      expect(jobs.map((job) => job.name)).toContain(VM_KEY);
+      const job = jobs.find((candidate) => candidate.name === VM_KEY)!;
+      expect(job.data.event).toMatchObject({ event: expect.any(String) });
+    } finally {
+      await queue.close();
+    }
+  });
+
+  it('powers the guest down on SIGTERM and exits 0', async () => {
+    const { qemuPid } = (await readSnapshot())!;
+    runner.kill('SIGTERM');
+    expect(await runner.exited).toEqual({ code: 0, signal: null });
+    await waitGone(qemuPid!);
+    const last = (await readSnapshot())!;
+    expect(last).toMatchObject({ phase: 'stopped', lastShutdown: { guest: true, reason: 'guest-shutdown' } });
+  });
+});

@@ -1,0 +1,116 @@
+import { rm } from 'node:fs/promises';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { RunnerConfigInput } from '../../../src/api/runner-config.js';
+import {
+  configYaml,
+  makeImageRepository,
+  makeTempDir,
+  openConsole,
+  ProjectedVolume,
+  startRunner,
+  waitForConsoleLog,
+  waitGone,
+  type RunnerProcess,
+} from './harness.js';
+
+describe('runner: stopping', () => {
+  let tmp: string;
+  let runner: RunnerProcess | undefined;
+
+  beforeEach(async () => {
+    tmp = await makeTempDir('runner-stop');
+  });
+  afterEach(async () => {
+    await runner?.stop();
+    runner = undefined;
+    await rm(tmp, { recursive: true, force: true });
+  });
+
+  const testGuestConfig = async (
+    vm: Partial<RunnerConfigInput['/Runner']['vm']>,
+  ): Promise<RunnerConfigInput> => ({
+    '/Runner': {
+      dataDir: path.join(tmp, 'data'),
+      runtimeDir: path.join(tmp, 'run'),
+      template: 'test-guest.liquid',
+      imageRepository: await makeImageRepository(path.join(tmp, 'images')),
+      vm: { name: 'stopper', maximumRam: '256Mi', network: [], ...vm },
+    },
+  });
+
+  it('quits qemu after powerdownTimeout (changed while running) when the guest ignores the power button', async () => {
+    const config = await testGuestConfig({ powerdownTimeout: 900 });
+    const volume = await ProjectedVolume.create(path.join(tmp, 'etc'), { 'config.yaml': configYaml(config) });
+    runner = await startRunner(volume.file('config.yaml'));
+    const booted = await runner.waitForSnapshot((snapshot) => snapshot.booted);
+    await waitForConsoleLog(path.join(tmp, 'run/console.log'), 'VMOP-GUEST-READY');
+    const guestConsole = await openConsole(path.join(tmp, 'run/console.sock'), path.join(tmp, 'client.log'));
+    try {
+      expect(await guestConsole.run('touch /run/vmop-ignore-powerbutton')).toBe(0);
+      const vm = { ...config['/Runner'].vm, powerdownTimeout: 1 };
+      await volume.update({ 'config.yaml': configYaml({ '/Runner': { ...config['/Runner'], vm } }) });
+      await runner.waitForLog((line) => line.msg === 'config changed');
+
+      runner.kill('SIGTERM');
+      await guestConsole.waitForLine(/vmop-guest: power button ignored$/);
+      expect(await runner.exited).toEqual({ code: 0, signal: null });
+    } finally {
+      guestConsole.close();
+    }
+    await waitGone(booted.qemuPid!);
+    expect(runner.logs.some((line) => line.msg === 'guest did not power down; quitting qemu')).toBe(true);
+    expect(runner.snapshots().at(-1)).toMatchObject({
+      phase: 'stopped',
+      lastShutdown: { guest: false, reason: 'host-qmp-quit' },
+    });
+  });
+
+  it('exits 0 when the guest powers itself off', async () => {
+    const volume = await ProjectedVolume.create(path.join(tmp, 'etc'), {
+      'config.yaml': configYaml(await testGuestConfig({})),
+    });
+    runner = await startRunner(volume.file('config.yaml'));
+    await runner.waitForSnapshot((snapshot) => snapshot.booted);
+    await waitForConsoleLog(path.join(tmp, 'run/console.log'), 'VMOP-GUEST-READY');
+    const guestConsole = await openConsole(path.join(tmp, 'run/console.sock'), path.join(tmp, 'client.log'));
+    guestConsole.type('poweroff -f');
+    expect(await runner.exited).toEqual({ code: 0, signal: null });
+    guestConsole.close();
+    expect(runner.snapshots().at(-1)).toMatchObject({ phase: 'stopped', lastShutdown: { guest: true } });
+  });
+
+  it('with guestShutdownStops, stays after the guest powered off (so the pod does not reboot it) until stopped', async () => {
+    const config = await testGuestConfig({});
+    config['/Runner'].guestShutdownStops = true;
+    const volume = await ProjectedVolume.create(path.join(tmp, 'etc'), { 'config.yaml': configYaml(config) });
+    runner = await startRunner(volume.file('config.yaml'));
+    const booted = await runner.waitForSnapshot((snapshot) => snapshot.booted);
+    await waitForConsoleLog(path.join(tmp, 'run/console.log'), 'VMOP-GUEST-READY');
+    const guestConsole = await openConsole(path.join(tmp, 'run/console.sock'), path.join(tmp, 'client.log'));
+    guestConsole.type('poweroff -f');
+    await runner.waitForSnapshot(
+      (snapshot) => snapshot.phase === 'stopped' && snapshot.lastShutdown?.guest === true,
+    );
+    await waitGone(booted.qemuPid!);
+    guestConsole.close();
+    await runner.waitForLog((line) => line.msg?.includes('waiting to be stopped') === true);
+    expect(() => process.kill(runner!.pid, 0)).not.toThrow(); // still there, waiting
+    runner.kill('SIGTERM');
+    expect(await runner.exited).toEqual({ code: 0, signal: null });
+  });
+
+  it('exits non-zero when qemu crashes', async () => {
+    const volume = await ProjectedVolume.create(path.join(tmp, 'etc'), {
+      'config.yaml': configYaml(await testGuestConfig({})),
+    });
+    runner = await startRunner(volume.file('config.yaml'));
+    const running = await runner.waitForSnapshot((snapshot) => snapshot.phase === 'booting');
+    process.kill(running.qemuPid!, 'SIGKILL');
+    expect(await runner.exited).toEqual({ code: 1, signal: null });
+    expect(runner.snapshots().at(-1)).toMatchObject({
+      phase: 'failed',
+      message: expect.stringContaining('killed by SIGKILL'),
+    });
+  });
+});

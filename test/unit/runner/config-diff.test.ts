@@ -1,0 +1,117 @@
+import { describe, expect, it } from 'vitest';
+import type { RunnerConfig, RunnerConfigInput } from '../../../src/api/runner-config.js';
+import { liveChanges, restartChanges } from '../../../src/runner/config-diff.js';
+import { runnerConfig } from './config-fixture.js';
+
+type VmInput = RunnerConfigInput['/Runner']['vm'];
+
+const base: VmInput = {
+  name: 'vm1',
+  maximumCpus: 4,
+  currentCpus: 2,
+  maximumRam: '4Gi',
+  currentRam: '2Gi',
+  powerdownTimeout: 60,
+  drives: [
+    { type: 'raw', resource: '/dev/system-disk' },
+    { type: 'ide-cd', file: 'a.iso' },
+    { type: 'ide-cd', file: '' },
+  ],
+};
+
+function config(
+  vm: Partial<VmInput> = {},
+  settings: Partial<RunnerConfigInput['/Runner']> = {},
+): RunnerConfig {
+  return runnerConfig({ ...settings, vm: { ...base, ...vm } });
+}
+
+describe('live changes', () => {
+  const started = config();
+
+  it('finds nothing when nothing changed', () => {
+    expect(liveChanges(started, started, config())).toEqual({ cdMedia: [] });
+  });
+
+  it('finds CPU, RAM, powerdown timeout and CD medium changes', () => {
+    const next = config({
+      currentCpus: 3,
+      currentRam: '1Gi',
+      powerdownTimeout: 5,
+      drives: [
+        { type: 'raw', resource: '/dev/system-disk' },
+        { type: 'ide-cd', file: '' },
+        { type: 'ide-cd', file: 'b.iso' },
+      ],
+    });
+    expect(liveChanges(started, started, next)).toEqual({
+      currentCpus: 3,
+      currentRam: 1024 ** 3,
+      powerdownTimeout: 5,
+      cdMedia: [
+        { id: 'cd0', image: '' },
+        { id: 'cd1', image: 'b.iso' },
+      ],
+    });
+  });
+
+  it('compares with what was applied last, not with the start', () => {
+    const applied = config({ currentCpus: 3 });
+    expect(liveChanges(started, applied, config({ currentCpus: 3 }))).toEqual({ cdMedia: [] });
+    expect(liveChanges(started, applied, config({ currentCpus: 2 }))).toEqual({
+      currentCpus: 2,
+      cdMedia: [],
+    });
+  });
+
+  it('limits CPUs and RAM to what the running qemu has', () => {
+    const next = config({ maximumCpus: 8, currentCpus: 8, maximumRam: '16Gi', currentRam: '16Gi' });
+    expect(liveChanges(started, started, next)).toMatchObject({ currentCpus: 4, currentRam: 4 * 1024 ** 3 });
+  });
+
+  it('takes a missing currentRam as maximumRam', () => {
+    expect(liveChanges(started, started, config({ currentRam: undefined }))).toMatchObject({
+      currentRam: 4 * 1024 ** 3,
+    });
+  });
+
+  it('changes media only in CD drives qemu has', () => {
+    const next = config({ drives: [...base.drives!, { type: 'ide-cd', file: 'c.iso' }] });
+    expect(liveChanges(started, started, next).cdMedia).toEqual([]);
+  });
+});
+
+describe('restart changes', () => {
+  const started = config();
+
+  it('ignores what is applied live', () => {
+    const next = config(
+      {
+        currentCpus: 1,
+        currentRam: '1Gi',
+        powerdownTimeout: 1,
+        drives: [base.drives![0]!, { type: 'ide-cd', file: 'x.iso' }, { type: 'ide-cd' }],
+      },
+      { guestShutdownStops: true },
+    );
+    expect(restartChanges(started, next)).toEqual([]);
+  });
+
+  it('lists the field paths of everything else', () => {
+    const next = config(
+      { maximumRam: '8Gi', useTpm: true, display: { spice: { port: 5901 } }, drives: [base.drives![0]!] },
+      { cloudInit: { userData: {} } },
+    );
+    expect(restartChanges(started, next).sort()).toEqual([
+      '"/Runner".cloudInit',
+      '"/Runner".vm.display.spice',
+      '"/Runner".vm.drives',
+      '"/Runner".vm.maximumRam',
+      '"/Runner".vm.useTpm',
+    ]);
+  });
+
+  it('reports a maximumCpus raised by a larger currentCpus', () => {
+    expect(restartChanges(started, config({ currentCpus: 6 }))).toEqual(['"/Runner".vm.maximumCpus']);
+  });
+});
