@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { Command } from 'commander';
 import { register as registerRunner } from './runner.js';
+import { register as registerQueue } from './queue.js';
 import { register as registerManager } from './manager.js';
 
 const program = new Command('vmop')
@@ -8,7 +9,7 @@ const program = new Command('vmop')
   .showHelpAfterError();
 
 // Each subcommand lives in its own module under src/cli/ and registers itself here.
-const registrations: Array<(program: Command) => void> = [registerRunner, registerManager];
+const registrations: Array<(program: Command) => void> = [registerRunner, registerQueue, registerManager];
 
 for (const register of registrations) register(program);
 

@@ -1,0 +1,238 @@
+/**
+ * `npm run bench:queue`: pushes N keyed items (half of them duplicates) through 1, 2 and 4 worker
+ * processes with a no-op handler, once through vmop's queue and once as plain BullMQ jobs (no
+ * deduplication, no per-key exclusivity), and prints throughput, enqueue-to-start latency and Redis
+ * commands per handled item, with the vmop/plain ratios.
+ *
+ * Options: --items N (default 20000), --procs 1,2,4, --concurrency 50 (handlers per process).
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { z } from 'zod';
+import { startRedis } from '../../src/devenv/redis.js';
+import { bullConnection } from '../../src/queue/connection.js';
+import { RETENTION } from '../../src/queue/job-options.js';
+import { openWorkQueue } from '../../src/queue/index.js';
+import { renderTable } from '../../src/queue/inspect/format.js';
+import { BenchMessageSchema, QUEUE_NAME, type BenchMessage, type BenchWorkerConfig } from './protocol.js';
+
+const { values } = parseArgs({
+  options: {
+    items: { type: 'string', default: '20000' },
+    procs: { type: 'string', default: '1,2,4' },
+    concurrency: { type: 'string', default: '50' },
+  },
+});
+const OptionsSchema = z.object({
+  items: z.coerce.number().int().positive().multipleOf(2),
+  procs: z
+    .string()
+    .transform((list) => list.split(',').map((n) => z.coerce.number().int().positive().parse(n))),
+  concurrency: z.coerce.number().int().positive(),
+});
+const options = OptionsSchema.parse(values);
+const BATCH = 500;
+const WORKER = fileURLToPath(new URL('./worker.ts', import.meta.url));
+
+type Mode = BenchWorkerConfig['mode'];
+interface Result {
+  mode: Mode;
+  procs: number;
+  handled: number;
+  itemsPerSecond: number;
+  handledPerSecond: number;
+  p50: number;
+  p99: number;
+  commandsPerItem: number;
+}
+
+/** The key of pushed item i: every key is pushed twice, so half the items are duplicates. */
+const keyOf = (item: number) => `vm:bench/vm-${item % (options.items / 2)}`;
+
+async function spawnWorker(
+  config: BenchWorkerConfig,
+): Promise<{ child: ChildProcess; next(): Promise<BenchMessage> }> {
+  const child = fork(WORKER, [], {
+    execArgv: ['--import', 'tsx'],
+    env: { ...process.env, BENCH_WORKER: JSON.stringify(config), VMOP_LOG_LEVEL: 'warn' },
+  });
+  const inbox: BenchMessage[] = [];
+  const waiting: Array<(message: BenchMessage) => void> = [];
+  child.on('message', (raw) => {
+    const message = BenchMessageSchema.parse(raw);
+    const waiter = waiting.shift();
+    if (waiter) waiter(message);
+    else inbox.push(message);
+  });
+  const worker = {
+    child,
+    next: () =>
+      new Promise<BenchMessage>((resolve) =>
+        inbox.length ? resolve(inbox.shift()!) : waiting.push(resolve),
+      ),
+  };
+  await worker.next();
+  return worker;
+}
+
+/** Total commands Redis executed so far, including those run inside Lua scripts. */
+async function commandCount(redis: Redis): Promise<number> {
+  const info = await redis.info('commandstats');
+  let calls = 0;
+  for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm))
+    if (match[1] !== 'info') calls += Number(match[2]);
+  return calls;
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted.length === 0
+    ? NaN
+    : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+/**
+ * Time from each add to the start of the run that served it. A vmop run serves every add of its
+ * key made before it started and not served yet; its latency is counted from the earliest of them.
+ */
+function latencies(mode: Mode, addedAt: number[], starts: Array<[string, number]>): number[] {
+  if (mode === 'plain') return starts.map(([item, t]) => t - addedAt[Number(item)]!);
+  const adds = new Map<string, number[]>();
+  addedAt.forEach((t, item) => adds.set(keyOf(item), [...(adds.get(keyOf(item)) ?? []), t]));
+  const result: number[] = [];
+  for (const [key, t] of [...starts].sort((a, b) => a[1] - b[1])) {
+    const pending = adds.get(key) ?? [];
+    const served = pending.filter((added) => added <= t);
+    if (served.length > 0) result.push(t - Math.min(...served));
+    adds.set(
+      key,
+      pending.filter((added) => added > t),
+    );
+  }
+  return result;
+}
+
+async function runScenario(mode: Mode, procs: number): Promise<Result> {
+  const server = await startRedis();
+  const stats = new Redis(server.url);
+  const workers = await Promise.all(
+    Array.from({ length: procs }, () =>
+      spawnWorker({ mode, redisUrl: server.url, concurrency: options.concurrency }),
+    ),
+  );
+  const vmopQueue =
+    mode === 'vmop' ? openWorkQueue({ redisUrl: server.url, queueName: QUEUE_NAME }) : undefined;
+  const plainQueue = new Queue(QUEUE_NAME, { connection: bullConnection(server.url) });
+  try {
+    const before = await commandCount(stats);
+    const addedAt: number[] = [];
+    const t0 = Date.now();
+    for (let first = 0; first < options.items; first += BATCH) {
+      const items = Array.from({ length: Math.min(BATCH, options.items - first) }, (_, i) => first + i);
+      const now = Date.now();
+      for (const item of items) addedAt[item] = now;
+      if (vmopQueue) await vmopQueue.addMany(items.map(keyOf));
+      else
+        await plainQueue.addBulk(
+          items.map((item) => ({
+            name: keyOf(item),
+            data: { item },
+            opts: { removeOnComplete: RETENTION.completed, removeOnFail: RETENTION.failed },
+          })),
+        );
+    }
+    for (;;) {
+      const counts = await plainQueue.getJobCounts('waiting', 'active', 'delayed', 'prioritized');
+      if (Object.values(counts).every((n) => n === 0)) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const commands = (await commandCount(stats)) - before;
+
+    const starts: Array<[string, number]> = [];
+    for (const worker of workers) {
+      worker.child.send('report');
+      const report = await worker.next();
+      if (report.type === 'report') starts.push(...report.starts);
+    }
+    const lastStart = Math.max(...starts.map(([, t]) => t));
+    const sorted = latencies(mode, addedAt, starts).sort((a, b) => a - b);
+    return {
+      mode,
+      procs,
+      handled: starts.length,
+      itemsPerSecond: options.items / ((lastStart - t0) / 1000),
+      handledPerSecond: starts.length / ((lastStart - t0) / 1000),
+      p50: percentile(sorted, 50),
+      p99: percentile(sorted, 99),
+      commandsPerItem: commands / starts.length,
+    };
+  } finally {
+    await Promise.all(
+      workers.map(async ({ child }) => {
+        const exited = once(child, 'exit');
+        child.send('stop');
+        await exited;
+      }),
+    );
+    await vmopQueue?.close();
+    await plainQueue.close();
+    stats.disconnect();
+    await server.stop();
+  }
+}
+
+const rows: string[][] = [];
+const verdicts: string[] = [];
+for (const procs of options.procs) {
+  const plain = await runScenario('plain', procs);
+  const vmop = await runScenario('vmop', procs);
+  for (const r of [vmop, plain]) {
+    rows.push([
+      String(procs),
+      r.mode,
+      String(options.items),
+      String(r.handled),
+      r.itemsPerSecond.toFixed(0),
+      r.handledPerSecond.toFixed(0),
+      r.p50.toFixed(0),
+      r.p99.toFixed(0),
+      r.commandsPerItem.toFixed(1),
+    ]);
+  }
+  const throughput = vmop.itemsPerSecond / plain.itemsPerSecond;
+  const commands = vmop.commandsPerItem / plain.commandsPerItem;
+  rows.push([
+    String(procs),
+    'vmop/plain',
+    '',
+    '',
+    throughput.toFixed(2),
+    '',
+    (vmop.p50 / plain.p50).toFixed(2),
+    (vmop.p99 / plain.p99).toFixed(2),
+    commands.toFixed(2),
+  ]);
+  verdicts.push(
+    `${procs} process(es): throughput ${throughput >= 0.5 ? 'meets' : 'MISSES'} ≥ 0.5× plain, ` +
+      `commands/item ${commands <= 2 ? 'meets' : 'MISSES'} ≤ 2× plain`,
+  );
+}
+
+console.log(
+  `\n${options.items} items (${options.items / 2} keys, each pushed twice in batches of ${BATCH}), ` +
+    `no-op handler, concurrency ${options.concurrency} per process\n`,
+);
+console.log(
+  renderTable(
+    ['PROCS', 'QUEUE', 'PUSHED', 'HANDLED', 'ITEMS/S', 'HANDLED/S', 'P50 MS', 'P99 MS', 'REDIS CMDS/HANDLED'],
+    rows,
+  ),
+);
+console.log(`\n${verdicts.join('\n')}`);
+console.log(
+  '\nitems/s (handled/s): pushed (handled) items / time from the first push to the last handler start. Latency: add → start of the run ' +
+    'that served it. Commands: INFO commandstats delta (Lua-internal calls included), over handled items.',
+);

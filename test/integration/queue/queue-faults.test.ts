@@ -1,0 +1,83 @@
+import { describe, expect, it } from 'vitest';
+import { harnessPerTest } from './harness.js';
+
+describe('work queue faults', () => {
+  const startHarness = harnessPerTest();
+
+  it('hands the key of a worker killed mid-handle to another process, losing nothing', async () => {
+    const h = await startHarness();
+    const workers = await Promise.all(
+      [0, 1].map(() => h.spawnWorker({ lockDurationMs: 1000, concurrency: 2 })),
+    );
+    const held = 'vm:faults/held';
+    const others = Array.from({ length: 20 }, (_, i) => `vm:faults/other-${i}`);
+    await h.setBehaviour(held, { holdUntilReleased: true });
+    for (const key of others) await h.setBehaviour(key, { jitterMs: 20 });
+
+    const mark = await h.mark();
+    await h.producer.addMany([held, ...others]);
+    const [firstStart] = await h.waitFor('the held key to start', async () => {
+      const starts = await h.starts(held);
+      return starts.length > 0 ? starts : undefined;
+    });
+    const victim = workers.find((w) => w.pid === firstStart!.pid)!;
+    await victim.kill();
+    await h.release(held);
+    await h.waitForIdle();
+
+    const heldRuns = await h.runs(held);
+    expect(heldRuns).toHaveLength(1);
+    expect(heldRuns[0]).toMatchObject({ outcome: 'success' });
+    expect(heldRuns[0]!.pid).not.toBe(victim.pid);
+    expect(heldRuns[0]!.startSeq).toBeGreaterThan(firstStart!.seq);
+    for (const key of [held, ...others]) {
+      const runs = await h.runs(key);
+      expect(
+        runs.some((run) => run.outcome === 'success' && run.startSeq! > mark),
+        `${key} was handled`,
+      ).toBe(true);
+    }
+  });
+
+  it('keeps one resync schedule for the whole cluster', async () => {
+    const h = await startHarness();
+    const everyMs = 1000;
+    await Promise.all([0, 1].map(() => h.spawnWorker({ resync: { everyMs, keys: ['vm:faults/a'] } })));
+    expect(await h.inspector.bullQueue.getJobSchedulersCount()).toBe(1);
+
+    const resyncs = await h.waitFor('five resyncs', async () => {
+      const events = (await h.events()).filter((e) => e.type === 'resync');
+      return events.length >= 5 ? events.slice(0, 5) : undefined;
+    });
+    // One schedule fires once per period; a schedule per replica would fire twice as often.
+    const span = resyncs[4]!.t - resyncs[0]!.t;
+    expect(resyncs.length).toBeLessThanOrEqual(Math.floor(span / everyMs) + 2);
+  });
+
+  it('survives a Redis restart: workers reconnect, resync, and handle the keys again', async () => {
+    const h = await startHarness();
+    const keys = Array.from({ length: 10 }, (_, i) => `vm:faults/resynced-${i}`);
+    const workers = await Promise.all(
+      [0, 1].map(() => h.spawnWorker({ resync: { everyMs: 60 * 60_000, keys } })),
+    );
+    // The schedule's first run resyncs once at start.
+    await h.waitFor('the initial resync to be handled', async () => {
+      const runs = await h.runs();
+      return keys.every((key) => runs.some((run) => run.key === key));
+    });
+
+    const restart = await h.mark();
+    await h.restartQueueRedis();
+
+    await h.waitFor('a resync in every worker process after the restart', async () => {
+      const after = (await h.events()).filter((e) => e.type === 'resync' && e.seq > restart);
+      return workers.every((w) => after.some((e) => e.pid === w.pid));
+    });
+    await h.waitFor('every key handled again after the restart', async () => {
+      const runs = (await h.runs()).filter((run) => run.startSeq! > restart && run.outcome === 'success');
+      return keys.every((key) => runs.some((run) => run.key === key));
+    });
+    expect(workers.map((w) => w.alive())).toEqual([true, true]);
+    expect(await h.inspector.bullQueue.getJobSchedulersCount()).toBe(1);
+  });
+});

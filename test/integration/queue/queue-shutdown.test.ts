@@ -1,0 +1,43 @@
+import { describe, expect, it } from 'vitest';
+import { harnessPerTest } from './harness.js';
+
+describe('graceful shutdown of workers', () => {
+  const startHarness = harnessPerTest();
+
+  it('stops taking keys, lets the active handler finish, and exits cleanly', async () => {
+    const h = await startHarness();
+    const worker = await h.spawnWorker({ shutdownTimeoutMs: 30_000 });
+    const busy = 'vm:shutdown/busy';
+    const late = 'vm:shutdown/late';
+    await h.setBehaviour(busy, { holdUntilReleased: true });
+    await h.producer.add(busy);
+    await h.waitFor('the handler to start', async () => (await h.starts(busy)).length === 1);
+
+    const exitCode = worker.terminate();
+    await h.waitFor('the worker to begin closing', async () =>
+      (await h.events()).some((e) => e.type === 'closing'),
+    );
+    await h.producer.add(late);
+    await h.release(busy);
+    expect(await exitCode).toBe(0);
+
+    expect(await h.runs(busy)).toMatchObject([{ outcome: 'success' }]);
+    expect((await h.inspector.show(busy)).recentJobs[0]).toMatchObject({ state: 'completed' });
+    expect(await h.starts(late)).toEqual([]);
+    expect(await h.inspector.list()).toMatchObject([{ key: late, state: 'waiting' }]);
+  });
+
+  it('aborts a handler that outlives the shutdown timeout and hands its key back to the queue', async () => {
+    const h = await startHarness();
+    const worker = await h.spawnWorker({ shutdownTimeoutMs: 300 });
+    const stuck = 'vm:shutdown/stuck';
+    await h.setBehaviour(stuck, { holdUntilReleased: true });
+    await h.producer.add(stuck);
+    await h.waitFor('the handler to start', async () => (await h.starts(stuck)).length === 1);
+
+    expect(await worker.terminate()).toBe(0);
+    expect(await h.runs(stuck)).toMatchObject([{ outcome: 'aborted' }]);
+    // Not a failure of the key: it is due again at once, for any other replica.
+    expect(await h.inspector.list()).toMatchObject([{ key: stuck, state: 'scheduled', attempts: 0 }]);
+  });
+});
