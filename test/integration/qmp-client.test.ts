@@ -1,5 +1,5 @@
 import { once } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,6 +13,7 @@ import {
   QmpTimeoutError,
   type QmpEvent,
 } from '../../src/runner/qmp/client.js';
+import { eventually } from '../support/eventually.js';
 import { launchQemu, type TestQemu } from '../support/qemu.js';
 
 describe('QMP client against a real qemu (paused, no guest)', () => {
@@ -164,6 +165,8 @@ describe('QMP client connecting', () => {
     try {
       await QmpClient.connect(qemu.qmpSocket, { connectTimeoutMs: 60_000 }).then((client) => client.close());
       process.kill(qemu.pid, 'SIGSTOP'); // the kernel still accepts connections; qemu cannot greet
+      // The stop is asynchronous: a qemu still running for a moment would greet after all.
+      await eventually(() => expect(readFileSync(`/proc/${qemu.pid}/stat`, 'utf8').split(' ')[2]).toBe('T'));
       await expect(QmpClient.connect(qemu.qmpSocket, { connectTimeoutMs: 300 })).rejects.toThrow(
         'no QMP greeting within',
       );

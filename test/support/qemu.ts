@@ -1,5 +1,8 @@
 import { spawn } from 'node:child_process';
 import { createWriteStream, mkdtempSync, rmSync, type WriteStream } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import net from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Readable, Writable } from 'node:stream';
@@ -211,5 +214,33 @@ export class SerialConsole {
   private error(message: string): Error {
     const tail = this.text.split('\n').slice(-30).join('\n');
     return new Error(`${message}\n--- console (last 30 lines) ---\n${tail}`);
+  }
+}
+
+export async function openConsole(
+  socketPath: string,
+  logFile: string,
+): Promise<SerialConsole & { socket: net.Socket }> {
+  const socket = await new Promise<net.Socket>((resolve, reject) => {
+    const connection = net.connect(socketPath, () => resolve(connection)).once('error', reject);
+  });
+  const console = new SerialConsole(socket, socket, createWriteStream(logFile)) as SerialConsole & {
+    socket: net.Socket;
+  };
+  console.socket = socket;
+  return console;
+}
+
+/** Waits until the guest's console log (kept by qemu even without a client) contains `text`. */
+const CONSOLE_WAIT_MS = 120_000;
+
+export async function waitForConsoleLog(logFile: string, text: string, timeoutMs = CONSOLE_WAIT_MS) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const log = await readFile(logFile, 'utf8').catch(() => '');
+    if (log.includes(text)) return;
+    if (Date.now() > deadline)
+      throw new Error(`console log lacks ${text} after ${timeoutMs} ms:\n${log.slice(-2000)}`);
+    await sleep(100);
   }
 }

@@ -1,7 +1,5 @@
 import { execFile, spawn } from 'node:child_process';
-import { createWriteStream } from 'node:fs';
-import { mkdir, mkdtemp, readFile, readlink, rename, rm, symlink, writeFile } from 'node:fs/promises';
-import net from 'node:net';
+import { mkdir, mkdtemp, readlink, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -11,7 +9,9 @@ import { stringify as toYaml } from 'yaml';
 import type { RunnerConfigInput } from '../../../src/api/runner-config.js';
 import { RunnerSnapshot } from '../../../src/api/runner-snapshot.js';
 import { ensureTestGuest } from '../../../src/devenv/test-guest.js';
-import { SerialConsole } from '../../support/qemu.js';
+import { openConsole, waitForConsoleLog } from '../../support/qemu.js';
+
+export { openConsole, waitForConsoleLog };
 
 const run = promisify(execFile);
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
@@ -217,28 +217,3 @@ export async function pidsWithArgument(text: string): Promise<number[]> {
 }
 
 /** Connects to the guest's serial console socket (the runner's `<runtimeDir>/console.sock`). */
-export async function openConsole(
-  socketPath: string,
-  logFile: string,
-): Promise<SerialConsole & { socket: net.Socket }> {
-  const socket = await new Promise<net.Socket>((resolve, reject) => {
-    const connection = net.connect(socketPath, () => resolve(connection)).once('error', reject);
-  });
-  const console = new SerialConsole(socket, socket, createWriteStream(logFile)) as SerialConsole & {
-    socket: net.Socket;
-  };
-  console.socket = socket;
-  return console;
-}
-
-/** Waits until the guest's console log (kept by qemu even without a client) contains `text`. */
-export async function waitForConsoleLog(logFile: string, text: string, timeoutMs = BOOT_TIMEOUT_MS) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const log = await readFile(logFile, 'utf8').catch(() => '');
-    if (log.includes(text)) return;
-    if (Date.now() > deadline)
-      throw new Error(`console log lacks ${text} after ${timeoutMs} ms:\n${log.slice(-2000)}`);
-    await sleep(100);
-  }
-}
