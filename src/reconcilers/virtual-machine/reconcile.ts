@@ -159,7 +159,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       const body = { status: statusPatch(vm.status, status) };
       await clients.customObjects.patchNamespacedCustomObjectStatus({ ...ref, body }, mergePatch);
       writes.push('status');
-      for (const event of transitionEvents(vm.status, status)) await recordEvent(vm, event);
+      for (const event of transitionEvents(vm.status, status, vm.spec.vm.state)) await recordEvent(vm, event);
     }
     if (stopsAfterGuestShutdown(vm, observed)) {
       const ref = { group: GROUP, version: VERSION, plural: PLURAL, namespace, name };

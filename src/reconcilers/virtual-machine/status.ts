@@ -184,10 +184,15 @@ export interface StatusEvent {
   message: string;
 }
 
-/** Kubernetes Events for the transitions between two statuses of a VM. */
+/**
+ * Kubernetes Events for the transitions between two statuses of a VM. A shutdown while the VM's
+ * desired state is Stopped was requested (the guest obeyed the power button); otherwise the guest
+ * (or a host-side failure) ended it.
+ */
 export function transitionEvents(
   before: VirtualMachineStatus | undefined,
   after: VirtualMachineStatus,
+  desiredState: VirtualMachine['spec']['vm']['state'],
 ): StatusEvent[] {
   const events: StatusEvent[] = [];
   if (after.phase === 'Running' && before?.phase !== 'Running') {
@@ -195,11 +200,17 @@ export function transitionEvents(
   }
   const shutdown = after.lastShutdown;
   if (shutdown && shutdown.time !== before?.lastShutdown?.time) {
-    events.push(
-      shutdown.guestInitiated
-        ? { type: 'Normal', reason: 'StoppedByGuest', message: 'the guest powered itself off' }
-        : { type: 'Normal', reason: 'StoppedByRequest', message: `qemu stopped (${shutdown.reason})` },
-    );
+    if (desiredState === 'Stopped') {
+      events.push({
+        type: 'Normal',
+        reason: 'StoppedByRequest',
+        message: `the VM was stopped (${shutdown.reason})`,
+      });
+    } else if (shutdown.guestInitiated) {
+      events.push({ type: 'Normal', reason: 'StoppedByGuest', message: 'the guest powered itself off' });
+    } else {
+      events.push({ type: 'Warning', reason: 'StoppedByHost', message: `qemu stopped (${shutdown.reason})` });
+    }
   } else if (after.phase === 'Stopped' && before?.phase && before.phase !== 'Stopped') {
     events.push({ type: 'Normal', reason: 'Stopped', message: 'the VM is stopped' });
   }

@@ -126,22 +126,38 @@ describe('folding the runner snapshot into status', () => {
 });
 
 describe('transition events', () => {
-  it('announces a start, a guest power-off, a stop on request and a failure', () => {
-    const running: VirtualMachineStatus = { phase: 'Running', node: 'node-1' };
-    expect(transitionEvents({ phase: 'Starting' }, running)).toEqual([
+  const running: VirtualMachineStatus = { phase: 'Running', node: 'node-1' };
+  const stoppedAfter = (guestInitiated: boolean, time = 't1') => ({
+    phase: 'Stopped' as const,
+    lastShutdown: { guestInitiated, reason: guestInitiated ? 'guest-shutdown' : 'host-qmp-quit', time },
+  });
+
+  it('announces a start once', () => {
+    expect(transitionEvents({ phase: 'Starting' }, running, 'Running')).toEqual([
       { type: 'Normal', reason: 'Started', message: 'the VM runs on node-1' },
     ]);
-    expect(transitionEvents(running, running)).toEqual([]);
-    const byGuest = {
-      phase: 'Stopped' as const,
-      lastShutdown: { guestInitiated: true, reason: 'guest-shutdown', time: 't1' },
-    };
-    expect(transitionEvents(running, byGuest).map((e) => e.reason)).toEqual(['StoppedByGuest']);
-    expect(transitionEvents(byGuest, byGuest)).toEqual([]);
-    expect(transitionEvents({ phase: 'Stopping' }, { phase: 'Stopped' }).map((e) => e.reason)).toEqual([
-      'Stopped',
+    expect(transitionEvents(running, running, 'Running')).toEqual([]);
+  });
+
+  it('tells a stop on request from a guest power-off and a host-side stop', () => {
+    expect(transitionEvents(running, stoppedAfter(true), 'Stopped').map((e) => e.reason)).toEqual([
+      'StoppedByRequest',
     ]);
-    expect(transitionEvents(running, { phase: 'Failed' })[0]).toMatchObject({
+    expect(transitionEvents(running, stoppedAfter(true), 'Running').map((e) => e.reason)).toEqual([
+      'StoppedByGuest',
+    ]);
+    expect(transitionEvents(running, stoppedAfter(false), 'Running')[0]).toMatchObject({
+      type: 'Warning',
+      reason: 'StoppedByHost',
+    });
+    expect(transitionEvents(stoppedAfter(true), stoppedAfter(true), 'Running')).toEqual([]);
+    expect(
+      transitionEvents({ phase: 'Stopping' }, { phase: 'Stopped' }, 'Stopped').map((e) => e.reason),
+    ).toEqual(['Stopped']);
+  });
+
+  it('warns about a failure', () => {
+    expect(transitionEvents(running, { phase: 'Failed' }, 'Running')[0]).toMatchObject({
       type: 'Warning',
       reason: 'Failed',
     });
