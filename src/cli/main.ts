@@ -3,13 +3,21 @@ import { Command } from 'commander';
 import { register as registerRunner } from './runner.js';
 import { register as registerQueue } from './queue.js';
 import { register as registerManager } from './manager.js';
+import { register as registerNode } from './node.js';
+import { register as registerDev } from './dev.js';
 
 const program = new Command('vmop')
   .description('Runs QEMU virtual machines declared by VirtualMachine custom resources')
   .showHelpAfterError();
 
 // Each subcommand lives in its own module under src/cli/ and registers itself here.
-const registrations: Array<(program: Command) => void> = [registerRunner, registerQueue, registerManager];
+const registrations: Array<(program: Command) => void> = [
+  registerRunner,
+  registerQueue,
+  registerManager,
+  registerDev,
+  registerNode,
+];
 
 for (const register of registrations) register(program);
 

@@ -1,0 +1,93 @@
+import { spawn } from 'node:child_process';
+import { closeSync, mkdirSync, openSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Command } from 'commander';
+import {
+  VMOP_BIN,
+  devDir,
+  isAlive,
+  readDevState,
+  superviseDevEnvironment,
+  type DevState,
+} from '../devenv/dev-environment.js';
+
+const UP_TIMEOUT_MS = 15 * 60_000; // a first run builds the control plane
+const DOWN_TIMEOUT_MS = 180_000;
+
+function printState(state: DevState, output: string | undefined): void {
+  if (output === 'json') {
+    console.log(JSON.stringify({ running: true, ...state }, null, 2));
+    return;
+  }
+  console.log(`vmop dev is up (supervisor pid ${state.supervisorPid}); logs in ${devDir()}`);
+  console.log(`Redis:      ${state.redisUrl}`);
+  console.log(`kubeconfig: ${state.kubeconfig}`);
+  console.log(`Use it:     export KUBECONFIG=${state.kubeconfig}; kubectl get vms -A`);
+}
+
+async function up(output: string | undefined): Promise<void> {
+  const running = readDevState();
+  if (running) return printState(running, output);
+  const dir = devDir();
+  mkdirSync(dir, { recursive: true });
+  const logPath = join(dir, 'supervisor.log');
+  const log = openSync(logPath, 'a');
+  const supervisor = spawn(VMOP_BIN, ['dev', 'serve'], { detached: true, stdio: ['ignore', log, log] });
+  closeSync(log);
+  supervisor.unref();
+  const deadline = Date.now() + UP_TIMEOUT_MS;
+  for (;;) {
+    const state = readDevState();
+    if (state) return printState(state, output);
+    if (!isAlive(supervisor.pid!)) throw new Error(`vmop dev failed to start; see ${logPath}`);
+    if (Date.now() > deadline)
+      throw new Error(`vmop dev not up after ${UP_TIMEOUT_MS / 1000} s; see ${logPath}`);
+    await sleep(250);
+  }
+}
+
+async function down(): Promise<void> {
+  const state = readDevState();
+  if (!state) return console.log('vmop dev is not running');
+  process.kill(state.supervisorPid, 'SIGTERM');
+  const deadline = Date.now() + DOWN_TIMEOUT_MS;
+  while (isAlive(state.supervisorPid)) {
+    if (Date.now() > deadline) {
+      // Its orphan reaper takes the children down with it.
+      process.kill(state.supervisorPid, 'SIGKILL');
+      break;
+    }
+    await sleep(250);
+  }
+  console.log('vmop dev is down');
+}
+
+export function register(program: Command): void {
+  const dev = program
+    .command('dev')
+    .description(
+      `A whole local vmop in the background: control plane, Redis, two managers, a node (in $VMOP_DEV_DIR, default ~/.vmop/dev)`,
+    );
+  dev
+    .command('up')
+    .description('Start it (or show it, when it runs already)')
+    .option('-o, --output <format>', 'json for scripts')
+    .action(async (flags: { output?: string }) => up(flags.output));
+  dev.command('down').description('Stop everything it started').action(down);
+  dev
+    .command('status')
+    .description('Where it is: kubeconfig, Redis URL, process ids')
+    .option('-o, --output <format>', 'json for scripts')
+    .action((flags: { output?: string }) => {
+      const state = readDevState();
+      if (state) return printState(state, flags.output);
+      if (flags.output === 'json') console.log(JSON.stringify({ running: false }));
+      else console.log('vmop dev is not running');
+      process.exitCode = 3;
+    });
+  dev
+    .command('serve', { hidden: true })
+    .description('Run the environment in the foreground (what `up` starts detached)')
+    .action(() => superviseDevEnvironment());
+}
