@@ -104,6 +104,9 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     concurrency: options.concurrency,
     ...(options.rateLimitPerSecond && { rateLimit: { perSecond: options.rateLimitPerSecond } }),
     resync: { everyMs: options.resyncIntervalMs, onResync: enqueueAllVms },
+    // Reconciles take milliseconds, and a key held by a replica that died waits for its lock to
+    // expire: keep that short (BullMQ renews the lock of a running handler every half of it).
+    lockDurationMs: 10_000,
     logger,
     metrics: registry,
   });

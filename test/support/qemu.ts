@@ -136,17 +136,20 @@ export class SerialConsole {
   private failure: string | undefined;
   private readonly waiters = new Set<() => void>();
   private commands = 0;
+  private readonly onOutput = (chunk: string) => {
+    this.log.write(chunk);
+    this.text += chunk.replaceAll('\r', '');
+    for (const waiter of this.waiters) waiter();
+  };
 
+  /** `release` frees what the console reads from (e.g. its socket) on close(). */
   constructor(
     private readonly input: Writable,
-    output: Readable,
+    private readonly outputStream: Readable,
     private readonly log: WriteStream,
+    private readonly release: () => void = () => undefined,
   ) {
-    output.setEncoding('utf8').on('data', (chunk: string) => {
-      log.write(chunk);
-      this.text += chunk.replaceAll('\r', '');
-      for (const waiter of this.waiters) waiter();
-    });
+    outputStream.setEncoding('utf8').on('data', this.onOutput);
   }
 
   /** Everything the console printed so far. */
@@ -208,7 +211,9 @@ export class SerialConsole {
   }
 
   close(): void {
+    this.outputStream.off('data', this.onOutput);
     this.log.end();
+    this.release();
   }
 
   private error(message: string): Error {
@@ -224,7 +229,9 @@ export async function openConsole(
   const socket = await new Promise<net.Socket>((resolve, reject) => {
     const connection = net.connect(socketPath, () => resolve(connection)).once('error', reject);
   });
-  const console = new SerialConsole(socket, socket, createWriteStream(logFile)) as SerialConsole & {
+  const console = new SerialConsole(socket, socket, createWriteStream(logFile), () =>
+    socket.end(),
+  ) as SerialConsole & {
     socket: net.Socket;
   };
   console.socket = socket;
