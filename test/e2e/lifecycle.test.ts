@@ -140,6 +140,16 @@ ${extra}
     expect(status).toMatchObject({ kubeconfig: state.kubeconfig, redisUrl: state.redisUrl });
   });
 
+  it("boots the README's example VM (with a provisioned disk)", async () => {
+    await kubectl(['apply', '-f', 'examples/test-guest.yaml']);
+    const vm = await waitForVm('test-guest', (vm) => expect(condition(vm, 'Booted')?.status).toBe('True'));
+    expect(vm.status).toMatchObject({ phase: 'Running', cpus: 1, ram: '256Mi' });
+    expect(await kubectl(['get', 'pvc', 'data-disk-test-guest-0', '-o', 'jsonpath={.status.phase}'])).toBe(
+      'Bound',
+    );
+    await kubectl(['delete', 'vm', 'test-guest', '--wait=false']);
+  });
+
   it('boots a VM: status Running and Booted, with the CPUs and RAM of the spec', async () => {
     await applyVm('e2e', 5931);
     const vm = await waitForVm('e2e', (vm) => {

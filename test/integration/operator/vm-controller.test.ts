@@ -82,6 +82,16 @@ describe('VirtualMachine controller (one manager process, real apiserver and Red
     expect(vm.status.observedGeneration).toBe(vm.metadata.generation);
   });
 
+  it('serves /healthz, /readyz and Prometheus /metrics', async () => {
+    const port = (await manager.waitForLog((l) => l.msg === 'manager started')).metricsPort as number;
+    const get = (path: string) => fetch(`http://127.0.0.1:${port}${path}`);
+    expect((await get('/healthz')).status).toBe(200);
+    expect((await get('/readyz')).status).toBe(200);
+    const metrics = await (await get('/metrics')).text();
+    expect(metrics).toMatch(/^vmop_queue_handler_duration_seconds_count\{[^}]*\} [1-9]/m);
+    expect(metrics).toContain('vmop_queue_enqueue_to_start_seconds_bucket');
+  });
+
   it('flips the StatefulSet between one and zero replicas with the VM state', async () => {
     await patchVm({ state: 'Stopped' });
     await eventually(async () => expect((await readSts()).spec?.replicas).toBe(0));
