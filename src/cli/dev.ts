@@ -6,11 +6,11 @@ import type { Command } from 'commander';
 import {
   VMOP_BIN,
   devDir,
-  isAlive,
   readDevState,
   superviseDevEnvironment,
   type DevState,
 } from '../devenv/dev-environment.js';
+import { isAlive } from '../util/process.js';
 
 const UP_TIMEOUT_MS = 15 * 60_000; // a first run builds the control plane
 const DOWN_TIMEOUT_MS = 180_000;

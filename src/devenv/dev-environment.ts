@@ -6,6 +6,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { createLogger } from '../util/logger.js';
+import { isAlive } from '../util/process.js';
 import { startControlPlane } from './control-plane.js';
 import { installCrds } from './install-crds.js';
 import { spawnLogged, type LoggedProcess } from './logged-process.js';
@@ -40,15 +41,6 @@ export function readDevState(dir = devDir()): DevState | undefined {
   if (!existsSync(stateFile(dir))) return undefined;
   const state = DevState.parse(JSON.parse(readFileSync(stateFile(dir), 'utf8')));
   return isAlive(state.supervisorPid) ? state : undefined;
-}
-
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /**

@@ -2,10 +2,11 @@
 // provisioner), so that VMs run on a machine without a cluster's nodes.
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
-import { CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { createLogger } from '../util/logger.js';
 import { startHeartbeat } from './heartbeat.js';
-import { watchObjects, type ObjectWatch } from './informer.js';
+import { watchObjects, type ObjectWatch } from '../kube/watch.js';
+import { loadKubeConfig } from '../kube/config.js';
 import { NodeAgentOptions } from './options.js';
 import { PodWorker, VMOP_BIN } from './pod-worker.js';
 import { RUNNER_POD_SELECTOR, placement } from './scheduling.js';
@@ -25,9 +26,7 @@ export async function startNodeAgent(input: NodeAgentOptions): Promise<NodeAgent
   const options = NodeAgentOptions.parse(input);
   const { nodeName, stateDir } = options;
   const logger = createLogger('node', { node: nodeName });
-  const kubeConfig = new KubeConfig();
-  if (options.kubeconfig) kubeConfig.loadFromFile(options.kubeconfig);
-  else kubeConfig.loadFromDefault();
+  const kubeConfig = loadKubeConfig(options.kubeconfig);
   const core = kubeConfig.makeApiClient(CoreV1Api);
   const podsDir = path.join(stateDir, 'pods');
   const volumesDir = path.join(stateDir, 'volumes');

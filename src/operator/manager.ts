@@ -1,11 +1,12 @@
 // The manager process: watches → keyed work queue → reconcilers. Any number of replicas may run
 // against one queue; the queue keeps each key to one handler at a time, so no leader election.
-import { CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import { CustomObjectsApi } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { z } from 'zod';
 import { GROUP, PLURAL, VERSION } from '../api/virtual-machine.js';
 import { makeKubeClients } from '../kube/clients.js';
+import { loadKubeConfig } from '../kube/config.js';
 import { TerminalError, openWorkQueue, startWorkers, type KeyHandler } from '../queue/index.js';
 import { vmKey } from '../reconcilers/virtual-machine/naming.js';
 import { createVmReconciler } from '../reconcilers/virtual-machine/reconcile.js';
@@ -40,13 +41,6 @@ export type ManagerOptions = z.input<typeof ManagerOptions>;
 export interface RunningManager {
   metricsPort: number;
   stop(): Promise<void>;
-}
-
-function loadKubeConfig(path: string | undefined): KubeConfig {
-  const kubeConfig = new KubeConfig();
-  if (path) kubeConfig.loadFromFile(path);
-  else kubeConfig.loadFromDefault();
-  return kubeConfig;
 }
 
 export async function startManager(input: ManagerOptions): Promise<RunningManager> {

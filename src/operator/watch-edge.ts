@@ -4,8 +4,6 @@ import {
   AppsV1Api,
   CoreV1Api,
   CustomObjectsApi,
-  makeInformer,
-  type Informer,
   type KubeConfig,
   type KubernetesListObject,
   type KubernetesObject,
@@ -20,11 +18,12 @@ import {
   MANAGED_BY,
   vmKey,
 } from '../reconcilers/virtual-machine/naming.js';
+import { watchObjects } from '../kube/watch.js';
 import type { Logger } from '../util/logger.js';
 
 /** What caused a key to be enqueued, kept in the job for inspection only. */
 export interface WatchEventSummary {
-  type: 'added' | 'updated' | 'deleted';
+  type: 'changed' | 'deleted';
   kind: string;
   name: string;
   resourceVersion?: string;
@@ -40,8 +39,6 @@ export interface WatchEdge {
 
 const OWNED = `${LABEL_NAME}=${APP_NAME},${LABEL_MANAGED_BY}=${MANAGED_BY}`;
 const DISPLAY_SECRETS = `${LABEL_NAME}=${APP_NAME},${LABEL_COMPONENT}=display-secret`;
-const RESTART_BASE_MS = 500;
-const RESTART_CAP_MS = 30_000;
 
 /** The key of the VM an object concerns, or undefined for objects of no VM. */
 export function keyOfObject(object: KubernetesObject): string | undefined {
@@ -128,9 +125,9 @@ function watchSpecs(kubeConfig: KubeConfig, namespace: string | undefined): Watc
 
 /**
  * Watches VMs and, by label, the objects that belong to them (StatefulSets, ConfigMaps, Pods,
- * display Secrets) in the given namespaces (all when undefined), with client-node informers:
- * list, then watch from that resourceVersion. A watch that fails (the apiserver restarting,
- * 429s under load) is restarted with backoff, never ending the process.
+ * display Secrets) in the given namespaces (all when undefined): list, then watch from that
+ * resourceVersion. A watch that fails (the apiserver restarting, 429s under load) is restarted
+ * with backoff, never ending the process.
  */
 export function createWatchEdge(
   kubeConfig: KubeConfig,
@@ -139,9 +136,6 @@ export function createWatchEdge(
   logger: Logger,
 ): WatchEdge {
   const specs = (namespaces ?? [undefined]).flatMap((namespace) => watchSpecs(kubeConfig, namespace));
-  let stopped = false;
-  const timers = new Set<NodeJS.Timeout>();
-
   const forward = (spec: WatchSpec, type: WatchEventSummary['type']) => (object: KubernetesObject) => {
     const key = keyOfObject({ ...object, kind: spec.kind }); // list items carry no kind
     if (!key) return;
@@ -154,45 +148,26 @@ export function createWatchEdge(
     // A lost add is recovered by the resync that follows a Redis reconnect.
     sink(key, event).catch((err: unknown) => logger.warn({ err, key }, 'could not enqueue a watch event'));
   };
-
-  const informers = specs.map((spec) => {
-    const informer: Informer<KubernetesObject> = makeInformer(
+  const watches = specs.map((spec) => ({
+    spec,
+    watch: watchObjects(
       kubeConfig,
-      spec.path,
-      spec.list,
-      spec.labelSelector,
-    );
-    informer.on('add', forward(spec, 'added'));
-    informer.on('update', forward(spec, 'updated'));
-    informer.on('delete', forward(spec, 'deleted'));
-    let failures = 0;
-    informer.on('connect', () => (failures = 0));
-    informer.on('error', (err: unknown) => {
-      if (stopped) return;
-      const delay = Math.min(RESTART_CAP_MS, RESTART_BASE_MS * 2 ** failures++);
-      logger.warn({ err: String(err), path: spec.path, retryInMs: delay }, 'watch failed; restarting it');
-      const timer = setTimeout(() => {
-        timers.delete(timer);
-        if (!stopped) informer.start().catch(() => undefined); // failures come back through 'error'
-      }, delay);
-      timers.add(timer);
-    });
-    return { spec, informer };
-  });
-
+      spec,
+      { upsert: forward(spec, 'changed'), deleted: forward(spec, 'deleted') },
+      logger,
+    ),
+  }));
   return {
     async start() {
       await Promise.all(
-        informers.map(async ({ spec, informer }) => {
-          await informer.start();
+        watches.map(async ({ spec, watch }) => {
+          await watch.start();
           logger.info({ kind: spec.kind, path: spec.path }, 'watching');
         }),
       );
     },
     async stop() {
-      stopped = true;
-      for (const timer of timers) clearTimeout(timer);
-      await Promise.all(informers.map(({ informer }) => informer.stop()));
+      await Promise.all(watches.map(({ watch }) => watch.stop()));
     },
   };
 }

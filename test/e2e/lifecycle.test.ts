@@ -7,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isAlive } from '../../src/util/process.js';
 import { eventually } from '../support/eventually.js';
 import { openConsole, waitForConsoleLog } from '../support/qemu.js';
 
@@ -34,15 +35,6 @@ interface Vm {
     runner?: { runId: string; seq: number };
   };
 }
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 /** Files called `name` below `dir`, newest first. */
 async function findFiles(dir: string, name: string): Promise<string[]> {
@@ -127,7 +119,7 @@ ${extra}
     if (!state) return;
     await vmop('dev', 'down');
     const pids = [state.supervisorPid, state.node.pid, ...state.managers.map((m) => m.pid)];
-    expect(pids.filter(alive)).toEqual([]);
+    expect(pids.filter(isAlive)).toEqual([]);
     const { stdout } = await run('pgrep', ['-f', devDir]).catch(() => ({ stdout: '' }));
     expect(stdout.trim()).toBe(''); // no runner or qemu of this environment is left
     await rm(devDir, { recursive: true, force: true });

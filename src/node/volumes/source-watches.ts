@@ -8,7 +8,7 @@ import {
   type V1Secret,
 } from '@kubernetes/client-node';
 import type { Logger } from '../../util/logger.js';
-import { watchObjects, type ObjectWatch } from '../informer.js';
+import { watchObjects, type ObjectWatch } from '../../kube/watch.js';
 
 export interface Subscription<T> {
   /** The object as last seen; undefined while it does not exist. */

@@ -9,6 +9,7 @@ import { stringify as toYaml } from 'yaml';
 import type { RunnerConfigInput } from '../../../src/api/runner-config.js';
 import { RunnerSnapshot } from '../../../src/api/runner-snapshot.js';
 import { ensureTestGuest } from '../../../src/devenv/test-guest.js';
+import { isAlive } from '../../../src/util/process.js';
 import { openConsole, waitForConsoleLog } from '../../support/qemu.js';
 
 export { openConsole, waitForConsoleLog };
@@ -187,14 +188,7 @@ export async function startRunner(
   };
 }
 
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+export { isAlive };
 
 /** Waits until the process is gone (a process the runner started is reaped by the runner). */
 export async function waitGone(pid: number, timeoutMs = 15_000): Promise<void> {
