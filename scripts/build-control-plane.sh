@@ -14,11 +14,19 @@ K8S_DIR="$CACHE_ROOT/k8s/v$K8S_VERSION"
 ETCD_DIR="$CACHE_ROOT/etcd/v$ETCD_VERSION"
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
+# Go may be installed but not on PATH in a non-login shell (CI).
+command -v go >/dev/null || export PATH="$PATH:/usr/local/go/bin"
 
 log() { echo "[build-control-plane] $*" >&2; }
+require_go() {
+  command -v go >/dev/null && return
+  log "Go is needed to build the control plane (or point KUBEBUILDER_ASSETS at etcd, kube-apiserver, kube-controller-manager)"
+  exit 1
+}
 
 build_k8s() {
   if [[ -x "$K8S_DIR/kube-apiserver" && -x "$K8S_DIR/kube-controller-manager" ]]; then return; fi
+  require_go
   local work; work="$(mktemp -d)"; trap 'rm -rf "$work"' RETURN
   local staging_version="v0.${K8S_VERSION#1.}"
   log "building Kubernetes v$K8S_VERSION (staging modules at $staging_version) in $work"
@@ -44,6 +52,7 @@ build_k8s() {
 
 build_etcd() {
   if [[ -x "$ETCD_DIR/etcd" ]]; then return; fi
+  require_go
   local work; work="$(mktemp -d)"; trap 'rm -rf "$work"' RETURN
   log "building etcd v$ETCD_VERSION in $work"
   cd "$work"
