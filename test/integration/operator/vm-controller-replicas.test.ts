@@ -144,7 +144,27 @@ describe('two manager replicas on one queue', () => {
 
   it('a resync of the unchanged VMs writes nothing', async () => {
     const survivor = managers[1]!;
-    const before = await versions();
+    // kube-controller-manager may still be writing the newest StatefulSets' status: let it finish,
+    // so that only our writes could change a resourceVersion from here on.
+    await eventually(
+      async () => {
+        const sets = (await apps.listNamespacedStatefulSet({ namespace })).items;
+        expect(sets.filter((s) => s.status?.observedGeneration !== s.metadata?.generation)).toEqual([]);
+      },
+      120_000,
+      500,
+    );
+    // Quiet: nothing changes over two seconds.
+    const before = await eventually(
+      async () => {
+        const first = await versions();
+        await new Promise((resolve) => setTimeout(resolve, 2000));
+        expect(await versions()).toEqual(first);
+        return first;
+      },
+      120_000,
+      0,
+    );
     expect(Object.keys(before.statefulSets)).toHaveLength(VM_COUNT);
     const since = Date.now();
     const resync = await survivor.waitForLog(
