@@ -100,16 +100,16 @@ describe('VirtualMachine controller (one manager process, real apiserver and Red
   });
 
   it('changes only the ConfigMap when currentRam changes; the StatefulSet keeps its resourceVersion', async () => {
-    // kube-controller-manager writes the StatefulSet's status after the last flip: let it settle first.
-    const settled = await eventually(async () => {
+    // kube-controller-manager writes the StatefulSet's status after the last flip: wait until it is
+    // done and the StatefulSet stays unchanged for a second.
+    const { resourceVersion: stsVersion, generation } = await eventually(async () => {
       const sts = await readSts();
       expect(sts.status?.observedGeneration).toBe(sts.metadata?.generation);
       expect(sts.status?.replicas).toBe(1);
-      return sts;
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      expect((await readSts()).metadata?.resourceVersion).toBe(sts.metadata?.resourceVersion);
+      return sts.metadata!;
     });
-    await new Promise((resolve) => setTimeout(resolve, 1000));
-    const { resourceVersion: stsVersion, generation } = (await readSts()).metadata!;
-    expect(stsVersion).toBe(settled.metadata?.resourceVersion);
     const since = Date.now();
     await patchVm({ currentRam: '6Gi' });
     await eventually(async () => expect((await runnerConfig()).vm.currentRam).toBe('6Gi'));
