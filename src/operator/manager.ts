@@ -1,10 +1,10 @@
 // The manager process: watches → keyed work queue → reconcilers. Any number of replicas may run
 // against one queue; the queue keeps each key to one handler at a time, so no leader election.
-import { CustomObjectsApi } from '@kubernetes/client-node';
+import { KubernetesObjectApi } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { z } from 'zod';
-import { GROUP, PLURAL, VERSION } from '../api/virtual-machine.js';
+import { API_VERSION, KIND } from '../api/virtual-machine.js';
 import { makeKubeClients } from '../kube/clients.js';
 import { loadKubeConfig } from '../kube/config.js';
 import { TerminalError, openWorkQueue, startWorkers, type KeyHandler } from '../queue/index.js';
@@ -71,22 +71,13 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
   };
 
   const queue = openWorkQueue({ redisUrl: options.redisUrl });
-  const customObjects = kubeConfig.makeApiClient(CustomObjectsApi);
+  const objects = KubernetesObjectApi.makeApiClient(kubeConfig);
   const enqueueAllVms = async () => {
     const lists = await Promise.all(
-      (namespaces ?? [undefined]).map((namespace) =>
-        namespace
-          ? customObjects.listNamespacedCustomObject({
-              group: GROUP,
-              version: VERSION,
-              plural: PLURAL,
-              namespace,
-            })
-          : customObjects.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL }),
-      ),
+      (namespaces ?? [undefined]).map((namespace) => objects.list(API_VERSION, KIND, namespace)),
     );
-    const keys = lists.flatMap((list: { items: Array<{ metadata: { namespace: string; name: string } }> }) =>
-      list.items.map((vm) => vmKey(vm.metadata.namespace, vm.metadata.name)),
+    const keys = lists.flatMap((list) =>
+      list.items.map((vm) => vmKey(vm.metadata!.namespace!, vm.metadata!.name!)),
     );
     await queue.addMany(keys, { event: { type: 'RESYNC' } });
     logger.info({ keys: keys.length }, 'resync enqueued all VMs');

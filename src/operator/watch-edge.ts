@@ -1,9 +1,7 @@
 // The watch edge: turns every change of a VirtualMachine, or of an object that belongs to one,
 // into the VM's work-queue key. Payloads are summaries for inspection; reconcilers re-read state.
 import {
-  AppsV1Api,
-  CoreV1Api,
-  CustomObjectsApi,
+  KubernetesObjectApi,
   type KubeConfig,
   type KubernetesListObject,
   type KubernetesObject,
@@ -51,76 +49,31 @@ export function keyOfObject(object: KubernetesObject): string | undefined {
   return labels[LABEL_NAME] === APP_NAME && instance ? vmKey(namespace, instance) : undefined;
 }
 
-type Lister = () => Promise<KubernetesListObject<KubernetesObject>>;
+/** What is watched: the VMs, and by label the objects that belong to them. */
+const WATCHED = [
+  { apiVersion: `${GROUP}/${VERSION}`, kind: KIND, plural: PLURAL },
+  { apiVersion: 'apps/v1', kind: 'StatefulSet', plural: 'statefulsets', labelSelector: OWNED },
+  { apiVersion: 'v1', kind: 'ConfigMap', plural: 'configmaps', labelSelector: OWNED },
+  { apiVersion: 'v1', kind: 'Pod', plural: 'pods', labelSelector: OWNED },
+  { apiVersion: 'v1', kind: 'Secret', plural: 'secrets', labelSelector: DISPLAY_SECRETS },
+];
+
 interface WatchSpec {
   kind: string;
   path: string;
   labelSelector?: string;
-  list: Lister;
+  list: () => Promise<KubernetesListObject<KubernetesObject>>;
 }
 
-function watchSpecs(kubeConfig: KubeConfig, namespace: string | undefined): WatchSpec[] {
-  const core = kubeConfig.makeApiClient(CoreV1Api);
-  const apps = kubeConfig.makeApiClient(AppsV1Api);
-  const custom = kubeConfig.makeApiClient(CustomObjectsApi);
-  const ns = namespace ? `/namespaces/${namespace}` : '';
-  const cast = (promise: Promise<unknown>) => promise as Promise<KubernetesListObject<KubernetesObject>>;
-  return [
-    {
-      kind: KIND,
-      path: `/apis/${GROUP}/${VERSION}${ns}/${PLURAL}`,
-      list: () =>
-        cast(
-          namespace
-            ? custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, plural: PLURAL, namespace })
-            : custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL }),
-        ),
-    },
-    {
-      kind: 'StatefulSet',
-      path: `/apis/apps/v1${ns}/statefulsets`,
-      labelSelector: OWNED,
-      list: () =>
-        cast(
-          namespace
-            ? apps.listNamespacedStatefulSet({ namespace, labelSelector: OWNED })
-            : apps.listStatefulSetForAllNamespaces({ labelSelector: OWNED }),
-        ),
-    },
-    {
-      kind: 'ConfigMap',
-      path: `/api/v1${ns}/configmaps`,
-      labelSelector: OWNED,
-      list: () =>
-        cast(
-          namespace
-            ? core.listNamespacedConfigMap({ namespace, labelSelector: OWNED })
-            : core.listConfigMapForAllNamespaces({ labelSelector: OWNED }),
-        ),
-    },
-    {
-      kind: 'Pod',
-      path: `/api/v1${ns}/pods`,
-      labelSelector: OWNED,
-      list: () =>
-        cast(
-          namespace
-            ? core.listNamespacedPod({ namespace, labelSelector: OWNED })
-            : core.listPodForAllNamespaces({ labelSelector: OWNED }),
-        ),
-    },
-    {
-      kind: 'Secret',
-      path: `/api/v1${ns}/secrets`,
-      labelSelector: DISPLAY_SECRETS,
-      list: () =>
-        cast(
-          namespace
-            ? core.listNamespacedSecret({ namespace, labelSelector: DISPLAY_SECRETS })
-            : core.listSecretForAllNamespaces({ labelSelector: DISPLAY_SECRETS }),
-        ),
-    },
-  ];
+function watchSpecs(objects: KubernetesObjectApi, namespace: string | undefined): WatchSpec[] {
+  return WATCHED.map(({ apiVersion, kind, plural, labelSelector }) => ({
+    kind,
+    path: `${apiVersion.includes('/') ? '/apis' : '/api'}/${apiVersion}${namespace ? `/namespaces/${namespace}` : ''}/${plural}`,
+    labelSelector,
+    // Without a namespace, list covers all namespaces.
+    list: () =>
+      objects.list(apiVersion, kind, namespace, undefined, undefined, undefined, undefined, labelSelector),
+  }));
 }
 
 /**
@@ -135,7 +88,8 @@ export function createWatchEdge(
   sink: KeySink,
   logger: Logger,
 ): WatchEdge {
-  const specs = (namespaces ?? [undefined]).flatMap((namespace) => watchSpecs(kubeConfig, namespace));
+  const objects = KubernetesObjectApi.makeApiClient(kubeConfig);
+  const specs = (namespaces ?? [undefined]).flatMap((namespace) => watchSpecs(objects, namespace));
   const forward = (spec: WatchSpec, type: WatchEventSummary['type']) => (object: KubernetesObject) => {
     const key = keyOfObject({ ...object, kind: spec.kind }); // list items carry no kind
     if (!key) return;

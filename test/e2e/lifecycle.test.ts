@@ -85,6 +85,25 @@ describe('vmop end to end', () => {
     await symlink(path.dirname(logs[0]!), link);
     return { log: logs[0]!, socket: path.join(link, 'console.sock') };
   };
+  /** Types `poweroff -f` on a booted guest's serial console, as a user logged in there would. */
+  const powerOffFromInside = async (name: string) => {
+    const guest = await consoleOf(name);
+    await waitForConsoleLog(guest.log, 'VMOP-GUEST-READY');
+    const console = await openConsole(guest.socket, path.join(devDir, `${name}-console.log`));
+    console.type('poweroff -f');
+    console.close();
+  };
+  const eventReasons = async (name: string): Promise<string[]> => {
+    const events = await kubectl([
+      'get',
+      'events',
+      '--field-selector',
+      `involvedObject.name=${name}`,
+      '-o',
+      'json',
+    ]);
+    return JSON.parse(events).items.map((e: { reason: string }) => e.reason);
+  };
   const applyVm = (name: string, spicePort: number, extra = '') =>
     kubectl(
       ['apply', '-f', '-'],
@@ -169,27 +188,13 @@ ${extra}
     const vm = await waitForVm('e2e', (vm) => expect(vm.status?.phase).toBe('Stopped'));
     expect(vm.status?.lastShutdown).toMatchObject({ guestInitiated: true, reason: 'guest-shutdown' });
     await eventually(() => expect(kubectl(['get', 'pod', 'e2e-0'])).rejects.toThrow(/NotFound/));
-    const events = await kubectl([
-      'get',
-      'events',
-      '--field-selector',
-      'involvedObject.name=e2e',
-      '-o',
-      'json',
-    ]);
-    expect(JSON.parse(events).items.map((e: { reason: string }) => e.reason)).toEqual(
-      expect.arrayContaining(['Started', 'StoppedByRequest']),
-    );
+    expect(await eventReasons('e2e')).toEqual(expect.arrayContaining(['Started', 'StoppedByRequest']));
   });
 
   it('guestShutdownStops false: a guest that powers itself off boots again', async () => {
     await applyVm('reboots', 5932);
     const first = await waitForVm('reboots', (vm) => expect(condition(vm, 'Booted')?.status).toBe('True'));
-    const guest = await consoleOf('reboots');
-    await waitForConsoleLog(guest.log, 'VMOP-GUEST-READY');
-    const console = await openConsole(guest.socket, path.join(devDir, 'reboots-console.log'));
-    console.type('poweroff -f');
-    console.close();
+    await powerOffFromInside('reboots');
     const again = await waitForVm('reboots', (vm) => {
       expect(vm.status?.runner?.runId).not.toBe(first.status?.runner?.runId);
       expect(condition(vm, 'Booted')?.status).toBe('True');
@@ -202,25 +207,13 @@ ${extra}
   it('guestShutdownStops true: a guest that powers itself off stays off, and spec says Stopped', async () => {
     await applyVm('stays-off', 5933, '  guestShutdownStops: true');
     await waitForVm('stays-off', (vm) => expect(condition(vm, 'Booted')?.status).toBe('True'));
-    const guest = await consoleOf('stays-off');
-    await waitForConsoleLog(guest.log, 'VMOP-GUEST-READY');
-    const console = await openConsole(guest.socket, path.join(devDir, 'stays-off-console.log'));
-    console.type('poweroff -f');
-    console.close();
+    await powerOffFromInside('stays-off');
     const vm = await waitForVm('stays-off', (vm) => {
       expect(vm.spec.vm.state).toBe('Stopped');
       expect(vm.status?.phase).toBe('Stopped');
     });
     expect(vm.status?.lastShutdown).toMatchObject({ guestInitiated: true, reason: 'guest-shutdown' });
     await eventually(() => expect(kubectl(['get', 'pod', 'stays-off-0'])).rejects.toThrow(/NotFound/));
-    const events = await kubectl([
-      'get',
-      'events',
-      '--field-selector',
-      'involvedObject.name=stays-off',
-      '-o',
-      'json',
-    ]);
-    expect(JSON.parse(events).items.map((e: { reason: string }) => e.reason)).toContain('StoppedByGuest');
+    expect(await eventReasons('stays-off')).toContain('StoppedByGuest');
   });
 });

@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { ApiException, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { isNotFound } from '../../src/kube/clients.js';
 import { inject } from 'vitest';
 
 /** Admin access to the control plane that test/support/global-control-plane.ts started for this run. */
@@ -33,9 +34,7 @@ export async function createTestNamespace(kubeConfig: KubeConfig, prefix: string
   };
 }
 
-export function isNotFound(err: unknown): boolean {
-  return err instanceof ApiException && err.code === 404;
-}
+export { isNotFound };
 
 const execFileAsync = promisify(execFile);
 
