@@ -7,6 +7,9 @@ import { parse as parseYaml } from 'yaml';
  * ConfigMap key `config.yaml`; the runner parses it with the same schema.
  */
 
+/** Where a runner finds relative CD and boot image names (VM-Operator's path; the manager mounts the repository PVC here). */
+export const DEFAULT_IMAGE_REPOSITORY = '/var/local/vmop-image-repository';
+
 const KI = 2 ** 10;
 const MI = 2 ** 20;
 const GI = 2 ** 30;

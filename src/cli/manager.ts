@@ -31,7 +31,14 @@ export function register(program: Command): void {
       8080,
     )
     .option('--runner-image <image>', 'runner image for VMs that do not name one', DEFAULT_RUNNER_IMAGE)
-    .option('--runner-redis-secret <name>', "Secret in a VM's namespace whose key 'url' runners publish to")
+    .addOption(
+      new Option(
+        '--runner-redis-url <url>',
+        "Redis URL runners publish to, with the runner's credential (default: --redis)",
+      ).env('VMOP_RUNNER_REDIS_URL'),
+    )
+    .option('--cpu-overcommit <factor>', 'a VM pod requests its CPUs divided by this', Number, 2)
+    .option('--ram-overcommit <factor>', 'a VM pod requests its RAM divided by this', Number, 1.25)
     .option('--resync-interval <seconds>', 'how often all VMs are reconciled anyway', Number, 600)
     .action(async (flags) => {
       const parsed = ManagerOptions.safeParse({
@@ -42,7 +49,9 @@ export function register(program: Command): void {
         rateLimitPerSecond: flags.rateLimit,
         metricsPort: flags.metricsPort,
         runnerImage: flags.runnerImage,
-        runnerRedisSecret: flags.runnerRedisSecret,
+        runnerRedisUrl: flags.runnerRedisUrl,
+        cpuOvercommit: flags.cpuOvercommit,
+        ramOvercommit: flags.ramOvercommit,
         resyncIntervalMs: flags.resyncInterval * 1000,
       });
       if (!parsed.success) {

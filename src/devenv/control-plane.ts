@@ -1,3 +1,4 @@
+import { execFile } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
@@ -5,6 +6,7 @@ import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
 import { z } from 'zod';
@@ -12,27 +14,45 @@ import { freePort } from '../util/free-port.js';
 import { createLogger, type Logger } from '../util/logger.js';
 import { locateControlPlaneBinaries, type ControlPlaneBinaries } from './kube-binaries.js';
 import { spawnLogged, type LoggedProcess } from './logged-process.js';
-import { startOrphanReaper } from './orphan-reaper.js';
+import { startOrphanReaper, type OrphanReaper } from './orphan-reaper.js';
 
 export interface ControlPlane {
   /** Admin access (group system:masters) through a bearer token. */
   kubeConfig: KubeConfig;
   kubeconfigPath: string;
   kubeconfigYaml: string;
-  /** https://127.0.0.1:<port> */
+  /** https://<address>:<port> */
   server: string;
+  /** The address the apiserver (and the scheduler and controller manager) listen on. */
+  address: string;
   token: string;
+  /** What a node needs to join: its kubelet's and kube-proxy's kubeconfigs, and the CA of the apiserver's kubelet client certificate. */
+  node: NodeCredentials;
   /** Working directory: certificates, etcd data, kubeconfigs and one log file per process. */
   dir: string;
-  /** Stops kube-controller-manager, kube-apiserver and etcd, then removes the directory (if it made it). */
+  /** Stops the controllers, kube-apiserver and etcd, then removes the directory (if it made it). */
   stop(): Promise<void>;
 }
 
+export interface NodeCredentials {
+  name: string;
+  kubeletKubeconfig: string;
+  kubeProxyKubeconfig: string;
+  /** kubelet trusts client certificates of this CA: the apiserver's, for logs, exec and port-forward. */
+  kubeletClientCaFile: string;
+}
+
 export interface StartControlPlaneOptions {
+  /** Where the apiserver listens and what it advertises (pods reach it there); default 127.0.0.1. */
+  address?: string;
+  /** The name of the node that may join (its kubelet's identity is system:node:<name>); default vmop-node. */
+  nodeName?: string;
   /** Use this (existing or not) directory and keep it on stop; default: a fresh temp dir, removed on stop. */
   dir?: string;
   logger?: Logger;
   binaries?: ControlPlaneBinaries;
+  /** Adopts the processes (its owner releases it); by default the control plane starts its own. */
+  reaper?: OrphanReaper;
 }
 
 interface Ports {
@@ -40,6 +60,7 @@ interface Ports {
   etcdPeer: number;
   apiserver: number;
   controllerManager: number;
+  scheduler: number;
 }
 
 const READY_TIMEOUT_MS = 180_000;
@@ -47,17 +68,22 @@ const STOP_GRACE_MS = 10_000;
 const SERVICE_ACCOUNT_ISSUER = 'https://kubernetes.default.svc.cluster.local';
 
 /**
- * Starts etcd, kube-apiserver and kube-controller-manager on free loopback ports, waits until the
- * controllers run, and returns admin access. Abandoned harnesses leave nothing behind: every process
+ * Starts etcd, kube-apiserver, kube-controller-manager and kube-scheduler on free ports, waits
+ * until the controllers run, and returns admin access. Abandoned harnesses leave nothing behind: every process
  * is adopted by an orphan reaper that kills them if this process dies without calling stop().
  */
 export async function startControlPlane(options: StartControlPlaneOptions = {}): Promise<ControlPlane> {
   const logger = options.logger ?? createLogger('control-plane');
   const binaries = options.binaries ?? (await locateControlPlaneBinaries(logger));
+  const address = options.address ?? '127.0.0.1';
+  const nodeName = options.nodeName ?? 'vmop-node';
   const ownsDir = options.dir === undefined;
   const dir = options.dir ?? (await mkdtemp(path.join(os.tmpdir(), 'vmop-control-plane-')));
   await mkdir(dir, { recursive: true });
-  const reaper = startOrphanReaper({ removeDir: ownsDir ? dir : undefined, logger });
+  const ownReaper = options.reaper
+    ? undefined
+    : startOrphanReaper({ removeDir: ownsDir ? dir : undefined, logger });
+  const reaper = options.reaper ?? ownReaper!;
   const processes: LoggedProcess[] = [];
   const launch = async (name: string, binary: string, args: string[]) => {
     const started = await spawnLogged(name, binary, args, path.join(dir, `${name}.log`));
@@ -71,46 +97,63 @@ export async function startControlPlane(options: StartControlPlaneOptions = {}):
     const etcd = processes.filter((p) => p.name === 'etcd');
     await Promise.all(processes.filter((p) => p.name !== 'etcd').map((p) => p.stop(STOP_GRACE_MS)));
     await Promise.all(etcd.map((p) => p.stop(STOP_GRACE_MS)));
-    await reaper.release();
+    await ownReaper?.release();
     if (ownsDir) await rm(dir, { recursive: true, force: true });
   };
 
   try {
     const startedAt = Date.now();
-    const ports = await distinctFreePorts();
-    const files = await writeCredentials(dir);
+    const ports = await distinctFreePorts(address);
+    const files = await writeCredentials(dir, nodeName);
     logger.info({ dir, ports }, 'starting control plane');
 
     const etcd = await launch('etcd', binaries.etcd, etcdArgs(dir, ports));
     await waitUntil(etcd, () => etcdHealthy(ports.etcdClient));
 
-    const apiserver = await launch('kube-apiserver', binaries.kubeApiserver, apiserverArgs(ports, files));
-    const server = `https://127.0.0.1:${ports.apiserver}`;
+    const apiserver = await launch(
+      'kube-apiserver',
+      binaries.kubeApiserver,
+      apiserverArgs(address, ports, files),
+    );
+    const server = `https://${address}:${ports.apiserver}`;
     await waitUntil(apiserver, () =>
-      isOk(`${server}/readyz`, { caFile: files.apiserverCert, token: files.adminToken }),
+      isOk(`${server}/readyz`, { caFile: files.apiserverCert, token: files.tokens.admin }),
     );
     const caPem = await readFile(files.apiserverCert, 'utf8');
-    const adminYaml = kubeconfigYaml({ server, caPem, user: 'vmop-admin', token: files.adminToken });
-    const controllerManagerYaml = kubeconfigYaml({
-      server,
-      caPem,
-      user: 'kube-controller-manager',
-      token: files.controllerManagerToken,
-    });
+    const adminYaml = kubeconfigYaml({ server, caPem, user: 'vmop-admin', token: files.tokens.admin });
     const kubeconfigPath = path.join(dir, 'admin.kubeconfig');
     await writeFile(kubeconfigPath, adminYaml, { mode: 0o600 });
-    await writeFile(files.controllerManagerKubeconfig, controllerManagerYaml, { mode: 0o600 });
+    const kubeconfigFiles = Object.fromEntries(
+      await Promise.all(
+        (['controllerManager', 'scheduler', 'kubelet', 'kubeProxy'] as const).map(async (who) => {
+          const file = path.join(dir, `${who}.kubeconfig`);
+          const yaml = kubeconfigYaml({ server, caPem, user: who, token: files.tokens[who] });
+          await writeFile(file, yaml, { mode: 0o600 });
+          return [who, file];
+        }),
+      ),
+    ) as Record<'controllerManager' | 'scheduler' | 'kubelet' | 'kubeProxy', string>;
 
     const controllerManager = await launch(
       'kube-controller-manager',
       binaries.kubeControllerManager,
-      controllerManagerArgs(dir, ports, files),
+      controllerManagerArgs(dir, address, ports, files, kubeconfigFiles.controllerManager),
+    );
+    const scheduler = await launch(
+      'kube-scheduler',
+      binaries.kubeScheduler,
+      schedulerArgs(dir, address, ports, kubeconfigFiles.scheduler),
     );
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromString(adminYaml);
     await waitUntil(controllerManager, () =>
-      isOk(`https://127.0.0.1:${ports.controllerManager}/healthz`, {
+      isOk(`https://${address}:${ports.controllerManager}/healthz`, {
         caFile: path.join(dir, 'controller-manager-certs', 'kube-controller-manager.crt'),
+      }),
+    );
+    await waitUntil(scheduler, () =>
+      isOk(`https://${address}:${ports.scheduler}/healthz`, {
+        caFile: path.join(dir, 'scheduler-certs', 'kube-scheduler.crt'),
       }),
     );
     // Healthy is not yet running: the serviceaccount controller creating `default` shows controllers work.
@@ -129,7 +172,14 @@ export async function startControlPlane(options: StartControlPlaneOptions = {}):
       kubeconfigPath,
       kubeconfigYaml: adminYaml,
       server,
-      token: files.adminToken,
+      address,
+      token: files.tokens.admin,
+      node: {
+        name: nodeName,
+        kubeletKubeconfig: kubeconfigFiles.kubelet,
+        kubeProxyKubeconfig: kubeconfigFiles.kubeProxy,
+        kubeletClientCaFile: files.kubeletClientCa,
+      },
       dir,
       stop: () => (stopping ??= stopAll().then(() => logger.info({ dir }, 'control plane stopped'))),
     };
@@ -139,27 +189,45 @@ export async function startControlPlane(options: StartControlPlaneOptions = {}):
   }
 }
 
+type Identity = 'admin' | 'controllerManager' | 'scheduler' | 'kubelet' | 'kubeProxy';
+
 interface CredentialFiles {
-  adminToken: string;
-  controllerManagerToken: string;
+  tokens: Record<Identity, string>;
   tokenFile: string;
   serviceAccountKey: string;
   serviceAccountPublicKey: string;
   apiserverCert: string;
-  controllerManagerKubeconfig: string;
+  /** The CA kubelet trusts for client certificates, and the apiserver's certificate of it. */
+  kubeletClientCa: string;
+  apiserverKubeletClientCert: string;
+  apiserverKubeletClientKey: string;
 }
 
-async function writeCredentials(dir: string): Promise<CredentialFiles> {
-  const adminToken = randomBytes(24).toString('hex');
-  const controllerManagerToken = randomBytes(24).toString('hex');
+const run = promisify(execFile);
+
+async function writeCredentials(dir: string, nodeName: string): Promise<CredentialFiles> {
+  const token = () => randomBytes(24).toString('hex');
+  const tokens: Record<Identity, string> = {
+    admin: token(),
+    controllerManager: token(),
+    scheduler: token(),
+    kubelet: token(),
+    kubeProxy: token(),
+  };
+  // token,user,uid,"groups". The controller manager and the scheduler are in system:masters: they
+  // run under one identity each, and for a local harness full rights are simpler than assembling
+  // the union of their roles. kubelet and kube-proxy have the identities a real cluster gives them
+  // (the Node authorizer and the default system:node-proxier binding grant their rights).
   const tokenFile = path.join(dir, 'tokens.csv');
-  // token,user,uid,"groups". The controller manager is in system:masters too: it runs every
-  // controller under its own identity (--use-service-account-credentials=false), and for a local
-  // harness full rights are simpler than assembling the union of the controllers' roles.
   await writeFile(
     tokenFile,
-    `${adminToken},vmop-admin,vmop-admin,"system:masters"\n` +
-      `${controllerManagerToken},system:kube-controller-manager,kube-controller-manager,"system:masters"\n`,
+    [
+      `${tokens.admin},vmop-admin,vmop-admin,"system:masters"`,
+      `${tokens.controllerManager},system:kube-controller-manager,kube-controller-manager,"system:masters"`,
+      `${tokens.scheduler},system:kube-scheduler,kube-scheduler,"system:masters"`,
+      `${tokens.kubelet},system:node:${nodeName},kubelet,"system:nodes"`,
+      `${tokens.kubeProxy},system:kube-proxy,kube-proxy`,
+    ].join('\n') + '\n',
     { mode: 0o600 },
   );
   const { privateKey, publicKey } = generateKeyPairSync('rsa', {
@@ -172,14 +240,41 @@ async function writeCredentials(dir: string): Promise<CredentialFiles> {
   await writeFile(serviceAccountKey, privateKey, { mode: 0o600 });
   await writeFile(serviceAccountPublicKey, publicKey);
   return {
-    adminToken,
-    controllerManagerToken,
+    tokens,
     tokenFile,
     serviceAccountKey,
     serviceAccountPublicKey,
     // kube-apiserver writes its self-signed serving certificate (with its CA) here on first start.
     apiserverCert: path.join(dir, 'apiserver-certs', 'apiserver.crt'),
-    controllerManagerKubeconfig: path.join(dir, 'controller-manager.kubeconfig'),
+    ...(await writeKubeletClientCertificates(path.join(dir, 'kubelet-client'))),
+  };
+}
+
+/**
+ * A CA for kubelet's client authentication and the apiserver's client certificate from it
+ * (Node's crypto cannot issue certificates; openssl can). Its group system:masters lets kubelet's
+ * webhook authorization allow the apiserver's logs, exec and port-forward requests.
+ */
+async function writeKubeletClientCertificates(dir: string) {
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const file = (name: string) => path.join(dir, name);
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  await run('openssl', [
+    ...['req', '-x509', ...ec, '-days', '3650', '-subj', '/CN=vmop-kubelet-client-ca'],
+    ...['-keyout', file('ca.key'), '-out', file('ca.crt')],
+  ]);
+  await run('openssl', [
+    ...['req', ...ec, '-subj', '/O=system:masters/CN=kube-apiserver-kubelet-client'],
+    ...['-keyout', file('apiserver.key'), '-out', file('apiserver.csr')],
+  ]);
+  await run('openssl', [
+    ...['x509', '-req', '-in', file('apiserver.csr'), '-days', '3650', '-set_serial', '1'],
+    ...['-CA', file('ca.crt'), '-CAkey', file('ca.key'), '-out', file('apiserver.crt')],
+  ]);
+  return {
+    kubeletClientCa: file('ca.crt'),
+    apiserverKubeletClientCert: file('apiserver.crt'),
+    apiserverKubeletClientKey: file('apiserver.key'),
   };
 }
 
@@ -200,31 +295,43 @@ function etcdArgs(dir: string, ports: Ports): string[] {
   ];
 }
 
-function apiserverArgs(ports: Ports, files: CredentialFiles): string[] {
+/** Services get addresses from here; the first is the apiserver's (`kubernetes.default`). */
+export const SERVICE_CIDR = '10.0.0.0/24';
+/** The cluster DNS Service's address (the tenth of SERVICE_CIDR, as kubeadm chooses it). */
+export const CLUSTER_DNS_IP = '10.0.0.10';
+
+function apiserverArgs(address: string, ports: Ports, files: CredentialFiles): string[] {
   return [
     `--etcd-servers=http://127.0.0.1:${ports.etcdClient}`,
-    '--bind-address=127.0.0.1',
-    '--advertise-address=127.0.0.1',
+    `--bind-address=${address}`,
+    `--advertise-address=${address}`,
     `--secure-port=${ports.apiserver}`,
     `--cert-dir=${path.dirname(files.apiserverCert)}`,
     `--token-auth-file=${files.tokenFile}`,
-    '--authorization-mode=RBAC',
+    '--authorization-mode=Node,RBAC',
     `--service-account-key-file=${files.serviceAccountPublicKey}`,
     `--service-account-signing-key-file=${files.serviceAccountKey}`,
     `--service-account-issuer=${SERVICE_ACCOUNT_ISSUER}`,
-    // Without it, pods need their service account to exist before they can be created.
-    '--disable-admission-plugins=ServiceAccount',
-    '--service-cluster-ip-range=10.0.0.0/24',
+    `--service-cluster-ip-range=${SERVICE_CIDR}`,
+    `--kubelet-client-certificate=${files.apiserverKubeletClientCert}`,
+    `--kubelet-client-key=${files.apiserverKubeletClientKey}`,
+    '--kubelet-preferred-address-types=InternalIP',
     '--allow-privileged=true',
   ];
 }
 
-function controllerManagerArgs(dir: string, ports: Ports, files: CredentialFiles): string[] {
+function controllerManagerArgs(
+  dir: string,
+  address: string,
+  ports: Ports,
+  files: CredentialFiles,
+  kubeconfig: string,
+): string[] {
   return [
-    `--kubeconfig=${files.controllerManagerKubeconfig}`,
-    `--authentication-kubeconfig=${files.controllerManagerKubeconfig}`,
-    `--authorization-kubeconfig=${files.controllerManagerKubeconfig}`,
-    '--bind-address=127.0.0.1',
+    `--kubeconfig=${kubeconfig}`,
+    `--authentication-kubeconfig=${kubeconfig}`,
+    `--authorization-kubeconfig=${kubeconfig}`,
+    `--bind-address=${address}`,
     `--secure-port=${ports.controllerManager}`,
     `--cert-dir=${path.join(dir, 'controller-manager-certs')}`,
     '--leader-elect=false',
@@ -233,6 +340,18 @@ function controllerManagerArgs(dir: string, ports: Ports, files: CredentialFiles
     `--service-account-private-key-file=${files.serviceAccountKey}`,
     `--root-ca-file=${files.apiserverCert}`,
     '--use-service-account-credentials=false',
+  ];
+}
+
+function schedulerArgs(dir: string, address: string, ports: Ports, kubeconfig: string): string[] {
+  return [
+    `--kubeconfig=${kubeconfig}`,
+    `--authentication-kubeconfig=${kubeconfig}`,
+    `--authorization-kubeconfig=${kubeconfig}`,
+    `--bind-address=${address}`,
+    `--secure-port=${ports.scheduler}`,
+    `--cert-dir=${path.join(dir, 'scheduler-certs')}`,
+    '--leader-elect=false',
   ];
 }
 
@@ -256,11 +375,24 @@ function kubeconfigYaml(input: { server: string; caPem: string; user: string; to
   });
 }
 
-async function distinctFreePorts(): Promise<Ports> {
-  const ports = new Set<number>();
-  while (ports.size < 4) ports.add(await freePort());
-  const [etcdClient, etcdPeer, apiserver, controllerManager] = [...ports] as [number, number, number, number];
-  return { etcdClient, etcdPeer, apiserver, controllerManager };
+async function distinctFreePorts(address: string): Promise<Ports> {
+  const taken = new Set<number>();
+  // The kernel hands out a port free at that address; the set keeps them distinct.
+  const port = async (host: string) => {
+    for (;;) {
+      const candidate = await freePort(host);
+      if (taken.has(candidate)) continue;
+      taken.add(candidate);
+      return candidate;
+    }
+  };
+  return {
+    etcdClient: await port('127.0.0.1'),
+    etcdPeer: await port('127.0.0.1'),
+    apiserver: await port(address),
+    controllerManager: await port(address),
+    scheduler: await port(address),
+  };
 }
 
 /** Polls check() until it holds; throws with the log tail when the process exits or time runs out. */

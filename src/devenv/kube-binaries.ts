@@ -1,94 +1,87 @@
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { access, constants } from 'node:fs/promises';
-import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { createInterface } from 'node:readline';
 import { z } from 'zod';
 import { createLogger, type Logger } from '../util/logger.js';
+import { runBuildScript } from './build-script.js';
 
 export interface ControlPlaneBinaries {
   etcd: string;
   kubeApiserver: string;
   kubeControllerManager: string;
+  kubeScheduler: string;
 }
 
-const BUILD_SCRIPT = path.join('scripts', 'build-control-plane.sh');
+export interface NodeBinaries {
+  kubelet: string;
+  kubeProxy: string;
+  helm: string;
+}
 
-/** What build-control-plane.sh prints on stdout, one `KEY=value` a line. */
+const BUILD_SCRIPT = 'build-kubernetes.sh';
+
+/** What build-kubernetes.sh prints on stdout, one `KEY=value` a line. */
 const BuildScriptOutput = z.object({
   K8S_BIN_DIR: z.string().min(1),
   ETCD_BIN_DIR: z.string().min(1),
+  COREDNS_BIN_DIR: z.string().min(1),
+  HELM_BIN_DIR: z.string().min(1),
 });
+type BuildOutput = z.infer<typeof BuildScriptOutput>;
+
+let building: Promise<BuildOutput> | undefined;
+/** The build script's directories; one run per process (it is a quick no-op when the cache is warm). */
+function buildOutput(logger: Logger): Promise<BuildOutput> {
+  building ??= runBuildScript(BUILD_SCRIPT, BuildScriptOutput, logger).catch((err: unknown) => {
+    building = undefined;
+    throw err;
+  });
+  return building;
+}
+
+async function requireExecutables<T extends object>(binaries: T, source: string): Promise<T> {
+  const missing: string[] = [];
+  for (const binary of Object.values(binaries) as string[]) {
+    await access(binary, constants.X_OK).catch(() => missing.push(binary));
+  }
+  if (missing.length > 0)
+    throw new Error(`Kubernetes binaries missing or not executable (from ${source}): ${missing.join(', ')}`);
+  return binaries;
+}
 
 /**
- * Finds etcd, kube-apiserver and kube-controller-manager: in `KUBEBUILDER_ASSETS` when that is set,
- * else in the version-keyed cache of scripts/build-control-plane.sh, which builds them when missing.
+ * Finds etcd, kube-apiserver, kube-controller-manager and kube-scheduler: in `KUBEBUILDER_ASSETS`
+ * when that is set, else in the version-keyed cache of scripts/build-kubernetes.sh, which builds
+ * them when missing.
  */
 export async function locateControlPlaneBinaries(
   logger: Logger = createLogger('kube-binaries'),
 ): Promise<ControlPlaneBinaries> {
   const assets = process.env.KUBEBUILDER_ASSETS;
-  const binaries = assets
-    ? binariesIn(assets, assets)
-    : await runBuildScript(logger).then((dirs) => binariesIn(dirs.K8S_BIN_DIR, dirs.ETCD_BIN_DIR));
-  const missing: string[] = [];
-  for (const binary of Object.values(binaries)) {
-    await access(binary, constants.X_OK).catch(() => missing.push(binary));
-  }
-  if (missing.length > 0) {
-    const source = assets ? `KUBEBUILDER_ASSETS=${assets}` : BUILD_SCRIPT;
-    throw new Error(
-      `control-plane binaries missing or not executable (from ${source}): ${missing.join(', ')}`,
-    );
-  }
-  return binaries;
-}
-
-function binariesIn(k8sDir: string, etcdDir: string): ControlPlaneBinaries {
-  return {
-    etcd: path.join(etcdDir, 'etcd'),
-    kubeApiserver: path.join(k8sDir, 'kube-apiserver'),
-    kubeControllerManager: path.join(k8sDir, 'kube-controller-manager'),
-  };
-}
-
-/** Runs the build script (a quick no-op when the cache is warm) and returns the directories it prints. */
-async function runBuildScript(logger: Logger): Promise<z.infer<typeof BuildScriptOutput>> {
-  const script = path.join(repositoryRoot(), BUILD_SCRIPT);
-  const child = spawn('bash', [script], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  const stderrTail: string[] = [];
-  createInterface({ input: child.stderr }).on('line', (line) => {
-    // The script's own progress lines matter to a waiting user; `go` download chatter does not.
-    if (line.startsWith('[build-control-plane]')) logger.info(line);
-    else logger.debug(line);
-    stderrTail.push(line);
-    if (stderrTail.length > 30) stderrTail.shift();
-  });
-  const [code] = (await once(child, 'close')) as [number | null];
-  if (code !== 0) {
-    throw new Error(`${BUILD_SCRIPT} failed with exit code ${code}:\n${stderrTail.join('\n')}`);
-  }
-  const assignments = Object.fromEntries(
-    stdout
-      .split('\n')
-      .map((line) => line.match(/^([A-Z0-9_]+)=(.*)$/))
-      .filter((match) => match !== null)
-      .map((match) => [match[1], match[2]]),
+  const dirs = assets
+    ? { k8s: assets, etcd: assets }
+    : await buildOutput(logger).then((out) => ({ k8s: out.K8S_BIN_DIR, etcd: out.ETCD_BIN_DIR }));
+  return requireExecutables(
+    {
+      etcd: path.join(dirs.etcd, 'etcd'),
+      kubeApiserver: path.join(dirs.k8s, 'kube-apiserver'),
+      kubeControllerManager: path.join(dirs.k8s, 'kube-controller-manager'),
+      kubeScheduler: path.join(dirs.k8s, 'kube-scheduler'),
+    },
+    assets ? `KUBEBUILDER_ASSETS=${assets}` : `scripts/${BUILD_SCRIPT}`,
   );
-  return BuildScriptOutput.parse(assignments);
 }
 
-/** The checkout this module lives in (src/devenv/ from source, dist/src/devenv/ when compiled). */
-function repositoryRoot(): string {
-  let dir = path.dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(path.join(dir, BUILD_SCRIPT))) {
-    const parent = path.dirname(dir);
-    if (parent === dir) throw new Error(`${BUILD_SCRIPT} not found above ${fileURLToPath(import.meta.url)}`);
-    dir = parent;
-  }
-  return dir;
+/** kubelet, kube-proxy and helm, from the cache of scripts/build-kubernetes.sh. */
+export async function locateNodeBinaries(
+  logger: Logger = createLogger('kube-binaries'),
+): Promise<NodeBinaries> {
+  const out = await buildOutput(logger);
+  return requireExecutables(
+    {
+      kubelet: path.join(out.K8S_BIN_DIR, 'kubelet'),
+      kubeProxy: path.join(out.K8S_BIN_DIR, 'kube-proxy'),
+      helm: path.join(out.HELM_BIN_DIR, 'helm'),
+    },
+    `scripts/${BUILD_SCRIPT}`,
+  );
 }

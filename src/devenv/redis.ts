@@ -13,22 +13,28 @@ export interface RedisServer {
 export interface StartRedisOptions {
   /** Reuse a port, e.g. to simulate a Redis restart on the same address. */
   port?: number;
+  /** Where it listens; default 127.0.0.1 (a local node's pods need the node network's host address). */
+  host?: string;
   binary?: string;
 }
 
 /**
- * Starts a private redis-server on a free loopback port with persistence off,
+ * Starts a private redis-server on a free port (of loopback, by default) with persistence off,
  * so tests never share (or depend on) a Redis that happens to run on 6379.
  */
 export async function startRedis(options: StartRedisOptions = {}): Promise<RedisServer> {
-  const port = options.port ?? (await freePort());
+  const host = options.host ?? '127.0.0.1';
+  const port = options.port ?? (await freePort(host));
   const child = spawn(
     options.binary ?? 'redis-server',
     [
       '--port',
       String(port),
       '--bind',
-      '127.0.0.1',
+      host,
+      // No password on a private address; keep the protected mode from refusing the node's pods.
+      '--protected-mode',
+      'no',
       '--save',
       '',
       '--appendonly',
@@ -47,14 +53,14 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Redis
     throw new Error(`redis-server could not start: ${(err as Error).message}`);
   });
   await Promise.race([
-    waitForPort(port),
+    waitForPort(port, host),
     spawnError,
     exited.then(([code]) => {
       throw new Error(`redis-server exited with code ${code} before listening: ${stderr.trim()}`);
     }),
   ]);
   return {
-    url: `redis://127.0.0.1:${port}`,
+    url: `redis://${host}:${port}`,
     port,
     pid: child.pid!,
     stop: () => stopChild(child),

@@ -8,6 +8,8 @@ import { API_VERSION, KIND } from '../api/virtual-machine.js';
 import { makeKubeClients } from '../kube/clients.js';
 import { loadKubeConfig } from '../kube/config.js';
 import { TerminalError, openWorkQueue, startWorkers, type KeyHandler } from '../queue/index.js';
+import { RedisUrlSchema } from '../queue/connection.js';
+import { DEFAULT_OVERCOMMIT } from '../reconcilers/virtual-machine/stateful-set.js';
 import { vmKey } from '../reconcilers/virtual-machine/naming.js';
 import { createVmReconciler } from '../reconcilers/virtual-machine/reconcile.js';
 import { createLogger } from '../util/logger.js';
@@ -29,7 +31,10 @@ export const ManagerOptions = z.object({
   metricsPort: z.number().int().min(0).max(65535).default(8080),
   metricsHost: z.string().default('0.0.0.0'),
   runnerImage: z.string().min(1).default(DEFAULT_RUNNER_IMAGE),
-  runnerRedisSecret: z.string().optional(),
+  /** The Redis URL runners publish to, with the runner's credential; default: redisUrl (the manager's). */
+  runnerRedisUrl: RedisUrlSchema.optional(),
+  cpuOvercommit: z.number().positive().default(DEFAULT_OVERCOMMIT.cpu),
+  ramOvercommit: z.number().positive().default(DEFAULT_OVERCOMMIT.ram),
   resyncIntervalMs: z
     .number()
     .int()
@@ -53,11 +58,15 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
 
   const redis = new Redis(options.redisUrl, { maxRetriesPerRequest: 3 });
   redis.on('error', (err) => logger.warn({ err: err.message }, 'snapshot Redis connection error'));
+  if (!options.runnerRedisUrl) {
+    logger.warn("no --runner-redis-url: runners publish with the manager's own Redis credential");
+  }
   const reconcileVm = createVmReconciler({
     clients: makeKubeClients(kubeConfig),
     readSnapshot: snapshotReader(redis, logger),
     defaultRunnerImage: options.runnerImage,
-    runnerRedisSecret: options.runnerRedisSecret,
+    runnerRedisUrl: options.runnerRedisUrl ?? options.redisUrl,
+    overcommit: { cpu: options.cpuOvercommit, ram: options.ramOvercommit },
     logger,
   });
   const handler: KeyHandler = async (key, { attempt }) => {

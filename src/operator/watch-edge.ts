@@ -9,7 +9,6 @@ import {
 import { GROUP, KIND, PLURAL, VERSION } from '../api/virtual-machine.js';
 import {
   APP_NAME,
-  LABEL_COMPONENT,
   LABEL_INSTANCE,
   LABEL_MANAGED_BY,
   LABEL_NAME,
@@ -36,7 +35,8 @@ export interface WatchEdge {
 }
 
 const OWNED = `${LABEL_NAME}=${APP_NAME},${LABEL_MANAGED_BY}=${MANAGED_BY}`;
-const DISPLAY_SECRETS = `${LABEL_NAME}=${APP_NAME},${LABEL_COMPONENT}=display-secret`;
+/** Display Secrets (the user's) and runner Secrets (the manager's) both carry the app name. */
+const VM_SECRETS = `${LABEL_NAME}=${APP_NAME}`;
 
 /** The key of the VM an object concerns, or undefined for objects of no VM. */
 export function keyOfObject(object: KubernetesObject): string | undefined {
@@ -55,7 +55,7 @@ const WATCHED = [
   { apiVersion: 'apps/v1', kind: 'StatefulSet', plural: 'statefulsets', labelSelector: OWNED },
   { apiVersion: 'v1', kind: 'ConfigMap', plural: 'configmaps', labelSelector: OWNED },
   { apiVersion: 'v1', kind: 'Pod', plural: 'pods', labelSelector: OWNED },
-  { apiVersion: 'v1', kind: 'Secret', plural: 'secrets', labelSelector: DISPLAY_SECRETS },
+  { apiVersion: 'v1', kind: 'Secret', plural: 'secrets', labelSelector: VM_SECRETS },
 ];
 
 interface WatchSpec {
@@ -78,7 +78,7 @@ function watchSpecs(objects: KubernetesObjectApi, namespace: string | undefined)
 
 /**
  * Watches VMs and, by label, the objects that belong to them (StatefulSets, ConfigMaps, Pods,
- * display Secrets) in the given namespaces (all when undefined): list, then watch from that
+ * display and runner Secrets) in the given namespaces (all when undefined): list, then watch from that
  * resourceVersion. A watch that fails (the apiserver restarting, 429s under load) is restarted
  * with backoff, never ending the process.
  */

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import type { RunnerSettings } from '../api/runner-config.js';
+import { DEFAULT_IMAGE_REPOSITORY, type RunnerSettings } from '../api/runner-config.js';
 
 /** Where the runner keeps its files; every socket name the templates and the runner agree on. */
 export interface RunnerPaths {
@@ -18,7 +18,6 @@ export interface RunnerPaths {
   displaySecretDir: string;
 }
 
-export const DEFAULT_IMAGE_REPOSITORY = '/var/local/vmop-image-repository';
 const APP_DIR = 'vmrunner';
 
 /** A VM name as one safe path component (names are user input and may contain "/" or ".."). */

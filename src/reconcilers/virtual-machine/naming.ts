@@ -8,6 +8,12 @@ export const CONFIG_DIR = '/etc/opt/vmrunner';
 export const DATA_DIR = '/var/local/vm-data';
 export const DISPLAY_SECRET_DIR = '/etc/opt/vmrunner/display-secret';
 export const RUNNER_DATA_CLAIM = 'runner-data';
+/** A namespace's shared CD and boot images (VM-Operator's convention), mounted read-only by runners. */
+export const IMAGE_REPOSITORY_CLAIM = 'vmop-image-repository';
+export { DEFAULT_IMAGE_REPOSITORY as IMAGE_REPOSITORY_DIR } from '../../api/runner-config.js';
+
+/** On the runner pod: the versions of its config (ConfigMap/display Secret), VM-Operator's name. */
+export const CONFIG_VERSION_ANNOTATION = 'vmrunner.jdrupes.org/cmVersion';
 
 export const LABEL_NAME = 'app.kubernetes.io/name';
 export const LABEL_INSTANCE = 'app.kubernetes.io/instance';

@@ -3,6 +3,7 @@ import {
   PatchStrategy,
   setHeaderOptions,
   type KubernetesObject,
+  type V1Pod,
   type V1StatefulSet,
 } from '@kubernetes/client-node';
 import { isDeepStrictEqual } from 'node:util';
@@ -19,15 +20,29 @@ import { readOptional, type KubeClients } from '../../kube/clients.js';
 import { isSubset } from '../../kube/subset.js';
 import type { Logger } from '../../util/logger.js';
 import { desiredConfigMap } from './config-map.js';
-import { FIELD_MANAGER, displaySecretSelector, parseVmKey } from './naming.js';
+import {
+  CONFIG_VERSION_ANNOTATION,
+  FIELD_MANAGER,
+  IMAGE_REPOSITORY_CLAIM,
+  displaySecretSelector,
+  parseVmKey,
+} from './naming.js';
 import { desiredRunnerConfig, maximumCpus, validateRunnerConfig } from './runner-config.js';
-import { desiredStatefulSet } from './stateful-set.js';
+import {
+  RUNNER_SERVICE_ACCOUNT,
+  desiredRunnerSecret,
+  desiredRunnerServiceAccount,
+  runnerSecretName,
+} from './runner-identity.js';
+import { desiredStatefulSet, type Overcommit } from './stateful-set.js';
 import { deriveStatus, stopsAfterGuestShutdown, transitionEvents, type StatusEvent } from './status.js';
 
 export interface VmReconcilerOptions {
   clients: KubeClients;
   defaultRunnerImage: string;
-  runnerRedisSecret?: string;
+  /** The Redis URL (with the runner's credential) runners publish to; it goes into each VM's runner Secret. */
+  runnerRedisUrl: string;
+  overcommit?: Overcommit;
   /** The runner's latest snapshot of a VM key (from Redis), if any. */
   readSnapshot?: (key: string) => Promise<RunnerSnapshot | undefined>;
   logger: Logger;
@@ -58,15 +73,37 @@ export function createVmReconciler(options: VmReconcilerOptions) {
   const { clients, logger } = options;
   const now = options.now ?? (() => new Date());
 
-  async function apply(object: KubernetesObject, current: KubernetesObject | undefined): Promise<boolean> {
-    if (current && isSubset(object, current)) return false;
-    await clients.objects.patch(
+  /** Server-side applies `object` unless `current` has it already; returns the applied object, if written. */
+  async function apply<T extends KubernetesObject>(
+    object: T,
+    current: T | undefined,
+  ): Promise<T | undefined> {
+    if (current && isSubset(object, current)) return undefined;
+    return (await clients.objects.patch(
       object,
       undefined,
       undefined,
       FIELD_MANAGER,
       true,
       PatchStrategy.ServerSideApply,
+    )) as T;
+  }
+
+  /**
+   * kubelet refreshes a ConfigMap or Secret volume only on its periodic pod sync (a minute or more);
+   * an update of the pod makes it sync at once. So when the runner's config (or its display
+   * password) changed, the running pod gets the new versions in an annotation, as VM-Operator does.
+   */
+  async function nudgeRunnerPod(pod: V1Pod | undefined, configVersion: string): Promise<boolean> {
+    if (!pod?.metadata || pod.metadata.deletionTimestamp) return false;
+    if (pod.metadata.annotations?.[CONFIG_VERSION_ANNOTATION] === configVersion) return false;
+    await clients.core.patchNamespacedPod(
+      {
+        name: pod.metadata.name!,
+        namespace: pod.metadata.namespace!,
+        body: { metadata: { annotations: { [CONFIG_VERSION_ANNOTATION]: configVersion } } },
+      },
+      mergePatch,
     );
     return true;
   }
@@ -113,24 +150,47 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       namespace,
       labelSelector: displaySecretSelector(name),
     });
-    const displaySecretName = secrets.items.map((s) => s.metadata!.name!).sort()[0];
+    const displaySecret = secrets.items.sort((a, b) => a.metadata!.name!.localeCompare(b.metadata!.name!))[0];
+    const displaySecretName = displaySecret?.metadata?.name;
     const runnerConfig = desiredRunnerConfig(vm, { hasDisplaySecret: displaySecretName !== undefined });
     const specErrors = [...semanticErrors(vm), ...validateRunnerConfig(runnerConfig)];
 
     const writes: string[] = [];
+    const pod = await readOptional(() => clients.core.readNamespacedPod({ name: `${name}-0`, namespace }));
     if (specErrors.length === 0) {
       const currentConfigMap = await readOptional(() =>
         clients.core.readNamespacedConfigMap({ name, namespace }),
       );
-      if (await apply(desiredConfigMap(vm, runnerConfig), currentConfigMap)) writes.push('ConfigMap');
+      const appliedConfigMap = await apply(desiredConfigMap(vm, runnerConfig), currentConfigMap);
+      if (appliedConfigMap) writes.push('ConfigMap');
+      const configMapVersion = (appliedConfigMap ?? currentConfigMap)?.metadata?.resourceVersion ?? '';
+      const configVersion = [configMapVersion, displaySecret?.metadata?.resourceVersion]
+        .filter(Boolean)
+        .join('/');
+      if (await nudgeRunnerPod(pod, configVersion)) writes.push('Pod annotation (config changed)');
 
+      const secretName = runnerSecretName(name);
+      const currentSecret = await readOptional(() =>
+        clients.core.readNamespacedSecret({ name: secretName, namespace }),
+      );
+      if (await apply(desiredRunnerSecret(vm, options.runnerRedisUrl), currentSecret)) writes.push('Secret');
+      const currentServiceAccount = await readOptional(() =>
+        clients.core.readNamespacedServiceAccount({ name: RUNNER_SERVICE_ACCOUNT, namespace }),
+      );
+      if (await apply(desiredRunnerServiceAccount(namespace), currentServiceAccount))
+        writes.push('ServiceAccount');
+
+      const imageRepository = await readOptional(() =>
+        clients.core.readNamespacedPersistentVolumeClaim({ name: IMAGE_REPOSITORY_CLAIM, namespace }),
+      );
       const currentSts = await readOptional(() =>
         clients.apps.readNamespacedStatefulSet({ name, namespace }),
       );
       const sts = desiredStatefulSet(vm, {
         defaultRunnerImage: options.defaultRunnerImage,
         displaySecretName,
-        runnerRedisSecret: options.runnerRedisSecret,
+        hasImageRepository: imageRepository !== undefined && !imageRepository.metadata?.deletionTimestamp,
+        overcommit: options.overcommit,
         currentGracePeriodSeconds: currentSts?.spec?.template.spec?.terminationGracePeriodSeconds,
       });
       if (currentSts && immutablePartsDiffer(sts, currentSts)) {
@@ -150,7 +210,6 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       }
     }
 
-    const pod = await readOptional(() => clients.core.readNamespacedPod({ name: `${name}-0`, namespace }));
     const snapshot = await options.readSnapshot?.(key);
     const observed = { pod, snapshot, specErrors, now: now() };
     const status = deriveStatus(vm, observed);

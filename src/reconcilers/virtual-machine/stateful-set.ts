@@ -11,6 +11,8 @@ import {
   CONFIG_DIR,
   DATA_DIR,
   DISPLAY_SECRET_DIR,
+  IMAGE_REPOSITORY_CLAIM,
+  IMAGE_REPOSITORY_DIR,
   LABEL_INSTANCE,
   LABEL_NAME,
   RUNNER_DATA_CLAIM,
@@ -19,17 +21,33 @@ import {
   vmKey,
   vmLabels,
 } from './naming.js';
+import { parseMemorySize } from '../../api/runner-config.js';
+import { maximumCpus } from './runner-config.js';
+import { RUNNER_REDIS_URL_KEY, RUNNER_SERVICE_ACCOUNT, runnerSecretName } from './runner-identity.js';
 
 export interface StatefulSetOptions {
   /** The runner image when the VM does not name one. */
   defaultRunnerImage: string;
   /** Name of the VM's display-password Secret, when one exists. */
   displaySecretName?: string;
-  /** A Secret (in the VM's namespace) whose key `url` is the Redis URL the runner publishes to. */
-  runnerRedisSecret?: string;
+  /** Whether the namespace has the PVC `vmop-image-repository` (mounted read-only when it does). */
+  hasImageRepository?: boolean;
+  /** Divide the VM's CPUs and RAM by these for the pod's default requests (VM-Operator's). */
+  overcommit?: Overcommit;
   /** The grace period the current StatefulSet's pod template has, if it exists. */
   currentGracePeriodSeconds?: number;
 }
+
+export interface Overcommit {
+  cpu: number;
+  ram: number;
+}
+
+/** VM-Operator's defaults: CPUs are shared more readily than RAM. */
+export const DEFAULT_OVERCOMMIT: Overcommit = { cpu: 2, ram: 1.25 };
+
+/** What the runner itself (node, QEMU's own memory, swtpm) needs beside the guest. */
+export const RUNNER_OVERHEAD = { cpuMillis: 100, memoryBytes: 192 * 1024 * 1024 };
 
 type Quantities = Record<string, string | number> | undefined;
 
@@ -43,6 +61,24 @@ function resourceRequirements(resources: { limits?: Quantities; requests?: Quant
     ...(resources.limits && { limits: quantityStrings(resources.limits) }),
     ...(resources.requests && { requests: quantityStrings(resources.requests) }),
   };
+}
+
+const isEmpty = (resources: { limits?: Quantities; requests?: Quantities } | undefined) =>
+  !resources ||
+  (Object.keys(resources.limits ?? {}).length === 0 && Object.keys(resources.requests ?? {}).length === 0);
+
+/**
+ * The runner container's resources: the VM's own `spec.resources` when it has any, else requests
+ * derived from the CPUs and RAM the guest runs with, so a VM pod is never BestEffort.
+ */
+export function runnerResources(vm: VirtualMachine, overcommit: Overcommit = DEFAULT_OVERCOMMIT) {
+  if (!isEmpty(vm.spec.resources)) return resourceRequirements(vm.spec.resources!);
+  const def = vm.spec.vm;
+  const cpus = def.currentCpus ?? maximumCpus(def);
+  const ramBytes = parseMemorySize(def.currentRam ?? def.maximumRam) ?? 0;
+  const cpuMillis = Math.ceil((cpus * 1000) / overcommit.cpu) + RUNNER_OVERHEAD.cpuMillis;
+  const memoryBytes = Math.floor(ramBytes / overcommit.ram) + RUNNER_OVERHEAD.memoryBytes;
+  return { requests: { cpu: `${cpuMillis}m`, memory: String(memoryBytes) } };
 }
 
 /** Seconds kubelet waits beyond powerdownTimeout before it kills the runner. */
@@ -121,17 +157,22 @@ export function desiredStatefulSet(vm: VirtualMachine, options: StatefulSetOptio
     volumes.push({ name: 'display-secret', secret: { secretName: options.displaySecretName } });
     volumeMounts.push({ name: 'display-secret', mountPath: DISPLAY_SECRET_DIR, readOnly: true });
   }
+  if (options.hasImageRepository) {
+    volumes.push({
+      name: IMAGE_REPOSITORY_CLAIM,
+      persistentVolumeClaim: { claimName: IMAGE_REPOSITORY_CLAIM, readOnly: true },
+    });
+    volumeMounts.push({ name: IMAGE_REPOSITORY_CLAIM, mountPath: IMAGE_REPOSITORY_DIR, readOnly: true });
+  }
   const env: V1EnvVar[] = [
     { name: 'VMOP_VM_KEY', value: vmKey(namespace, name) },
     { name: 'VMOP_POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
     { name: 'VMOP_POD_UID', valueFrom: { fieldRef: { fieldPath: 'metadata.uid' } } },
-  ];
-  if (options.runnerRedisSecret) {
-    env.push({
+    {
       name: 'VMOP_REDIS_URL',
-      valueFrom: { secretKeyRef: { name: options.runnerRedisSecret, key: 'url', optional: true } },
-    });
-  }
+      valueFrom: { secretKeyRef: { name: runnerSecretName(name), key: RUNNER_REDIS_URL_KEY } },
+    },
+  ];
   const { spec } = vm;
   return {
     apiVersion: 'apps/v1',
@@ -162,12 +203,15 @@ export function desiredStatefulSet(vm: VirtualMachine, options: StatefulSetOptio
               })),
               // /dev/kvm and tap devices on the bridge need it (as VM-Operator's runner pods have).
               securityContext: { privileged: true },
-              ...(spec.resources && { resources: resourceRequirements(spec.resources) }),
+              resources: runnerResources(vm, options.overcommit),
             },
           ],
           volumes,
           hostNetwork: true,
+          // Host network, yet cluster DNS: the runner reaches Redis by its Service name.
+          dnsPolicy: 'ClusterFirstWithHostNet',
           // The runner needs no Kubernetes API access: status flows back through Redis.
+          serviceAccountName: RUNNER_SERVICE_ACCOUNT,
           automountServiceAccountToken: false,
           enableServiceLinks: false,
           terminationGracePeriodSeconds: gracePeriodSeconds(vm, options.currentGracePeriodSeconds),

@@ -5,21 +5,25 @@ import { fileURLToPath } from 'node:url';
 
 export const SITE_TEMPLATE_DIR = '/opt/vmrunner/templates';
 
-/** The templates shipped with vmop: `templates/` at the package root (found from source or build output). */
-export function shippedTemplateDir(): string {
+/**
+ * The templates of a checkout: `templates/` at the package root, found from source or build output.
+ * The runner image has none there; it ships them in SITE_TEMPLATE_DIR.
+ */
+export function shippedTemplateDir(): string | undefined {
   let dir = path.dirname(fileURLToPath(import.meta.url));
   while (!existsSync(path.join(dir, 'package.json')) || !existsSync(path.join(dir, 'templates'))) {
     const parent = path.dirname(dir);
-    if (parent === dir) throw new Error('cannot find the shipped templates directory');
+    if (parent === dir) return undefined;
     dir = parent;
   }
   return path.join(dir, 'templates');
 }
 
-/** VMOP_TEMPLATE_PATH (colon separated) first, then /opt/vmrunner/templates, then the shipped ones. */
+/** VMOP_TEMPLATE_PATH (colon separated) first, then /opt/vmrunner/templates, then the checkout's. */
 export function templateSearchPath(env: NodeJS.ProcessEnv): string[] {
   const extra = (env.VMOP_TEMPLATE_PATH ?? '').split(path.delimiter).filter(Boolean);
-  return [...extra, SITE_TEMPLATE_DIR, shippedTemplateDir()];
+  const shipped = shippedTemplateDir();
+  return [...extra, SITE_TEMPLATE_DIR, ...(shipped ? [shipped] : [])];
 }
 
 export function findTemplate(name: string, searchPath: string[]): string {

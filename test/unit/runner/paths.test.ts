@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { RunnerConfigInput } from '../../../src/api/runner-config.js';
 import { resolveCdImage } from '../../../src/runner/drives.js';
-import { DEFAULT_IMAGE_REPOSITORY, runnerPaths, vmDirectoryName } from '../../../src/runner/paths.js';
+import { DEFAULT_IMAGE_REPOSITORY } from '../../../src/api/runner-config.js';
+import { runnerPaths, vmDirectoryName } from '../../../src/runner/paths.js';
 import { runnerConfig } from './config-fixture.js';
 
 const settings = (extra: Partial<RunnerConfigInput['/Runner']> = {}, name = 'vm1') =>

@@ -37,7 +37,7 @@ async function render(
     hasDisplayPassword: options.hasDisplayPassword ?? false,
     isRegularFile: (file) => file.endsWith('.img'),
   });
-  const text = readFileSync(path.join(shippedTemplateDir(), template), 'utf8');
+  const text = readFileSync(path.join(shippedTemplateDir()!, template), 'utf8');
   const definitions = await renderProcessDefinitions(text, context, template);
   return {
     qemu: flattenArguments(definitions.qemu.arguments),

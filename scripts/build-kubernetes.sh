@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Builds the Go programs of vmop's local Kubernetes from the Go module proxy into a cache outside
+# the work tree, keyed by version: etcd; kube-apiserver, kube-controller-manager, kube-scheduler,
+# kubelet and kube-proxy; CoreDNS (cluster DNS); helm. A quick no-op when the binaries exist.
+#
+# k8s.io/kubernetes cannot be `go install`ed: it requires its staging modules at v0.0.0
+# with `replace => ./staging/...`. A wrapper module that replaces every staging module
+# with its published v0.<minor>.<patch> twin builds the commands.
+set -euo pipefail
+
+K8S_VERSION="${VMOP_K8S_VERSION:-1.34.4}"
+ETCD_VERSION="${VMOP_ETCD_VERSION:-3.6.16}"
+COREDNS_VERSION="${VMOP_COREDNS_VERSION:-1.12.4}"
+HELM_VERSION="${VMOP_HELM_VERSION:-3.22.0}"
+CACHE_ROOT="${VMOP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/vmop}"
+K8S_DIR="$CACHE_ROOT/k8s/v$K8S_VERSION"
+ETCD_DIR="$CACHE_ROOT/etcd/v$ETCD_VERSION"
+COREDNS_DIR="$CACHE_ROOT/coredns/v$COREDNS_VERSION"
+HELM_DIR="$CACHE_ROOT/helm/v$HELM_VERSION"
+K8S_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
+# Go may be installed but not on PATH in a non-login shell (CI).
+command -v go >/dev/null || export PATH="$PATH:/usr/local/go/bin"
+
+log() { echo "[build-kubernetes] $*" >&2; }
+require_go() {
+  command -v go >/dev/null && return
+  log "Go is needed to build Kubernetes (or point KUBEBUILDER_ASSETS at etcd, kube-apiserver, kube-controller-manager)"
+  exit 1
+}
+all_present() {
+  local dir="$1"; shift
+  for binary in "$@"; do [[ -x "$dir/$binary" ]] || return 1; done
+}
+
+# Each build runs in a subshell: it changes directory into a work dir it removes on exit.
+build_k8s() (
+  all_present "$K8S_DIR" "${K8S_COMMANDS[@]}" && exit 0
+  require_go
+  work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
+  staging_version="v0.${K8S_VERSION#1.}"
+  log "building Kubernetes v$K8S_VERSION (staging modules at $staging_version) in $work"
+  cd "$work"
+  go mod init vmop.local/k8s-build >/dev/null 2>&1
+  go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" >/dev/null
+  upstream_mod="$(go env GOMODCACHE)/cache/download/k8s.io/kubernetes/@v/v$K8S_VERSION.mod"
+  # Every staging module k8s.io/kubernetes replaces, from that version's own go.mod.
+  grep -oE '^\s*k8s\.io/[a-z0-9-]+ => \./staging/' "$upstream_mod" | awk '{print $1}' | while read -r module; do
+    go mod edit -replace "$module=$module@$staging_version"
+  done
+  go mod edit -require "k8s.io/kubernetes@v$K8S_VERSION"
+  packages=()
+  for command in "${K8S_COMMANDS[@]}"; do packages+=("k8s.io/kubernetes/cmd/$command"); done
+  go get "${packages[@]/%/@v$K8S_VERSION}"
+  pkg=k8s.io/component-base/version
+  ldflags="-s -w -X $pkg.gitVersion=v$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$(cut -d. -f2 <<<"$K8S_VERSION")"
+  ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  mkdir -p "$work/out" "$K8S_DIR"
+  go build -trimpath -ldflags "$ldflags" -o "$work/out/" "${packages[@]}"
+  for command in "${K8S_COMMANDS[@]}"; do mv "$work/out/$command" "$K8S_DIR/"; done
+  log "installed ${K8S_COMMANDS[*]} in $K8S_DIR"
+)
+
+build_etcd() (
+  [[ -x "$ETCD_DIR/etcd" ]] && exit 0
+  require_go
+  work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
+  log "building etcd v$ETCD_VERSION in $work"
+  cd "$work"
+  go mod init vmop.local/etcd-build >/dev/null 2>&1
+  # The server's main package is the root of module go.etcd.io/etcd/server/v3 (which has replace
+  # directives, so it cannot be `go install`ed).
+  go get "go.etcd.io/etcd/server/v3@v$ETCD_VERSION"
+  mkdir -p "$work/out" "$ETCD_DIR"
+  go build -trimpath -ldflags "-s -w" -o "$work/out/etcd" go.etcd.io/etcd/server/v3
+  mv "$work/out/etcd" "$ETCD_DIR/"
+  log "installed etcd in $ETCD_DIR"
+)
+
+# A main package whose module has no replace directives, `go install`ed into $2/.
+go_install() {
+  local package="$1" dir="$2" binary="$3"
+  [[ -x "$dir/$binary" ]] && return
+  require_go
+  log "building $package"
+  mkdir -p "$dir"
+  GOFLAGS= GOBIN="$dir" go install -trimpath -ldflags "-s -w" "$package"
+  log "installed $binary in $dir"
+}
+
+# Two test runs starting at once would otherwise both compile on a 2-core machine.
+mkdir -p "$CACHE_ROOT"
+exec 9>"$CACHE_ROOT/.build.lock"
+flock 9
+build_etcd
+build_k8s
+go_install "github.com/coredns/coredns@v$COREDNS_VERSION" "$COREDNS_DIR" coredns
+go_install "helm.sh/helm/v3/cmd/helm@v$HELM_VERSION" "$HELM_DIR" helm
+# Print where the binaries are, for scripts that need them.
+echo "K8S_BIN_DIR=$K8S_DIR"
+echo "ETCD_BIN_DIR=$ETCD_DIR"
+echo "COREDNS_BIN_DIR=$COREDNS_DIR"
+echo "HELM_BIN_DIR=$HELM_DIR"

@@ -1,0 +1,187 @@
+// Dynamic `local` PersistentVolumes for the local cluster's default StorageClass: a Block claim
+// gets a loop device on a sparse file (VM disks are raw block devices, as on a SAN), a Filesystem
+// claim a directory. Released volumes of the Delete policy are removed with their data.
+import { execFile } from 'node:child_process';
+import { mkdir, open, rm } from 'node:fs/promises';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import {
+  CoreV1Api,
+  type KubeConfig,
+  type KubernetesObject,
+  type V1PersistentVolume,
+  type V1PersistentVolumeClaim,
+} from '@kubernetes/client-node';
+import { parseMemorySize } from '../api/runner-config.js';
+import { watchObjects } from '../kube/watch.js';
+import type { Logger } from '../util/logger.js';
+
+const run = promisify(execFile);
+
+export const STORAGE_CLASS = 'local';
+export const PROVISIONER = 'vmop.dev/local-volume';
+const PROVISIONED_LABEL = 'vmop.dev/local-volume';
+
+export function storageClassObject(): KubernetesObject {
+  return {
+    apiVersion: 'storage.k8s.io/v1',
+    kind: 'StorageClass',
+    metadata: {
+      name: STORAGE_CLASS,
+      annotations: { 'storageclass.kubernetes.io/is-default-class': 'true' },
+    },
+    provisioner: PROVISIONER,
+    reclaimPolicy: 'Delete',
+    volumeBindingMode: 'Immediate',
+  } as KubernetesObject;
+}
+
+export interface LocalVolumeProvisioner {
+  stop(): Promise<void>;
+}
+
+const isBlock = (claim: V1PersistentVolumeClaim) => claim.spec?.volumeMode === 'Block';
+
+/** A claim of the class that waits for a volume (and names none, and is not being deleted). */
+function wantsVolume(claim: V1PersistentVolumeClaim): boolean {
+  return (
+    claim.spec?.storageClassName === STORAGE_CLASS &&
+    !claim.spec.volumeName &&
+    claim.status?.phase === 'Pending' &&
+    !claim.metadata?.deletionTimestamp
+  );
+}
+
+export function startLocalVolumeProvisioner(options: {
+  kubeConfig: KubeConfig;
+  nodeName: string;
+  /** Where volume data lives: sparse files and directories. */
+  dir: string;
+  logger: Logger;
+}): LocalVolumeProvisioner & { start(): Promise<void> } {
+  const { kubeConfig, nodeName, dir, logger } = options;
+  const core = kubeConfig.makeApiClient(CoreV1Api);
+  const inFlight = new Set<string>();
+
+  async function provision(claim: V1PersistentVolumeClaim): Promise<void> {
+    const uid = claim.metadata!.uid!;
+    const name = `pvc-${uid}`;
+    const requested = String(claim.spec?.resources?.requests?.storage ?? '');
+    const bytes = parseMemorySize(requested);
+    if (bytes === undefined) {
+      logger.warn(
+        { claim: claim.metadata?.name, requested },
+        'cannot provision a claim without a storage size',
+      );
+      return;
+    }
+    await mkdir(dir, { recursive: true });
+    let localPath: string;
+    if (isBlock(claim)) {
+      const file = path.join(dir, `${name}.img`);
+      const handle = await open(file, 'w');
+      await handle.truncate(bytes);
+      await handle.close();
+      localPath = (await run('losetup', ['--find', '--show', file])).stdout.trim();
+    } else {
+      localPath = path.join(dir, name);
+      await mkdir(localPath, { recursive: true });
+    }
+    const volume: V1PersistentVolume = {
+      metadata: {
+        name,
+        labels: { [PROVISIONED_LABEL]: 'true' },
+        annotations: { 'pv.kubernetes.io/provisioned-by': PROVISIONER },
+      },
+      spec: {
+        capacity: { storage: requested },
+        accessModes: claim.spec?.accessModes ?? ['ReadWriteOnce'],
+        volumeMode: isBlock(claim) ? 'Block' : 'Filesystem',
+        storageClassName: STORAGE_CLASS,
+        persistentVolumeReclaimPolicy: 'Delete',
+        claimRef: {
+          apiVersion: 'v1',
+          kind: 'PersistentVolumeClaim',
+          namespace: claim.metadata!.namespace!,
+          name: claim.metadata!.name!,
+          uid,
+        },
+        local: { path: localPath },
+        nodeAffinity: {
+          required: {
+            nodeSelectorTerms: [
+              { matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: [nodeName] }] },
+            ],
+          },
+        },
+      },
+    };
+    await core.createPersistentVolume({ body: volume }).catch(async (err: unknown) => {
+      await release(volume);
+      if ((err as { code?: number }).code !== 409) throw err;
+    });
+    logger.info(
+      { claim: `${claim.metadata?.namespace}/${claim.metadata?.name}`, volume: name, localPath },
+      'provisioned',
+    );
+  }
+
+  /** Removes a volume's data: detaches its loop device and deletes the file or directory. */
+  async function release(volume: V1PersistentVolume): Promise<void> {
+    const name = volume.metadata!.name!;
+    if (volume.spec?.volumeMode === 'Block') {
+      const device = volume.spec.local?.path;
+      if (device?.startsWith('/dev/loop')) await run('losetup', ['--detach', device]).catch(() => undefined);
+      await rm(path.join(dir, `${name}.img`), { force: true });
+    } else {
+      await rm(path.join(dir, name), { recursive: true, force: true });
+    }
+  }
+
+  const once = (id: string, task: () => Promise<void>) => {
+    if (inFlight.has(id)) return;
+    inFlight.add(id);
+    task()
+      .catch((err: unknown) => logger.warn({ err: String(err), id }, 'local volume provisioning failed'))
+      .finally(() => inFlight.delete(id));
+  };
+
+  const claims = watchObjects<V1PersistentVolumeClaim>(
+    kubeConfig,
+    { path: '/api/v1/persistentvolumeclaims', list: () => core.listPersistentVolumeClaimForAllNamespaces() },
+    {
+      upsert: (claim) => {
+        if (wantsVolume(claim)) once(claim.metadata!.uid!, () => provision(claim));
+      },
+    },
+    logger,
+  );
+  const volumes = watchObjects<V1PersistentVolume>(
+    kubeConfig,
+    {
+      path: '/api/v1/persistentvolumes',
+      labelSelector: `${PROVISIONED_LABEL}=true`,
+      list: () => core.listPersistentVolume({ labelSelector: `${PROVISIONED_LABEL}=true` }),
+    },
+    {
+      upsert: (volume) => {
+        if (volume.status?.phase !== 'Released' || volume.spec?.persistentVolumeReclaimPolicy !== 'Delete')
+          return;
+        once(volume.metadata!.name!, async () => {
+          await release(volume);
+          await core.deletePersistentVolume({ name: volume.metadata!.name! });
+          logger.info({ volume: volume.metadata!.name }, 'deleted a released volume');
+        });
+      },
+    },
+    logger,
+  );
+  return {
+    async start() {
+      await Promise.all([claims.start(), volumes.start()]);
+    },
+    async stop() {
+      await Promise.all([claims.stop(), volumes.stop()]);
+    },
+  };
+}

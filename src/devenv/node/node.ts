@@ -1,0 +1,239 @@
+// One real Kubernetes node on this machine: containerd, kubelet and kube-proxy in the node's own
+// network namespace, running pods from locally built images.
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, readdir, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from '../../util/logger.js';
+import type { NodeCredentials } from '../control-plane.js';
+import { locateNodeBinaries } from '../kube-binaries.js';
+import { spawnLogged, type LoggedProcess } from '../logged-process.js';
+import { removeUnmountedDir, startOrphanReaper, type OrphanReaper } from '../orphan-reaper.js';
+import { cleanupScript } from './cleanup-script.js';
+import { inNodeNetwork, type NodeNetwork } from './network.js';
+import {
+  cniConfig,
+  containerdConfig,
+  kubeletConfig,
+  kubeProxyConfig,
+  nodePaths,
+  type NodePaths,
+} from './node-config.js';
+
+const run = promisify(execFile);
+
+export interface LocalNode {
+  name: string;
+  address: string;
+  paths: NodePaths;
+  /** Imports a docker-archive tar into the node's containerd (as `kubectl` users pull images). */
+  importImage(archive: string): Promise<void>;
+  /**
+   * Stops the node as a machine shuts down: kubelet first, then every container gets SIGTERM and
+   * `graceMs` to end (runners power their guests down), then containerd; then the clean-up.
+   */
+  stop(graceMs?: number): Promise<void>;
+}
+
+export interface StartNodeOptions {
+  kubeConfig: KubeConfig;
+  credentials: NodeCredentials;
+  network: NodeNetwork;
+  /** docker-archive tars to import before kubelet starts. */
+  images: string[];
+  dir?: string;
+  /** Adopts the node's processes; by default the node starts its own. Its clean-up script must be `<dir>/cleanup.sh`. */
+  reaper?: OrphanReaper;
+  logger: Logger;
+}
+
+/** The node's clean-up script, which an outside reaper must run (see StartNodeOptions.reaper). */
+export const nodeCleanupScript = (dir: string) => path.join(dir, 'cleanup.sh');
+
+const READY_TIMEOUT_MS = 120_000;
+const DEFAULT_STOP_GRACE_MS = 30_000;
+
+export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
+  const { network, credentials, logger } = options;
+  const binaries = await locateNodeBinaries(logger);
+  const ownsDir = options.dir === undefined;
+  const dir = options.dir ?? (await mkdtemp(path.join(os.tmpdir(), 'vmop-node-')));
+  const paths = nodePaths(dir);
+  const cgroupRoot = `/${network.netns}`;
+  const cniNetwork = network.netns;
+  for (const made of [paths.cniConfDir, paths.cniIpamDir, paths.kubeletRoot, paths.podLogsDir])
+    await mkdir(made, { recursive: true });
+  const file = (name: string) => path.join(dir, name);
+  await writeFile(file('containerd.toml'), containerdConfig(paths));
+  await writeFile(path.join(paths.cniConfDir, '10-vmop.conflist'), cniConfig(cniNetwork, paths));
+  await writeFile(
+    file('kubelet.yaml'),
+    kubeletConfig({
+      paths,
+      nodeAddress: network.nodeAddress,
+      cgroupRoot,
+      clientCaFile: credentials.kubeletClientCaFile,
+    }),
+  );
+  await writeFile(
+    file('kube-proxy.yaml'),
+    kubeProxyConfig({ kubeconfig: credentials.kubeProxyKubeconfig, nodeName: credentials.name }),
+  );
+  const cleanup = nodeCleanupScript(dir);
+  await writeFile(
+    cleanup,
+    cleanupScript({
+      dir,
+      netns: network.netns,
+      cgroupRoot,
+      containerdSocket: paths.containerdSocket,
+      containerdRoot: paths.containerdRoot,
+    }),
+    { mode: 0o755 },
+  );
+  const ownReaper = options.reaper
+    ? undefined
+    : startOrphanReaper({ removeDir: ownsDir ? dir : undefined, cleanupScript: cleanup, logger });
+  const reaper = options.reaper ?? ownReaper!;
+
+  const processes: LoggedProcess[] = [];
+  const launch = async (name: string, args: string[]) => {
+    const started = await spawnLogged(name, args[0]!, args.slice(1), file(`${name}.log`));
+    reaper.adopt(started.pid);
+    processes.push(started);
+    return started;
+  };
+  const ctr = (...args: string[]) =>
+    run('ctr', ['--address', paths.containerdSocket, '--namespace', 'k8s.io', ...args], {
+      maxBuffer: 16 * 1024 * 1024,
+    });
+  const importImage = async (archive: string) => {
+    await ctr('images', 'import', '--no-unpack', archive);
+  };
+
+  const stop = async (graceMs = DEFAULT_STOP_GRACE_MS) => {
+    const byName = (name: string) => processes.find((p) => p.name === name);
+    await byName('kubelet')?.stop(10_000);
+    await byName('kube-proxy')?.stop(10_000);
+    const containerd = byName('containerd');
+    if (containerd && !containerd.hasExited()) await stopContainers(ctr, graceMs, logger);
+    await containerd?.stop(10_000);
+    await run('sh', [cleanup]);
+    await ownReaper?.release();
+    if (ownsDir) await removeUnmountedDir(dir);
+    logger.info({ dir }, 'node stopped');
+  };
+
+  try {
+    const startedAt = Date.now();
+    await makeCgroupRoot(cgroupRoot);
+    const containerd = await launch('containerd', [
+      ...inNodeNetwork(network),
+      'containerd',
+      '--config',
+      file('containerd.toml'),
+    ]);
+    await waitFor(containerd, () =>
+      ctr('version').then(
+        () => true,
+        () => false,
+      ),
+    );
+    for (const archive of options.images) await importImage(archive);
+
+    await launch('kubelet', [
+      ...inNodeNetwork(network),
+      binaries.kubelet,
+      `--config=${file('kubelet.yaml')}`,
+      `--kubeconfig=${credentials.kubeletKubeconfig}`,
+      `--root-dir=${paths.kubeletRoot}`,
+      `--cert-dir=${path.join(paths.kubeletRoot, 'pki')}`,
+      `--hostname-override=${credentials.name}`,
+      `--node-ip=${network.nodeAddress}`,
+    ]);
+    await launch('kube-proxy', [
+      ...inNodeNetwork(network),
+      binaries.kubeProxy,
+      `--config=${file('kube-proxy.yaml')}`,
+    ]);
+    const core = options.kubeConfig.makeApiClient(CoreV1Api);
+    const kubelet = processes.find((p) => p.name === 'kubelet')!;
+    await waitFor(kubelet, async () => {
+      const node = await core.readNode({ name: credentials.name }).catch(() => undefined);
+      return node?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+    });
+    logger.info({ node: credentials.name, dir, ms: Date.now() - startedAt }, 'node ready');
+    let stopping: Promise<void> | undefined;
+    return {
+      name: credentials.name,
+      address: network.nodeAddress,
+      paths,
+      importImage,
+      stop: (graceMs) => (stopping ??= stop(graceMs)),
+    };
+  } catch (err) {
+    await stop(0).catch((stopErr: unknown) => logger.warn({ err: stopErr }, 'cleaning up the node failed'));
+    throw err;
+  }
+
+  async function waitFor(child: LoggedProcess, check: () => Promise<boolean>): Promise<void> {
+    const deadline = Date.now() + READY_TIMEOUT_MS;
+    for (;;) {
+      if (child.hasExited()) {
+        throw new Error(
+          `${child.name} exited (${await child.exited}); ${child.logPath}:\n${await child.logTail()}`,
+        );
+      }
+      if (await check()) return;
+      if (Date.now() > deadline) {
+        throw new Error(
+          `${child.name} not ready after ${READY_TIMEOUT_MS} ms; ${child.logPath}:\n${await child.logTail()}`,
+        );
+      }
+      await sleep(250);
+    }
+  }
+}
+
+/** kubelet (cgroupfs driver) expects its cgroup root to exist in every hierarchy. */
+async function makeCgroupRoot(cgroupRoot: string): Promise<void> {
+  for (const hierarchy of await readdir('/sys/fs/cgroup')) {
+    await mkdir(path.join('/sys/fs/cgroup', hierarchy, cgroupRoot), { recursive: true }).catch(
+      () => undefined,
+    );
+  }
+}
+
+type Ctr = (...args: string[]) => Promise<{ stdout: string }>;
+
+/** SIGTERM to every running container, SIGKILL to those still running after `graceMs`. */
+async function stopContainers(ctr: Ctr, graceMs: number, logger: Logger): Promise<void> {
+  // `ctr tasks list`: TASK PID STATUS, one line a container (pause containers too).
+  const running = async () => {
+    const { stdout } = await ctr('tasks', 'list').catch(() => ({ stdout: '' }));
+    return stdout
+      .split('\n')
+      .slice(1)
+      .map((line) => line.trim().split(/\s+/))
+      .filter((fields) => fields[2] === 'RUNNING')
+      .map((fields) => fields[0]!);
+  };
+  const signal = (ids: string[], name: string) =>
+    Promise.all(ids.map((id) => ctr('tasks', 'kill', '--signal', name, id).catch(() => undefined)));
+  let ids = await running();
+  if (ids.length === 0) return;
+  logger.info({ containers: ids.length, graceMs }, 'stopping containers');
+  await signal(ids, 'SIGTERM');
+  const deadline = Date.now() + graceMs;
+  while (ids.length > 0 && Date.now() < deadline) {
+    await sleep(500);
+    ids = await running();
+  }
+  if (ids.length > 0) {
+    logger.warn({ containers: ids.length }, 'containers still running after the grace period; killing them');
+    await signal(ids, 'SIGKILL');
+  }
+}
