@@ -11,13 +11,26 @@ export default defineConfig({
     projects: [
       // Pure functions: no processes, no control plane.
       { extends: true, test: { name: 'unit', include: ['test/unit/**/*.test.ts'] } },
-      // Real Redis, qemu and one shared control plane for the run.
+      // Real Redis, qemu and one shared control plane (no node) for the run.
       {
         extends: true,
         test: {
-          name: 'system',
-          include: ['test/integration/**/*.test.ts', 'test/e2e/**/*.test.ts'],
+          name: 'integration',
+          include: ['test/integration/**/*.test.ts'],
           globalSetup: ['test/support/global-control-plane.ts'],
+        },
+      },
+      // A whole cluster each (control plane, kubelet, containerd, images): one file at a time,
+      // after the others, so TCG guests get the machine's two cores.
+      {
+        extends: true,
+        test: {
+          name: 'e2e',
+          include: ['test/e2e/**/*.test.ts'],
+          maxWorkers: 1,
+          sequence: { groupOrder: 1 },
+          testTimeout: 300_000,
+          hookTimeout: 1_800_000,
         },
       },
     ],

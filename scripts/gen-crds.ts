@@ -1,6 +1,9 @@
-// Writes the generated CRD YAML into crds/ (checked in; a unit test fails when it drifts).
+// Writes the generated CRD YAML into crds/ and the Helm chart (checked in; a unit test fails when
+// either drifts from src/api/).
 import { writeFileSync } from 'node:fs';
-import { CRD_FILE, renderCrdYaml } from '../src/api/crd.js';
+import { CHART_CRD_FILE, CRD_FILE, renderCrdYaml } from '../src/api/crd.js';
 
-writeFileSync(CRD_FILE, renderCrdYaml());
-console.log(`wrote ${CRD_FILE}`);
+for (const file of [CRD_FILE, CHART_CRD_FILE]) {
+  writeFileSync(file, renderCrdYaml());
+  console.log(`wrote ${file}`);
+}

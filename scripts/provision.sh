@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs everything vmop's tests and `vmop dev` need on a fresh Debian machine:
-# Debian packages, npm packages, the Go-built control plane and the QEMU test guest.
+# Installs everything vmop's tests and `vmop dev` need on a fresh Debian machine: Debian packages,
+# npm packages, the Go-built Kubernetes (control plane, kubelet, kube-proxy, CoreDNS, helm), the
+# container images (vmop's from the Dockerfile, stand-ins for public ones) and the QEMU test guest.
 # Each step checks first, so a second run is a quick no-op.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +11,9 @@ log() { echo "[provision] $*" >&2; }
 DEBIAN_PACKAGES=(
   qemu-system-x86 qemu-utils ovmf swtpm swtpm-tools mtools dosfstools redis-server
   busybox-static linux-image-cloud-amd64 xz-utils cpio kmod genisoimage kubectl chromium
+  # The local node and its images: a container runtime, CNI, kube-proxy's tools, an image builder.
+  containerd runc containernetworking-plugins iptables conntrack iproute2 util-linux openssl
+  buildah mmdebstrap gcc libc6-dev
 )
 
 install_debian_packages() {
@@ -34,6 +38,7 @@ install_npm_packages() {
 
 install_debian_packages
 install_npm_packages
-bash scripts/build-control-plane.sh >/dev/null
+bash scripts/build-kubernetes.sh >/dev/null
+bash scripts/build-images.sh >/dev/null
 bash scripts/build-test-guest.sh >/dev/null
 log "ready"

@@ -116,3 +116,5 @@ export function renderCrdYaml(): string {
 }
 
 export const CRD_FILE = `crds/${PLURAL}.${GROUP}.yaml`;
+/** The Helm chart's copy (a chart cannot read files outside its directory). */
+export const CHART_CRD_FILE = `helm/vmop/files/${PLURAL}.${GROUP}.yaml`;

@@ -12,7 +12,7 @@ import {
 } from '../devenv/dev-environment.js';
 import { isAlive } from '../util/process.js';
 
-const UP_TIMEOUT_MS = 15 * 60_000; // a first run builds the control plane
+const UP_TIMEOUT_MS = 30 * 60_000; // a first run builds Kubernetes and the images
 const DOWN_TIMEOUT_MS = 180_000;
 
 function printState(state: DevState, output: string | undefined): void {
@@ -23,6 +23,7 @@ function printState(state: DevState, output: string | undefined): void {
   console.log(`vmop dev is up (supervisor pid ${state.supervisorPid}); logs in ${devDir()}`);
   console.log(`Redis:      ${state.redisUrl}`);
   console.log(`kubeconfig: ${state.kubeconfig}`);
+  console.log(`node:       ${state.cluster.node} (kubelet and containerd logs in ${state.cluster.dir}/node)`);
   console.log(`Use it:     export KUBECONFIG=${state.kubeconfig}; kubectl get vms -A`);
 }
 
@@ -67,7 +68,7 @@ export function register(program: Command): void {
   const dev = program
     .command('dev')
     .description(
-      `A whole local vmop in the background: control plane, Redis, two managers, a node (in $VMOP_DEV_DIR, default ~/.vmop/dev)`,
+      `A whole local vmop in the background: a single-node Kubernetes, Redis, two managers (in $VMOP_DEV_DIR, default ~/.vmop/dev)`,
     );
   dev
     .command('up')

@@ -3,7 +3,6 @@ import { Command } from 'commander';
 import { register as registerRunner } from './runner.js';
 import { register as registerQueue } from './queue.js';
 import { register as registerManager } from './manager.js';
-import { register as registerNode } from './node.js';
 import { register as registerDev } from './dev.js';
 
 const program = new Command('vmop')
@@ -16,7 +15,6 @@ const registrations: Array<(program: Command) => void> = [
   registerQueue,
   registerManager,
   registerDev,
-  registerNode,
 ];
 
 for (const register of registrations) register(program);

@@ -31,6 +31,7 @@ export function register(program: Command): void {
       8080,
     )
     .option('--runner-image <image>', 'runner image for VMs that do not name one', DEFAULT_RUNNER_IMAGE)
+    .option('--runner-image-pull-policy <policy>', 'Always, IfNotPresent or Never (default: by the tag)')
     .addOption(
       new Option(
         '--runner-redis-url <url>',
@@ -49,6 +50,7 @@ export function register(program: Command): void {
         rateLimitPerSecond: flags.rateLimit,
         metricsPort: flags.metricsPort,
         runnerImage: flags.runnerImage,
+        runnerImagePullPolicy: flags.runnerImagePullPolicy,
         runnerRedisUrl: flags.runnerRedisUrl,
         cpuOvercommit: flags.cpuOvercommit,
         ramOvercommit: flags.ramOvercommit,

@@ -1,6 +1,7 @@
 // A whole single-node Kubernetes on this machine: the control plane, one real node (containerd,
 // kubelet, kube-proxy) in its own network namespace, cluster DNS and a default StorageClass of
-// local volumes. Free ports and addresses, a temp dir, and nothing left behind on stop.
+// local volumes. Free ports and addresses, a temp dir, and nothing left behind on stop. vmop itself
+// is not installed: `vmop dev` runs it from the checkout, the chart's tests install the chart.
 import { cp, mkdir, mkdtemp } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -17,7 +18,6 @@ import { clusterDnsObjects } from './cluster-dns.js';
 import { startControlPlane, type ControlPlane } from './control-plane.js';
 import { provideImageRepository } from './image-repository.js';
 import { ensureLocalImages, type LocalImages } from './images.js';
-import { installCrds } from './install-crds.js';
 import { startLocalVolumeProvisioner, storageClassObject } from './local-volumes.js';
 import { createNodeNetwork, deleteNodeNetwork, type NodeNetwork } from './node/network.js';
 import { nodeCleanupScript, startNode, type LocalNode } from './node/node.js';
@@ -103,7 +103,6 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
     await provisioner.start();
     stack.push(() => provisioner.stop());
     await applyObjects(kubeConfig, [storageClassObject(), ...clusterDnsObjects(images.coredns.ref)]);
-    await installCrds(kubeConfig);
 
     const imageRepositoryDir = path.join(dir, 'image-repository');
     await mkdir(imageRepositoryDir, { recursive: true });

@@ -31,6 +31,7 @@ export const ManagerOptions = z.object({
   metricsPort: z.number().int().min(0).max(65535).default(8080),
   metricsHost: z.string().default('0.0.0.0'),
   runnerImage: z.string().min(1).default(DEFAULT_RUNNER_IMAGE),
+  runnerImagePullPolicy: z.enum(['Always', 'IfNotPresent', 'Never']).optional(),
   /** The Redis URL runners publish to, with the runner's credential; default: redisUrl (the manager's). */
   runnerRedisUrl: RedisUrlSchema.optional(),
   cpuOvercommit: z.number().positive().default(DEFAULT_OVERCOMMIT.cpu),
@@ -64,7 +65,10 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
   const reconcileVm = createVmReconciler({
     clients: makeKubeClients(kubeConfig),
     readSnapshot: snapshotReader(redis, logger),
-    defaultRunnerImage: options.runnerImage,
+    defaultRunnerImage: {
+      image: options.runnerImage,
+      ...(options.runnerImagePullPolicy && { pullPolicy: options.runnerImagePullPolicy }),
+    },
     runnerRedisUrl: options.runnerRedisUrl ?? options.redisUrl,
     overcommit: { cpu: options.cpuOvercommit, ram: options.ramOvercommit },
     logger,
@@ -92,6 +96,9 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     logger.info({ keys: keys.length }, 'resync enqueued all VMs');
   };
 
+  // Served first: a manager waiting for Redis (or the apiserver) is alive, just not ready.
+  let ready = false;
+  const endpoints = await serveHttpEndpoints(options.metricsPort, options.metricsHost, registry, () => ready);
   const workers = await startWorkers({
     redisUrl: options.redisUrl,
     handler,
@@ -105,8 +112,6 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     metrics: registry,
   });
 
-  let ready = false;
-  const endpoints = await serveHttpEndpoints(options.metricsPort, options.metricsHost, registry, () => ready);
   const watches = createWatchEdge(kubeConfig, namespaces, (key, event) => queue.add(key, { event }), logger);
   await watches.start();
   ready = true;

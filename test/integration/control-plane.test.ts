@@ -144,9 +144,15 @@ describe('shared control plane', () => {
     expect(pod.spec?.volumes).toContainEqual(
       expect.objectContaining({ name: 'data', persistentVolumeClaim: { claimName: 'data-web-0' } }),
     );
-    // No scheduler and no kubelet: the pod is never bound to a node.
-    expect(pod.spec?.nodeName).toBeUndefined();
-    expect(pod.status?.phase).toBe('Pending');
+    // A scheduler, but no node: the pod is never bound, and the scheduler says why.
+    await vi.waitFor(async () => {
+      const current = await core.readNamespacedPod({ namespace: namespace.name, name: 'web-0' });
+      expect(current.spec?.nodeName).toBeUndefined();
+      expect(current.status?.phase).toBe('Pending');
+      expect(current.status?.conditions).toContainEqual(
+        expect.objectContaining({ type: 'PodScheduled', status: 'False', reason: 'Unschedulable' }),
+      );
+    }, waitLong);
   });
 
   it('garbage-collects an owned ConfigMap when its owner is deleted', async () => {
@@ -193,10 +199,11 @@ describe('control-plane binaries', () => {
         etcd: path.join(assets, 'etcd'),
         kubeApiserver: path.join(assets, 'kube-apiserver'),
         kubeControllerManager: path.join(assets, 'kube-controller-manager'),
+        kubeScheduler: path.join(assets, 'kube-scheduler'),
       });
-      await rm(path.join(assets, 'kube-controller-manager'));
+      await rm(path.join(assets, 'kube-scheduler'));
       await expect(locateControlPlaneBinaries()).rejects.toThrow(
-        `missing or not executable (from KUBEBUILDER_ASSETS=${assets}): ${path.join(assets, 'kube-controller-manager')}`,
+        `missing or not executable (from KUBEBUILDER_ASSETS=${assets}): ${path.join(assets, 'kube-scheduler')}`,
       );
     } finally {
       await rm(assets, { recursive: true, force: true });
@@ -205,11 +212,11 @@ describe('control-plane binaries', () => {
 });
 
 describe('private control plane', () => {
-  it('stop() ends etcd, kube-apiserver and kube-controller-manager and removes its directory', async () => {
+  it('stop() ends etcd, kube-apiserver, the controller manager and the scheduler, and removes its directory', async () => {
     const controlPlane = await startControlPlane();
     try {
       expect((await processesMentioning(controlPlane.dir)).map((p) => p.command).sort()).toEqual(
-        expect.arrayContaining(['etcd', 'kube-apiserver', 'kube-controller-manager']),
+        expect.arrayContaining(['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler']),
       );
       const namespaces = await controlPlane.kubeConfig.makeApiClient(CoreV1Api).listNamespace();
       expect(namespaces.items.map((item) => item.metadata?.name)).toContain('default');

@@ -34,12 +34,12 @@ import {
   desiredRunnerServiceAccount,
   runnerSecretName,
 } from './runner-identity.js';
-import { desiredStatefulSet, type Overcommit } from './stateful-set.js';
+import { desiredStatefulSet, type Overcommit, type RunnerImage } from './stateful-set.js';
 import { deriveStatus, stopsAfterGuestShutdown, transitionEvents, type StatusEvent } from './status.js';
 
 export interface VmReconcilerOptions {
   clients: KubeClients;
-  defaultRunnerImage: string;
+  defaultRunnerImage: RunnerImage;
   /** The Redis URL (with the runner's credential) runners publish to; it goes into each VM's runner Secret. */
   runnerRedisUrl: string;
   overcommit?: Overcommit;

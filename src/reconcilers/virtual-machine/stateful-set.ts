@@ -26,8 +26,8 @@ import { maximumCpus } from './runner-config.js';
 import { RUNNER_REDIS_URL_KEY, RUNNER_SERVICE_ACCOUNT, runnerSecretName } from './runner-identity.js';
 
 export interface StatefulSetOptions {
-  /** The runner image when the VM does not name one. */
-  defaultRunnerImage: string;
+  /** The runner image (and pull policy) when the VM does not name one. */
+  defaultRunnerImage: RunnerImage;
   /** Name of the VM's display-password Secret, when one exists. */
   displaySecretName?: string;
   /** Whether the namespace has the PVC `vmop-image-repository` (mounted read-only when it does). */
@@ -84,12 +84,17 @@ export function runnerResources(vm: VirtualMachine, overcommit: Overcommit = DEF
 /** Seconds kubelet waits beyond powerdownTimeout before it kills the runner. */
 const GRACE_MARGIN_SECONDS = 5;
 
-export function runnerImage(
-  vm: VirtualMachine,
-  defaultImage: string,
-): { image: string; pullPolicy?: string } {
+export interface RunnerImage {
+  image: string;
+  pullPolicy?: PullPolicy;
+}
+
+export type PullPolicy = 'Always' | 'IfNotPresent' | 'Never';
+
+/** The VM's own `spec.image`, or the manager's default runner image (and its pull policy). */
+export function runnerImage(vm: VirtualMachine, defaultImage: RunnerImage): RunnerImage {
   const spec = vm.spec.image;
-  if (!spec) return { image: defaultImage };
+  if (!spec) return defaultImage;
   const image = spec.source ?? `${spec.repository}/${spec.path}${spec.version ? `:${spec.version}` : ''}`;
   return { image, ...(spec.pullPolicy && { pullPolicy: spec.pullPolicy }) };
 }

@@ -99,22 +99,22 @@ describe('VirtualMachine controller (one manager process, real apiserver and Red
     await eventually(async () => expect((await readSts()).spec?.replicas).toBe(1));
   });
 
-  it('changes only the ConfigMap when currentRam changes; the StatefulSet keeps its resourceVersion', async () => {
-    // kube-controller-manager writes the StatefulSet's status after the last flip: wait until it is
-    // done and the StatefulSet stays unchanged for a second.
-    const { resourceVersion: stsVersion, generation } = await eventually(async () => {
-      const sts = await readSts();
-      expect(sts.status?.observedGeneration).toBe(sts.metadata?.generation);
-      expect(sts.status?.replicas).toBe(1);
-      await new Promise((resolve) => setTimeout(resolve, 1000));
-      expect((await readSts()).metadata?.resourceVersion).toBe(sts.metadata?.resourceVersion);
-      return sts.metadata!;
-    });
+  it("applies currentRam through the ConfigMap; the StatefulSet only changes the next pod's requests", async () => {
+    const podUid = (await eventually(() => core.readNamespacedPod({ name: `${VM}-0`, namespace: NAMESPACE })))
+      .metadata?.uid;
     const since = Date.now();
     await patchVm({ currentRam: '6Gi' });
     await eventually(async () => expect((await runnerConfig()).vm.currentRam).toBe('6Gi'));
     await reconciledAfter(since);
-    expect((await readSts()).metadata).toMatchObject({ resourceVersion: stsVersion, generation });
+    const sts = await readSts();
+    expect(sts.spec?.updateStrategy?.type).toBe('OnDelete');
+    // 6Gi / 1.25 (VM-Operator's RAM overcommit) plus the runner's own 192Mi.
+    expect(sts.spec?.template.spec?.containers[0]?.resources?.requests?.memory).toBe(
+      String(Math.floor((6 * 2 ** 30) / 1.25) + 192 * 2 ** 20),
+    );
+    // OnDelete: the pod that runs (here: waits for a node) is never replaced for it.
+    const pod = await core.readNamespacedPod({ name: `${VM}-0`, namespace: NAMESPACE });
+    expect(pod.metadata?.uid).toBe(podUid);
   });
 
   it('reports a spec the runner cannot use in a condition and leaves the owned objects alone', async () => {

@@ -21,7 +21,7 @@ function vmFrom(patch: (raw: typeof seed) => void = () => {}): VirtualMachine {
   return VirtualMachine.parse(raw);
 }
 
-const options = { defaultRunnerImage: 'vmop/runner:test' };
+const options = { defaultRunnerImage: { image: 'vmop/runner:test' } };
 const labels = {
   'app.kubernetes.io/name': 'vm-runner',
   'app.kubernetes.io/instance': 'test-vm',
@@ -60,7 +60,71 @@ describe('desiredStatefulSet', () => {
     });
     expect(pod.volumes).toContainEqual({ name: 'config', configMap: { name: 'test-vm' } });
     expect(pod.terminationGracePeriodSeconds).toBeGreaterThanOrEqual(900);
+    expect(pod.serviceAccountName).toBe('vm-runner');
     expect(pod.automountServiceAccountToken).toBe(false);
+    // Host network for SPICE and taps, cluster DNS for Redis' Service name.
+    expect(pod).toMatchObject({ hostNetwork: true, dnsPolicy: 'ClusterFirstWithHostNet' });
+    expect(runner.env).toContainEqual({
+      name: 'VMOP_REDIS_URL',
+      valueFrom: { secretKeyRef: { name: 'test-vm-runner-redis', key: 'url' } },
+    });
+  });
+
+  it("requests the VM's CPUs and RAM divided by the overcommit factors, plus the runner's overhead", () => {
+    // currentCpus 2, currentRam 4Gi
+    const runner = desiredStatefulSet(vmFrom(), options).spec!.template.spec!.containers[0]!;
+    expect(runner.resources).toEqual({
+      requests: { cpu: '1100m', memory: String(Math.floor((4 * 2 ** 30) / 1.25) + 192 * 2 ** 20) },
+    });
+    const custom = desiredStatefulSet(vmFrom(), { ...options, overcommit: { cpu: 4, ram: 2 } });
+    expect(custom.spec!.template.spec!.containers[0]!.resources).toEqual({
+      requests: { cpu: '600m', memory: String(2 * 2 ** 30 + 192 * 2 ** 20) },
+    });
+    // Without currentCpus and currentRam: the maximums.
+    const maximums = vmFrom((raw) => {
+      delete raw.spec.vm.currentCpus;
+      delete raw.spec.vm.currentRam;
+    });
+    expect(
+      desiredStatefulSet(maximums, options).spec!.template.spec!.containers[0]!.resources?.requests,
+    ).toEqual({ cpu: '2100m', memory: String(Math.floor((8 * 2 ** 30) / 1.25) + 192 * 2 ** 20) });
+  });
+
+  it("takes the VM's own resources when it has any", () => {
+    const vm = vmFrom((raw) => (raw.spec.resources = { limits: { memory: '9Gi' }, requests: { cpu: 3 } }));
+    expect(desiredStatefulSet(vm, options).spec!.template.spec!.containers[0]!.resources).toEqual({
+      limits: { memory: '9Gi' },
+      requests: { cpu: '3' },
+    });
+    const empty = vmFrom((raw) => (raw.spec.resources = {}));
+    expect(
+      desiredStatefulSet(empty, options).spec!.template.spec!.containers[0]!.resources?.requests,
+    ).toEqual(expect.objectContaining({ cpu: '1100m' }));
+  });
+
+  it('mounts the image repository read-only when the namespace has one', () => {
+    const without = desiredStatefulSet(vmFrom(), options).spec!.template.spec!;
+    expect(without.volumes?.map((v) => v.name)).not.toContain('vmop-image-repository');
+    const pod = desiredStatefulSet(vmFrom(), { ...options, hasImageRepository: true }).spec!.template.spec!;
+    expect(pod.volumes).toContainEqual({
+      name: 'vmop-image-repository',
+      persistentVolumeClaim: { claimName: 'vmop-image-repository', readOnly: true },
+    });
+    expect(pod.containers[0]!.volumeMounts).toContainEqual({
+      name: 'vmop-image-repository',
+      mountPath: '/var/local/vmop-image-repository',
+      readOnly: true,
+    });
+  });
+
+  it("uses the manager's default image and pull policy unless the VM names an image", () => {
+    const withPolicy = { defaultRunnerImage: { image: 'vmop/runner:1', pullPolicy: 'Never' as const } };
+    const runner = desiredStatefulSet(vmFrom(), withPolicy).spec!.template.spec!.containers[0]!;
+    expect(runner).toMatchObject({ image: 'vmop/runner:1', imagePullPolicy: 'Never' });
+    const own = vmFrom((raw) => (raw.spec.image = { source: 'example/runner:2' }));
+    const ownRunner = desiredStatefulSet(own, withPolicy).spec!.template.spec!.containers[0]!;
+    expect(ownRunner.image).toBe('example/runner:2');
+    expect(ownRunner.imagePullPolicy).toBeUndefined();
   });
 
   it('scales to zero for a Stopped VM', () => {
@@ -98,7 +162,12 @@ describe('desiredStatefulSet', () => {
     });
   });
 
-  it('keeps the pod template unchanged when only runtime-changeable fields change', () => {
+  it('keeps the pod template unchanged when only runtime-changeable fields change (but for the requests)', () => {
+    const withoutRequests = (sts: ReturnType<typeof desiredStatefulSet>) => {
+      const copy = structuredClone(sts);
+      delete copy.spec!.template.spec!.containers[0]!.resources;
+      return copy;
+    };
     const before = desiredStatefulSet(vmFrom(), options);
     const after = desiredStatefulSet(
       vmFrom((raw) => {
@@ -109,7 +178,7 @@ describe('desiredStatefulSet', () => {
       }),
       { ...options, currentGracePeriodSeconds: before.spec?.template.spec?.terminationGracePeriodSeconds },
     );
-    expect(after).toEqual(before);
+    expect(withoutRequests(after)).toEqual(withoutRequests(before));
   });
 
   it('grows the grace period when powerdownTimeout grows beyond it', () => {

@@ -1,0 +1,92 @@
+{{/* The release's base name: the release name, with "-vmop" unless it holds it already. */}}
+{{- define "vmop.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "vmop.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "vmop.labels" -}}
+{{ include "vmop.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "vmop.managerServiceAccount" -}}{{ include "vmop.fullname" . }}-manager{{- end -}}
+
+{{- define "vmop.managerImage" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{- define "vmop.runnerImage" -}}
+{{ .Values.runner.image.repository }}:{{ .Values.runner.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{/* The Secret holding the Redis URLs: the user's (external Redis) or the chart's. */}}
+{{- define "vmop.redisSecret" -}}
+{{- if and (not .Values.redis.enabled) .Values.redis.existingSecret -}}
+{{ .Values.redis.existingSecret }}
+{{- else -}}
+{{ include "vmop.fullname" . }}-redis
+{{- end -}}
+{{- end -}}
+
+{{- define "vmop.redisHost" -}}
+{{ include "vmop.fullname" . }}-redis.{{ .Release.Namespace }}.svc
+{{- end -}}
+
+{{/* What the manager does with the Kubernetes API, and nothing more (Role or ClusterRole rules). */}}
+{{- define "vmop.managerRules" -}}
+- apiGroups: [vmoperator.jdrupes.org]
+  resources: [vms]
+  verbs: [get, list, watch, patch]
+- apiGroups: [vmoperator.jdrupes.org]
+  resources: [vms/status]
+  verbs: [patch]
+- apiGroups: [apps]
+  resources: [statefulsets]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [""]
+  resources: [configmaps, secrets]
+  verbs: [get, list, watch, create, patch]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch, patch]
+- apiGroups: [""]
+  resources: [serviceaccounts]
+  verbs: [get, create, patch]
+- apiGroups: [""]
+  resources: [persistentvolumeclaims]
+  verbs: [get]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
+{{- end -}}
+
+
+{{/*
+  The bundled Redis' credentials: generated once, then read back from the Secret on upgrades.
+  Pods hash this (not the whole Secret) so only a credential change restarts them.
+*/}}
+{{- define "vmop.redisSecretData" -}}
+{{- $name := printf "%s-redis" (include "vmop.fullname" .) -}}
+{{- $existing := (lookup "v1" "Secret" .Release.Namespace $name).data | default dict -}}
+{{- $managerPassword := get $existing "manager-password" | b64dec | default (randAlphaNum 32) -}}
+{{- $runnerPassword := get $existing "runner-password" | b64dec | default (randAlphaNum 32) -}}
+{{- $host := printf "%s.%s:6379" (include "vmop.redisHost" .) .Values.clusterDomain -}}
+manager-password: {{ $managerPassword | quote }}
+runner-password: {{ $runnerPassword | quote }}
+url: {{ printf "redis://vmop-manager:%s@%s" $managerPassword $host | quote }}
+runner-url: {{ printf "redis://vmop-runner:%s@%s" $runnerPassword $host | quote }}
+users.acl: |
+  user default off
+  user vmop-manager on >{{ $managerPassword }} ~* &* +@all
+  user vmop-runner on >{{ $runnerPassword }} {{ .Files.Get "files/runner-acl-rules.txt" | trim }}
+{{- end -}}

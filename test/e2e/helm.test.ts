@@ -1,0 +1,304 @@
+// The packaged product as users install it: the Helm chart with the images built from the
+// Dockerfile, on a real single-node Kubernetes (kubelet, containerd, CoreDNS, local volumes).
+import { execFile } from 'node:child_process';
+import { readdir, readFile } from 'node:fs/promises';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startCluster, type Cluster } from '../../src/devenv/cluster.js';
+import { locateNodeBinaries } from '../../src/devenv/kube-binaries.js';
+import { clusterVms, type ClusterVms } from '../support/cluster-vms.js';
+import { eventually } from '../support/eventually.js';
+
+const run = promisify(execFile);
+const RELEASE = 'vmop';
+const RELEASE_NAMESPACE = 'vmop-system';
+const CHART = 'helm/vmop';
+const VM = 'test-guest'; // examples/test-guest.yaml, applied unchanged
+const VM_NAMESPACE = 'default';
+
+/** `localhost/vmop-manager:abc` → ['localhost/vmop-manager', 'abc'] */
+const splitRef = (ref: string) => [ref.slice(0, ref.lastIndexOf(':')), ref.slice(ref.lastIndexOf(':') + 1)];
+
+/** The host pid of the VM's qemu among the processes of this cluster's node (its cgroup root). */
+async function qemuPid(vm: string, cgroupRoot: string): Promise<number | undefined> {
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const argv = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
+    if (!argv.startsWith('/usr/bin/qemu-system-x86_64\0') || !argv.includes(`\0guest=${vm},`)) continue;
+    const cgroups = await readFile(`/proc/${entry}/cgroup`, 'utf8').catch(() => '');
+    if (cgroups.includes(`${cgroupRoot}/`)) return Number(entry);
+  }
+  return undefined;
+}
+
+describe('the Helm chart on a real node', () => {
+  let cluster: Cluster;
+  let helmBinary: string;
+  let vms: ClusterVms;
+  let system: ClusterVms;
+  const helm = async (...args: string[]) =>
+    (
+      await run(helmBinary, ['--kubeconfig', cluster.kubeconfigPath, ...args], {
+        maxBuffer: 32 * 1024 * 1024,
+      })
+    ).stdout;
+  /** Only what a user sets: where the images are and how to pull them. */
+  const imageValues = () => {
+    const [managerRepository, managerTag] = splitRef(cluster.images.manager.ref);
+    const [runnerRepository, runnerTag] = splitRef(cluster.images.runner.ref);
+    return [
+      ...['--set', `image.repository=${managerRepository}`, '--set', `image.tag=${managerTag}`],
+      ...['--set', 'image.pullPolicy=Never'],
+      ...['--set', `runner.image.repository=${runnerRepository}`, '--set', `runner.image.tag=${runnerTag}`],
+      ...['--set', 'runner.image.pullPolicy=Never'],
+    ];
+  };
+  const canI = async (as: string, verb: string, resource: string, namespace = VM_NAMESPACE) => {
+    const { stdout } = await run('kubectl', [
+      ...['--kubeconfig', cluster.kubeconfigPath, 'auth', 'can-i', verb, resource],
+      ...['--namespace', namespace, '--as', as],
+    ]).catch((err: { stdout: string }) => err);
+    return stdout.trim();
+  };
+  const managerPods = async () =>
+    JSON.parse(
+      await system.kubectl(['get', 'pods', '-l', 'app.kubernetes.io/component=manager', '-o', 'json']),
+    ).items as Array<{
+      metadata: { name: string; deletionTimestamp?: string };
+      status: { conditions?: Array<{ type: string; status: string }> };
+    }>;
+  const readyManagers = async () =>
+    (await managerPods()).filter(
+      (pod) =>
+        !pod.metadata.deletionTimestamp &&
+        pod.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+    );
+
+  beforeAll(async () => {
+    cluster = await startCluster();
+    helmBinary = (await locateNodeBinaries()).helm;
+    vms = clusterVms(cluster.kubeconfigPath, VM_NAMESPACE);
+    system = clusterVms(cluster.kubeconfigPath, RELEASE_NAMESPACE);
+    await cluster.provideImageRepository(VM_NAMESPACE);
+  }, 1_800_000);
+
+  afterAll(async () => {
+    await cluster?.stop();
+  });
+
+  it('passes helm lint, and the apiserver accepts what it renders (server-side dry run)', async () => {
+    expect(await helm('lint', '--strict', CHART)).toContain('0 chart(s) failed');
+    await vms.kubectl(['create', 'namespace', RELEASE_NAMESPACE]);
+    await vms.kubectl(['create', 'namespace', 'team-a']);
+    for (const extra of [[], ['--set', 'watchNamespaces={team-a,default}']]) {
+      const rendered = await helm('template', RELEASE, CHART, '--namespace', RELEASE_NAMESPACE, ...extra);
+      const applied = await vms.kubectl(['apply', '--dry-run=server', '-f', '-'], rendered);
+      expect(applied).toMatch(/deployment.apps\/vmop-manager created \(server dry run\)/);
+    }
+  });
+
+  it('values.schema.json rejects a bad value with a message that names it', async () => {
+    const rejected = (...set: string[]) =>
+      helm('template', RELEASE, CHART, ...set.flatMap((value) => ['--set', value])).then(
+        () => expect.fail(`${set.join(' ')} was accepted`),
+        (err: { stderr: string }) => err.stderr,
+      );
+    expect(await rejected('replicaCount=0')).toMatch(/\/replicaCount.*minimum/);
+    expect(await rejected('runner.image.pullPolicy=Sometimes')).toMatch(/\/runner\/image\/pullPolicy/);
+    expect(await rejected('replicas=3')).toMatch(/additional properties 'replicas' not allowed/);
+    expect(await rejected('redis.enabled=false')).toMatch(/\/redis.*url|existingSecret/s);
+  });
+
+  it('installs with the locally built images and only image values set: two managers Ready', async () => {
+    await helm(
+      'install',
+      RELEASE,
+      CHART,
+      '--namespace',
+      RELEASE_NAMESPACE,
+      ...imageValues(),
+      '--wait',
+      '--timeout',
+      '5m',
+    );
+    expect(await readyManagers()).toHaveLength(2);
+    const redis = JSON.parse(await system.kubectl(['get', 'statefulset', 'vmop-redis', '-o', 'json']));
+    expect(redis.status.readyReplicas).toBe(1);
+  });
+
+  it('RBAC: the manager may do what it needs and not what it does not', async () => {
+    const manager = `system:serviceaccount:${RELEASE_NAMESPACE}:vmop-manager`;
+    const allowed = [
+      ['watch', 'virtualmachines.vmoperator.jdrupes.org'],
+      ['patch', 'virtualmachines.vmoperator.jdrupes.org/status'],
+      ['create', 'statefulsets.apps'],
+      ['delete', 'statefulsets.apps'],
+      ['patch', 'configmaps'],
+      ['create', 'secrets'],
+      ['patch', 'pods'],
+      ['create', 'serviceaccounts'],
+      ['get', 'persistentvolumeclaims'],
+      ['create', 'events'],
+    ];
+    const denied = [
+      ['delete', 'persistentvolumeclaims'],
+      ['create', 'pods'],
+      ['delete', 'pods'],
+      ['delete', 'secrets'],
+      ['delete', 'virtualmachines.vmoperator.jdrupes.org'],
+      ['create', 'rolebindings.rbac.authorization.k8s.io'],
+      ['bind', 'clusterroles.rbac.authorization.k8s.io'],
+      ['create', 'serviceaccounts/token'],
+      ['create', 'pods/exec'],
+      ['get', 'nodes'],
+      ['impersonate', 'users'],
+    ];
+    for (const [verb, resource] of allowed)
+      expect(`${verb} ${resource}: ${await canI(manager, verb!, resource!)}`).toBe(
+        `${verb} ${resource}: yes`,
+      );
+    for (const [verb, resource] of denied)
+      expect(`${verb} ${resource}: ${await canI(manager, verb!, resource!)}`).toBe(`${verb} ${resource}: no`);
+  });
+
+  it("the seed's example VM applies unchanged and gets its StatefulSet (its disk waits for the PV it selects)", async () => {
+    await vms.kubectl(['create', 'namespace', 'vmop-demo']);
+    const demo = clusterVms(cluster.kubeconfigPath, 'vmop-demo');
+    await demo.kubectl(['apply', '-f', 'examples/local-path-test-vm.yaml']);
+    await eventually(() => demo.kubectl(['get', 'statefulset', 'test-vm']), 60_000);
+    const vm = await demo.waitForVm('test-vm', (vm) => expect(vm.status?.phase).toBe('Pending'));
+    expect(demo.condition(vm, 'SpecValid')?.status).toBe('True');
+    await demo.kubectl(['delete', 'vm', 'test-vm']);
+  });
+
+  it('the test guest boots in a runner pod of the runner image, with the image repository mounted', async () => {
+    await vms.kubectl(['apply', '-f', 'examples/test-guest.yaml']);
+    const vm = await vms.waitForVm(VM, (vm) => expect(vms.condition(vm, 'Booted')?.status).toBe('True'));
+    expect(vm.status).toMatchObject({ phase: 'Running', cpus: 1, ram: '256Mi', node: cluster.node.name });
+    const pod = JSON.parse(await vms.kubectl(['get', 'pod', `${VM}-0`, '-o', 'json']));
+    expect(pod.spec.containers[0].image).toBe(cluster.images.runner.ref);
+    expect(pod.status.qosClass).toBe('Burstable'); // never BestEffort
+    expect(pod.spec.volumes.map((v: { name: string }) => v.name)).toContain('vmop-image-repository');
+    await vms.waitForConsole(VM, 'VMOP-GUEST-READY');
+  });
+
+  it('RBAC: the runner may do nothing, and its pod has no token', async () => {
+    const runner = `system:serviceaccount:${VM_NAMESPACE}:vm-runner`;
+    for (const [verb, resource] of [
+      ['get', 'pods'],
+      ['get', 'secrets'],
+      ['get', 'configmaps'],
+      ['get', 'virtualmachines.vmoperator.jdrupes.org'],
+      ['patch', 'virtualmachines.vmoperator.jdrupes.org/status'],
+      ['create', 'events'],
+    ]) {
+      expect(`${verb} ${resource}: ${await canI(runner, verb!, resource!)}`).toBe(`${verb} ${resource}: no`);
+    }
+    const listed = JSON.parse(
+      await vms
+        .kubectl(['auth', 'can-i', '--list', '--as', runner, '-o', 'json'])
+        .catch(() => '{"resourceRules":[]}'),
+    );
+    // What every authenticated identity may: review its own access, nothing else.
+    for (const rule of listed.resourceRules ?? []) {
+      expect(rule.apiGroups?.every((group: string) => group.endsWith('.k8s.io'))).toBe(true);
+      expect(rule.verbs).toEqual(['create']);
+    }
+    await expect(
+      vms.kubectl(['exec', `${VM}-0`, '--', 'ls', '/var/run/secrets/kubernetes.io']),
+    ).rejects.toThrow(/No such file or directory/);
+  });
+
+  it('currentRam and currentCpus changes reach the guest and its status', async () => {
+    await vms.patchVm(VM, { currentRam: '192Mi' });
+    await vms.waitForVm(VM, (vm) => expect(vm.status?.ram).toBe('192Mi'), 30_000);
+    await vms.typeOnConsole(VM, 'grep MemTotal /proc/meminfo');
+    // The balloon takes 64 MiB from the guest: it sees less than 192 MiB of its 256 MiB.
+    await eventually(async () => {
+      const total = /MemTotal:\s+(\d+) kB/.exec(await vms.consoleLog(VM))?.[1];
+      expect(Number(total)).toBeLessThan(192 * 1024);
+    }, 30_000);
+    await vms.patchVm(VM, { currentCpus: 2 });
+    await vms.waitForConsole(VM, 'vmop-guest: cpu1 online', 60_000);
+    await vms.waitForVm(VM, (vm) => expect(vm.status?.cpus).toBe(2), 30_000);
+  });
+
+  it('a deleted manager pod: the other replica carries on, and the Deployment replaces it', async () => {
+    const [victim] = await readyManagers();
+    await system.kubectl(['delete', 'pod', victim!.metadata.name, '--wait=false']);
+    await vms.patchVm(VM, { currentRam: '224Mi' });
+    await vms.waitForVm(VM, (vm) => expect(vm.status?.ram).toBe('224Mi'), 60_000);
+    await eventually(async () => {
+      const ready = await readyManagers();
+      expect(ready).toHaveLength(2);
+      expect(ready.map((pod) => pod.metadata.name)).not.toContain(victim!.metadata.name);
+    }, 120_000);
+  });
+
+  it("`helm upgrade` with a changed value leaves the running VM's qemu untouched", async () => {
+    const cgroupRoot = `/${cluster.network.netns}`;
+    const pidBefore = await qemuPid(VM, cgroupRoot);
+    expect(pidBefore).toBeGreaterThan(0);
+    const podBefore = JSON.parse(await vms.kubectl(['get', 'pod', `${VM}-0`, '-o', 'json']));
+    const runIdBefore = (await vms.getVm(VM)).status?.runner?.runId;
+    const managersBefore = (await readyManagers()).map((pod) => pod.metadata.name);
+
+    await helm(
+      ...['upgrade', RELEASE, CHART, '--namespace', RELEASE_NAMESPACE, ...imageValues()],
+      ...['--set', 'logLevel=debug', '--set', 'concurrency=8', '--wait', '--timeout', '5m'],
+    );
+    // The managers were replaced (their arguments changed), the VM was not.
+    await eventually(async () => {
+      const managers = (await readyManagers()).map((pod) => pod.metadata.name);
+      expect(managers).toHaveLength(2);
+      expect(managers.filter((name) => managersBefore.includes(name))).toEqual([]);
+    }, 120_000);
+    expect(await qemuPid(VM, cgroupRoot)).toBe(pidBefore);
+    const podAfter = JSON.parse(await vms.kubectl(['get', 'pod', `${VM}-0`, '-o', 'json']));
+    expect(podAfter.metadata.uid).toBe(podBefore.metadata.uid);
+    expect(podAfter.status.containerStatuses[0].restartCount).toBe(
+      podBefore.status.containerStatuses[0].restartCount,
+    );
+    expect((await vms.getVm(VM)).status?.runner?.runId).toBe(runIdBefore);
+    // And the new managers still drive it.
+    await vms.patchVm(VM, { currentRam: '256Mi' });
+    await vms.waitForVm(VM, (vm) => expect(vm.status?.ram).toBe('256Mi'), 60_000);
+  });
+
+  it("state Stopped powers the guest down through kubelet's termination (SIGTERM, grace period)", async () => {
+    await vms.patchVm(VM, { state: 'Stopped' });
+    const vm = await vms.waitForVm(VM, (vm) => expect(vm.status?.phase).toBe('Stopped'), 120_000);
+    expect(vm.status?.lastShutdown).toMatchObject({ guestInitiated: true, reason: 'guest-shutdown' });
+    await eventually(
+      () => expect(vms.kubectl(['get', 'pod', `${VM}-0`])).rejects.toThrow(/NotFound/),
+      60_000,
+    );
+  });
+
+  it('deleting the VM removes its StatefulSet and ConfigMap and keeps its disks', async () => {
+    await vms.kubectl(['delete', 'vm', VM]);
+    await eventually(async () => {
+      await expect(vms.kubectl(['get', 'statefulset', VM])).rejects.toThrow(/NotFound/);
+      await expect(vms.kubectl(['get', 'configmap', VM])).rejects.toThrow(/NotFound/);
+    }, 60_000);
+    for (const claim of [`data-disk-${VM}-0`, `runner-data-${VM}-0`]) {
+      expect(await vms.kubectl(['get', 'pvc', claim, '-o', 'jsonpath={.status.phase}'])).toBe('Bound');
+    }
+  });
+
+  it('`helm uninstall` removes the managers and keeps the PVCs and the CRD', async () => {
+    await helm('uninstall', RELEASE, '--namespace', RELEASE_NAMESPACE, '--wait');
+    await eventually(() =>
+      expect(system.kubectl(['get', 'deployment', 'vmop-manager'])).rejects.toThrow(/NotFound/),
+    );
+    expect(await system.kubectl(['get', 'pvc', 'data-vmop-redis-0', '-o', 'jsonpath={.status.phase}'])).toBe(
+      'Bound',
+    );
+    expect(await vms.kubectl(['get', 'pvc', `data-disk-${VM}-0`, '-o', 'jsonpath={.status.phase}'])).toBe(
+      'Bound',
+    );
+    expect(await vms.kubectl(['get', 'crd', 'vms.vmoperator.jdrupes.org', '-o', 'name'])).toContain(
+      'vms.vmoperator',
+    );
+  });
+});

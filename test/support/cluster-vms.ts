@@ -1,0 +1,122 @@
+// VirtualMachines on a real cluster, the way a user handles them: kubectl against a kubeconfig,
+// and the guest's serial console through `kubectl exec` into its runner pod.
+import { execFile } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
+import { expect } from 'vitest';
+import { vmDirectoryName } from '../../src/runner/paths.js';
+import { eventually } from './eventually.js';
+
+const run = promisify(execFile);
+
+export interface Vm {
+  metadata: { name: string; generation: number; uid: string };
+  spec: { vm: { state: string } };
+  status?: {
+    phase?: string;
+    cpus?: number;
+    ram?: string;
+    node?: string;
+    conditions?: Array<{ type: string; status: string; reason: string; message?: string }>;
+    lastShutdown?: { guestInitiated: boolean; reason: string };
+    runner?: { runId: string; seq: number };
+  };
+}
+
+export interface TestGuestOptions {
+  /** Extra lines under `spec:` (two-space indented YAML). */
+  extraSpec?: string;
+  currentCpus?: number;
+  powerdownTimeout?: number;
+}
+
+/** A VM that boots the test guest (from the namespace's image repository) under TCG. */
+export function testGuestManifest(name: string, namespace: string, options: TestGuestOptions = {}): string {
+  return `apiVersion: vmoperator.jdrupes.org/v1
+kind: VirtualMachine
+metadata: {name: ${name}, namespace: ${namespace}}
+spec:
+  runnerTemplate: {source: test-guest.liquid}
+${options.extraSpec ?? ''}
+  vm:
+    state: Running
+    maximumCpus: 2
+    currentCpus: ${options.currentCpus ?? 1}
+    maximumRam: 256Mi
+    currentRam: 256Mi
+    powerdownTimeout: ${options.powerdownTimeout ?? 60}
+    networks: []
+`;
+}
+
+export function clusterVms(kubeconfig: string, namespace: string) {
+  const kubectl = async (args: string[], input?: string): Promise<string> => {
+    const child = run('kubectl', ['--kubeconfig', kubeconfig, '-n', namespace, ...args], {
+      maxBuffer: 32 * 1024 * 1024,
+    });
+    child.child.stdin?.end(input ?? '');
+    return (await child).stdout;
+  };
+  const getVm = async (name: string): Promise<Vm> =>
+    JSON.parse(await kubectl(['get', 'vm', name, '-o', 'json']));
+  const runnerDir = (name: string) => `/tmp/vmrunner/${vmDirectoryName(name)}`;
+  const exec = (name: string, command: string[]) =>
+    kubectl(['exec', `${name}-0`, '-c', 'runner', '--', ...command]);
+
+  return {
+    kubectl,
+    getVm,
+    apply: (manifest: string) => kubectl(['apply', '-f', '-'], manifest),
+    patchVm: (name: string, vm: object) =>
+      kubectl(['patch', 'vm', name, '--type', 'merge', '-p', JSON.stringify({ spec: { vm } })]),
+    condition: (vm: Vm, type: string) => vm.status?.conditions?.find((c) => c.type === type),
+    /** Polls the VM until `check` passes (and returns the VM it passed on). */
+    waitForVm: (name: string, check: (vm: Vm) => void, timeoutMs = 180_000) =>
+      eventually(
+        async () => {
+          const vm = await getVm(name);
+          check(vm);
+          return vm;
+        },
+        timeoutMs,
+        500,
+      ),
+    eventReasons: async (name: string): Promise<string[]> => {
+      const events = await kubectl([
+        'get',
+        'events',
+        '--field-selector',
+        `involvedObject.name=${name}`,
+        '-o',
+        'json',
+      ]);
+      return JSON.parse(events).items.map((e: { reason: string }) => e.reason);
+    },
+    /** The guest's serial console output of the current run, read in its runner pod. */
+    consoleLog: (name: string) => exec(name, ['cat', `${runnerDir(name)}/console.log`]).catch(() => ''),
+    async waitForConsole(name: string, text: string, timeoutMs = 120_000): Promise<void> {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const log = await this.consoleLog(name);
+        if (log.includes(text)) return;
+        if (Date.now() > deadline) {
+          expect.fail(
+            `the console of ${name} lacks ${JSON.stringify(text)} after ${timeoutMs} ms:\n${log.slice(-2000)}`,
+          );
+        }
+        await sleep(500);
+      }
+    },
+    /** Types a line on the guest's serial console, as a user logged in there would. */
+    typeOnConsole: (name: string, line: string) =>
+      exec(name, [
+        'node',
+        '-e',
+        `const s = require('net').connect(process.argv[1], () => s.end(process.argv[2] + '\\n'));`,
+        `${runnerDir(name)}/console.sock`,
+        line,
+      ]),
+  };
+}
+
+export type ClusterVms = ReturnType<typeof clusterVms>;
