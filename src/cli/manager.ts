@@ -1,5 +1,12 @@
 import { Command, Option } from 'commander';
-import { DEFAULT_RUNNER_IMAGE, ManagerOptions, startManager } from '../operator/manager.js';
+import {
+  DEFAULT_RUNNER_IMAGE,
+  ManagerOptions,
+  startManager,
+  type RunningManager,
+} from '../operator/manager.js';
+
+const STOP_TIMEOUT_MS = 10_000;
 import { formatFieldPath } from '../api/runner-config.js';
 
 const collect = (value: string, previous: string[]) => [...previous, ...value.split(',').filter(Boolean)];
@@ -61,9 +68,20 @@ export function register(program: Command): void {
           console.error(`vmop manager: ${formatFieldPath(issue.path)}: ${issue.message}`);
         process.exit(2);
       }
-      const manager = await startManager(parsed.data);
-      const shutdown = () => void manager.stop();
+      // Handlers first: in a container the manager is PID 1, which ignores a SIGTERM it has no
+      // handler for, also while it still waits for Redis or the apiserver.
+      let manager: RunningManager | undefined;
+      const shutdown = () => {
+        // Stopping waits for running reconciles and for Redis; a Redis that is gone must not make
+        // kubelet wait out the whole grace period.
+        setTimeout(() => {
+          console.error(`vmop manager: not stopped after ${STOP_TIMEOUT_MS} ms; exiting`);
+          process.exit(1);
+        }, STOP_TIMEOUT_MS).unref();
+        void (manager?.stop() ?? Promise.resolve()).finally(() => process.exit(0));
+      };
       process.once('SIGTERM', shutdown);
       process.once('SIGINT', shutdown);
+      manager = await startManager(parsed.data);
     });
 }

@@ -13,6 +13,7 @@ import {
   type V1PersistentVolumeClaim,
 } from '@kubernetes/client-node';
 import { parseMemorySize } from '../api/runner-config.js';
+import { readOptional } from '../kube/clients.js';
 import { watchObjects } from '../kube/watch.js';
 import type { Logger } from '../util/logger.js';
 
@@ -66,6 +67,8 @@ export function startLocalVolumeProvisioner(options: {
   async function provision(claim: V1PersistentVolumeClaim): Promise<void> {
     const uid = claim.metadata!.uid!;
     const name = `pvc-${uid}`;
+    // A claim stays Pending until the PV controller binds it: later events must not provision again.
+    if (await readOptional(() => core.readPersistentVolume({ name }))) return;
     const requested = String(claim.spec?.resources?.requests?.storage ?? '');
     const bytes = parseMemorySize(requested);
     if (bytes === undefined) {
@@ -76,16 +79,15 @@ export function startLocalVolumeProvisioner(options: {
       return;
     }
     await mkdir(dir, { recursive: true });
-    let localPath: string;
+    const backing = path.join(dir, isBlock(claim) ? `${name}.img` : name);
+    let localPath = backing;
     if (isBlock(claim)) {
-      const file = path.join(dir, `${name}.img`);
-      const handle = await open(file, 'w');
+      const handle = await open(backing, 'a'); // never truncates data a retry finds
       await handle.truncate(bytes);
       await handle.close();
-      localPath = (await run('losetup', ['--find', '--show', file])).stdout.trim();
+      localPath = (await run('losetup', ['--find', '--show', backing])).stdout.trim();
     } else {
-      localPath = path.join(dir, name);
-      await mkdir(localPath, { recursive: true });
+      await mkdir(backing, { recursive: true });
     }
     const volume: V1PersistentVolume = {
       metadata: {
@@ -116,10 +118,15 @@ export function startLocalVolumeProvisioner(options: {
         },
       },
     };
-    await core.createPersistentVolume({ body: volume }).catch(async (err: unknown) => {
-      await release(volume);
-      if ((err as { code?: number }).code !== 409) throw err;
-    });
+    try {
+      await core.createPersistentVolume({ body: volume });
+    } catch (err) {
+      // Undo what this attempt made, and only that: a PV that exists already owns the data.
+      if (localPath !== backing) await run('losetup', ['--detach', localPath]).catch(() => undefined);
+      if ((err as { code?: number }).code === 409) return;
+      await rm(backing, { recursive: true, force: true });
+      throw err;
+    }
     logger.info(
       { claim: `${claim.metadata?.namespace}/${claim.metadata?.name}`, volume: name, localPath },
       'provisioned',

@@ -53,13 +53,23 @@ describe('the Helm chart on a real node', () => {
       ...['--set', 'runner.image.pullPolicy=Never'],
     ];
   };
+  /** `kubectl auth can-i`; a resource given as `type/subresource` is asked about its subresource. */
   const canI = async (as: string, verb: string, resource: string, namespace = VM_NAMESPACE) => {
+    const [type, subresource] = resource.split('/');
     const { stdout } = await run('kubectl', [
-      ...['--kubeconfig', cluster.kubeconfigPath, 'auth', 'can-i', verb, resource],
+      ...['--kubeconfig', cluster.kubeconfigPath, 'auth', 'can-i', verb, type!],
+      ...(subresource ? ['--subresource', subresource] : []),
       ...['--namespace', namespace, '--as', as],
     ]).catch((err: { stdout: string }) => err);
     return stdout.trim();
   };
+  const MANAGER = `system:serviceaccount:${RELEASE_NAMESPACE}:vmop-manager`;
+  /** What the apiserver answers the manager's identity; '' when it allowed the request. */
+  const asManager = (args: string[], input?: string) =>
+    vms.kubectl(['--as', MANAGER, ...args], input).then(
+      () => '',
+      (err: { stderr: string }) => err.stderr,
+    );
   const managerPods = async () =>
     JSON.parse(
       await system.kubectl(['get', 'pods', '-l', 'app.kubernetes.io/component=manager', '-o', 'json']),
@@ -92,7 +102,16 @@ describe('the Helm chart on a real node', () => {
     await vms.kubectl(['create', 'namespace', 'team-a']);
     for (const extra of [[], ['--set', 'watchNamespaces={team-a,default}']]) {
       const rendered = await helm('template', RELEASE, CHART, '--namespace', RELEASE_NAMESPACE, ...extra);
-      const applied = await vms.kubectl(['apply', '--dry-run=server', '-f', '-'], rendered);
+      const apply = run('kubectl', [
+        '--kubeconfig',
+        cluster.kubeconfigPath,
+        'apply',
+        '--dry-run=server',
+        '-f',
+        '-',
+      ]);
+      apply.child.stdin?.end(rendered);
+      const applied = (await apply).stdout;
       expect(applied).toMatch(/deployment.apps\/vmop-manager created \(server dry run\)/);
     }
   });
@@ -127,10 +146,10 @@ describe('the Helm chart on a real node', () => {
   });
 
   it('RBAC: the manager may do what it needs and not what it does not', async () => {
-    const manager = `system:serviceaccount:${RELEASE_NAMESPACE}:vmop-manager`;
+    const manager = MANAGER;
     const allowed = [
-      ['watch', 'virtualmachines.vmoperator.jdrupes.org'],
-      ['patch', 'virtualmachines.vmoperator.jdrupes.org/status'],
+      ['watch', 'vms.vmoperator.jdrupes.org'],
+      ['patch', 'vms.vmoperator.jdrupes.org/status'],
       ['create', 'statefulsets.apps'],
       ['delete', 'statefulsets.apps'],
       ['patch', 'configmaps'],
@@ -145,7 +164,7 @@ describe('the Helm chart on a real node', () => {
       ['create', 'pods'],
       ['delete', 'pods'],
       ['delete', 'secrets'],
-      ['delete', 'virtualmachines.vmoperator.jdrupes.org'],
+      ['delete', 'vms.vmoperator.jdrupes.org'],
       ['create', 'rolebindings.rbac.authorization.k8s.io'],
       ['bind', 'clusterroles.rbac.authorization.k8s.io'],
       ['create', 'serviceaccounts/token'],
@@ -159,6 +178,25 @@ describe('the Helm chart on a real node', () => {
       );
     for (const [verb, resource] of denied)
       expect(`${verb} ${resource}: ${await canI(manager, verb!, resource!)}`).toBe(`${verb} ${resource}: no`);
+  });
+
+  it("the admission policy confines the manager's writes to the objects of VMs", async () => {
+    expect(await asManager(['create', 'configmap', 'not-a-vms'])).toMatch(/writes only objects of VMs/);
+    const tokenSecret = `apiVersion: v1
+kind: Secret
+metadata:
+  name: minted
+  labels: {app.kubernetes.io/name: vm-runner}
+  annotations: {kubernetes.io/service-account.name: default}
+type: kubernetes.io/service-account-token
+`;
+    expect(await asManager(['apply', '-f', '-'], tokenSecret)).toMatch(/writes only Opaque Secrets/);
+    const dns = JSON.parse(
+      await vms.kubectl(['get', 'pods', '-n', 'kube-system', '-l', 'k8s-app=kube-dns', '-o', 'json']),
+    ).items[0].metadata.name;
+    expect(await asManager(['annotate', 'pod', '-n', 'kube-system', dns, 'taken=over'])).toMatch(
+      /writes only objects of VMs/,
+    );
   });
 
   it("the seed's example VM applies unchanged and gets its StatefulSet (its disk waits for the PV it selects)", async () => {
@@ -188,8 +226,8 @@ describe('the Helm chart on a real node', () => {
       ['get', 'pods'],
       ['get', 'secrets'],
       ['get', 'configmaps'],
-      ['get', 'virtualmachines.vmoperator.jdrupes.org'],
-      ['patch', 'virtualmachines.vmoperator.jdrupes.org/status'],
+      ['get', 'vms.vmoperator.jdrupes.org'],
+      ['patch', 'vms.vmoperator.jdrupes.org/status'],
       ['create', 'events'],
     ]) {
       expect(`${verb} ${resource}: ${await canI(runner, verb!, resource!)}`).toBe(`${verb} ${resource}: no`);
