@@ -47,6 +47,12 @@ export function register(program: Command): void {
     )
     .option('--cpu-overcommit <factor>', 'a VM pod requests its CPUs divided by this', Number, 2)
     .option('--ram-overcommit <factor>', 'a VM pod requests its RAM divided by this', Number, 1.25)
+    .addOption(
+      new Option(
+        '--no-config-nudge',
+        "leave config volume refreshes to kubelet's sync (benchmarks)",
+      ).hideHelp(),
+    )
     .option('--resync-interval <seconds>', 'how often all VMs are reconciled anyway', Number, 600)
     .action(async (flags) => {
       const parsed = ManagerOptions.safeParse({
@@ -61,6 +67,7 @@ export function register(program: Command): void {
         runnerRedisUrl: flags.runnerRedisUrl,
         cpuOvercommit: flags.cpuOvercommit,
         ramOvercommit: flags.ramOvercommit,
+        configNudge: flags.configNudge,
         resyncIntervalMs: flags.resyncInterval * 1000,
       });
       if (!parsed.success) {

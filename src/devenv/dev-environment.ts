@@ -6,9 +6,9 @@ import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { createLogger } from '../util/logger.js';
+import { createLogger, type Logger } from '../util/logger.js';
 import { isAlive } from '../util/process.js';
-import { startCluster } from './cluster.js';
+import { startCluster, type Cluster } from './cluster.js';
 import { installCrds } from './install-crds.js';
 import { spawnLogged, type LoggedProcess } from './logged-process.js';
 import { startOrphanReaper } from './orphan-reaper.js';
@@ -51,14 +51,26 @@ export function readDevState(dir = devDir()): DevState | undefined {
   return isAlive(parsed.data.supervisorPid) ? parsed.data : undefined;
 }
 
-/**
- * Runs the environment in this process until SIGTERM/SIGINT. Every child is adopted by an orphan
- * reaper (the cluster has its own), so even a SIGKILL of this supervisor leaves nothing behind.
- */
-export async function superviseDevEnvironment(dir = devDir()): Promise<void> {
-  const logger = createLogger('dev');
+export interface DevEnvironment {
+  state: Omit<DevState, 'supervisorPid' | 'startedAt'>;
+  cluster: Cluster;
+  /** Stops it as a machine shuts down: the node first (runners power their guests down), then the rest. */
+  stop(): Promise<void>;
+}
+
+export interface StartDevEnvironmentOptions {
+  /** Where the managers' logs and the kubeconfig go. */
+  dir: string;
+  /** More arguments for every manager replica. */
+  managerArgs?: string[];
+  logger?: Logger;
+}
+
+/** Starts the cluster, Redis and the manager replicas; every process dies with this one. */
+export async function startDevEnvironment(options: StartDevEnvironmentOptions): Promise<DevEnvironment> {
+  const { dir } = options;
+  const logger = options.logger ?? createLogger('dev');
   mkdirSync(dir, { recursive: true });
-  rmSync(stateFile(dir), { force: true });
   const reaper = startOrphanReaper({ logger });
   const cluster = await startCluster({ logger });
   // On the node network's host address: the managers here and the runner pods there both reach it.
@@ -78,19 +90,45 @@ export async function superviseDevEnvironment(dir = devDir()): Promise<void> {
       [
         ...['manager', '--kubeconfig', kubeconfig, '--redis', redis.url, '--metrics-port', '0'],
         ...['--runner-image', cluster.images.runner.ref, '--runner-image-pull-policy', 'Never'],
+        ...(options.managerArgs ?? []),
       ],
       join(dir, `${name}.log`),
     );
     reaper.adopt(manager.pid);
     managers.push(manager);
   }
+  return {
+    state: {
+      kubeconfig,
+      redisUrl: redis.url,
+      managers: managers.map((m) => ({ pid: m.pid, log: m.logPath })),
+      cluster: { dir: cluster.dir, node: cluster.node.name, runnerImage: cluster.images.runner.ref },
+    },
+    cluster,
+    async stop() {
+      // The node first: its runners power the VMs down while the managers and the apiserver still run.
+      await cluster.node.stop(NODE_STOP_GRACE_MS);
+      await Promise.all(managers.map((m) => m.stop(30_000)));
+      await redis.stop();
+      await cluster.stop();
+      await reaper.release();
+    },
+  };
+}
 
+/**
+ * Runs the environment in this process until SIGTERM/SIGINT, with a state file for `vmop dev
+ * status`. Every child is adopted by an orphan reaper, so even a SIGKILL of this supervisor leaves
+ * nothing behind.
+ */
+export async function superviseDevEnvironment(dir = devDir()): Promise<void> {
+  const logger = createLogger('dev');
+  mkdirSync(dir, { recursive: true });
+  rmSync(stateFile(dir), { force: true });
+  const environment = await startDevEnvironment({ dir, logger });
   const state: DevState = {
     supervisorPid: process.pid,
-    kubeconfig,
-    redisUrl: redis.url,
-    managers: managers.map((m) => ({ pid: m.pid, log: m.logPath })),
-    cluster: { dir: cluster.dir, node: cluster.node.name, runnerImage: cluster.images.runner.ref },
+    ...environment.state,
     startedAt: new Date().toISOString(),
   };
   writeFileSync(stateFile(dir), JSON.stringify(state, null, 2));
@@ -102,11 +140,6 @@ export async function superviseDevEnvironment(dir = devDir()): Promise<void> {
   });
   logger.info('stopping the dev environment');
   rmSync(stateFile(dir), { force: true });
-  // The node first: its runners power the VMs down while the managers and the apiserver still run.
-  await cluster.node.stop(NODE_STOP_GRACE_MS);
-  await Promise.all(managers.map((m) => m.stop(30_000)));
-  await redis.stop();
-  await cluster.stop();
-  await reaper.release();
+  await environment.stop();
   logger.info('dev environment stopped');
 }

@@ -33,7 +33,8 @@ export function storageClassObject(): KubernetesObject {
     },
     provisioner: PROVISIONER,
     reclaimPolicy: 'Delete',
-    volumeBindingMode: 'Immediate',
+    // As local volumes are: the scheduler picks the node first, then the volume is made there.
+    volumeBindingMode: 'WaitForFirstConsumer',
   } as KubernetesObject;
 }
 
@@ -43,12 +44,15 @@ export interface LocalVolumeProvisioner {
 
 const isBlock = (claim: V1PersistentVolumeClaim) => claim.spec?.volumeMode === 'Block';
 
-/** A claim of the class that waits for a volume (and names none, and is not being deleted). */
-function wantsVolume(claim: V1PersistentVolumeClaim): boolean {
+const SELECTED_NODE = 'volume.kubernetes.io/selected-node';
+
+/** A claim of the class whose pod the scheduler placed on `nodeName`, still without a volume. */
+function wantsVolume(claim: V1PersistentVolumeClaim, nodeName: string): boolean {
   return (
     claim.spec?.storageClassName === STORAGE_CLASS &&
     !claim.spec.volumeName &&
     claim.status?.phase === 'Pending' &&
+    claim.metadata?.annotations?.[SELECTED_NODE] === nodeName &&
     !claim.metadata?.deletionTimestamp
   );
 }
@@ -158,7 +162,7 @@ export function startLocalVolumeProvisioner(options: {
     { path: '/api/v1/persistentvolumeclaims', list: () => core.listPersistentVolumeClaimForAllNamespaces() },
     {
       upsert: (claim) => {
-        if (wantsVolume(claim)) once(claim.metadata!.uid!, () => provision(claim));
+        if (wantsVolume(claim, nodeName)) once(claim.metadata!.uid!, () => provision(claim));
       },
     },
     logger,

@@ -15,6 +15,8 @@ export interface StartRedisOptions {
   port?: number;
   /** Where it listens; default 127.0.0.1 (a local node's pods need the node network's host address). */
   host?: string;
+  /** More redis-server arguments, e.g. ['--aclfile', file]. */
+  extraArgs?: string[];
   binary?: string;
 }
 
@@ -43,6 +45,7 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Redis
       'no',
       '--loglevel',
       'warning',
+      ...(options.extraArgs ?? []),
     ],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );

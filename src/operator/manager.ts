@@ -36,6 +36,8 @@ export const ManagerOptions = z.object({
   runnerRedisUrl: RedisUrlSchema.optional(),
   cpuOvercommit: z.number().positive().default(DEFAULT_OVERCOMMIT.cpu),
   ramOvercommit: z.number().positive().default(DEFAULT_OVERCOMMIT.ram),
+  /** Off only to measure what users would get without it (bench:changes). */
+  configNudge: z.boolean().default(true),
   resyncIntervalMs: z
     .number()
     .int()
@@ -71,6 +73,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     },
     runnerRedisUrl: options.runnerRedisUrl ?? options.redisUrl,
     overcommit: { cpu: options.cpuOvercommit, ram: options.ramOvercommit },
+    configNudge: options.configNudge,
     logger,
   });
   const handler: KeyHandler = async (key, { attempt }) => {

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isAlive } from '../../src/util/process.js';
-import { clusterVms, testGuestManifest, type ClusterVms } from '../support/cluster-vms.js';
+import { clusterVms, testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
 import { eventually } from '../support/eventually.js';
 
 const run = promisify(execFile);
@@ -56,9 +56,10 @@ describe('vmop end to end', () => {
       const { stdout } = await run('pgrep', ['-f', dir]).catch(() => ({ stdout: '' }));
       expect(stdout.trim()).toBe('');
     }
-    const { stdout: qemus } = await run('pgrep', ['-f', 'guest=(e2e|reboots|stays-off|test-guest),']).catch(
-      () => ({ stdout: '' }),
-    );
+    const { stdout: qemus } = await run('pgrep', [
+      '-f',
+      'guest=(e2e|spice|reboots|stays-off|test-guest),',
+    ]).catch(() => ({ stdout: '' }));
     expect(qemus.trim()).toBe('');
     await rm(devDir, { recursive: true, force: true });
   }, 300_000);
@@ -113,6 +114,30 @@ describe('vmop end to end', () => {
     expect(vm.status?.lastShutdown).toMatchObject({ guestInitiated: true, reason: 'guest-shutdown' });
     await podGone('e2e');
     expect(await vms.eventReasons('e2e')).toEqual(expect.arrayContaining(['Started', 'StoppedByRequest']));
+  });
+
+  it('a changed display password reaches the running guest (kubelet refreshes the Secret volume)', async () => {
+    const secret = (password: string) => `apiVersion: v1
+kind: Secret
+metadata:
+  name: spice-display-secret
+  namespace: ${NAMESPACE}
+  labels:
+    app.kubernetes.io/name: vm-runner
+    app.kubernetes.io/component: display-secret
+    app.kubernetes.io/instance: spice
+stringData:
+  display-password: ${password}
+`;
+    await vms.apply(secret('first-password'));
+    await vms.apply(testGuestManifest('spice', NAMESPACE, { spicePort: 5941 }));
+    await booted('spice');
+    const serial = (vm: Vm) =>
+      (vm.status as { displayPasswordSerial?: number } | undefined)?.displayPasswordSerial;
+    const first = serial(await vms.waitForVm('spice', (vm) => expect(serial(vm)).toBeGreaterThanOrEqual(1)));
+    await vms.apply(secret('second-password'));
+    await vms.waitForVm('spice', (vm) => expect(serial(vm)).toBe(first! + 1), 180_000);
+    await vms.kubectl(['delete', 'vm', 'spice', '--wait=false']);
   });
 
   it('guestShutdownStops false: a guest that powers itself off boots again', async () => {

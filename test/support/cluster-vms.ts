@@ -20,6 +20,7 @@ export interface Vm {
     conditions?: Array<{ type: string; status: string; reason: string; message?: string }>;
     lastShutdown?: { guestInitiated: boolean; reason: string };
     runner?: { runId: string; seq: number };
+    displayPasswordSerial?: number;
   };
 }
 
@@ -28,6 +29,8 @@ export interface TestGuestOptions {
   extraSpec?: string;
   currentCpus?: number;
   powerdownTimeout?: number;
+  /** A SPICE display on this port of the node (host network); none by default, so VMs never collide. */
+  spicePort?: number;
 }
 
 /** A VM that boots the test guest (from the namespace's image repository) under TCG. */
@@ -46,6 +49,7 @@ ${options.extraSpec ?? ''}
     currentRam: 256Mi
     powerdownTimeout: ${options.powerdownTimeout ?? 60}
     networks: []
+    display: ${options.spicePort ? `{spice: {port: ${options.spicePort}}}` : '{outputs: 1}'}
 `;
 }
 

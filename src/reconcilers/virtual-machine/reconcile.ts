@@ -43,6 +43,8 @@ export interface VmReconcilerOptions {
   /** The Redis URL (with the runner's credential) runners publish to; it goes into each VM's runner Secret. */
   runnerRedisUrl: string;
   overcommit?: Overcommit;
+  /** Nudge kubelet to refresh a changed config volume at once (default); off only to measure kubelet's own sync. */
+  configNudge?: boolean;
   /** The runner's latest snapshot of a VM key (from Redis), if any. */
   readSnapshot?: (key: string) => Promise<RunnerSnapshot | undefined>;
   logger: Logger;
@@ -95,7 +97,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
    * password) changed, the running pod gets the new versions in an annotation, as VM-Operator does.
    */
   async function nudgeRunnerPod(pod: V1Pod | undefined, configVersion: string): Promise<boolean> {
-    if (!pod?.metadata || pod.metadata.deletionTimestamp) return false;
+    if (options.configNudge === false || !pod?.metadata || pod.metadata.deletionTimestamp) return false;
     if (pod.metadata.annotations?.[CONFIG_VERSION_ANNOTATION] === configVersion) return false;
     await clients.core.patchNamespacedPod(
       {

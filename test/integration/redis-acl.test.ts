@@ -1,0 +1,107 @@
+// The runner's Redis credential as the Helm chart defines it (helm/vmop/files/runner-acl-rules.txt),
+// on a real Redis: a runner can publish its snapshot and enqueue its VM, and nothing else.
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { snapshotRedisKey, type RunnerSnapshot } from '../../src/api/runner-snapshot.js';
+import { startRedis, type RedisServer } from '../../src/devenv/redis.js';
+import { snapshotReader } from '../../src/operator/snapshots.js';
+import { DEFAULT_QUEUE_NAME } from '../../src/queue/index.js';
+import { redisPublisher } from '../../src/runner/publish.js';
+import { createLogger } from '../../src/util/logger.js';
+import { eventually } from '../support/eventually.js';
+
+const VM_KEY = 'vm:team-a/web';
+
+describe("the runner's Redis ACL user", () => {
+  let dir: string;
+  let server: RedisServer;
+  let manager: Redis;
+  let runner: Redis;
+  const url = (user: string, password: string) => `redis://${user}:${password}@127.0.0.1:${server.port}`;
+  /** The error Redis answers the runner's credential with, or 'OK' when it allowed the command. */
+  const asRunner = (command: string, ...args: string[]) =>
+    runner.call(command, ...args).then(
+      () => 'OK',
+      (err: Error) => err.message,
+    );
+
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'vmop-acl-'));
+    const rules = (await readFile('helm/vmop/files/runner-acl-rules.txt', 'utf8')).trim();
+    const aclFile = path.join(dir, 'users.acl');
+    await writeFile(
+      aclFile,
+      [
+        'user default off',
+        'user manager on >m-secret ~* &* +@all',
+        `user runner on >r-secret ${rules}`,
+        '',
+      ].join('\n'),
+    );
+    server = await startRedis({ extraArgs: ['--aclfile', aclFile] });
+    manager = new Redis(url('manager', 'm-secret'));
+    runner = new Redis(url('runner', 'r-secret'), { maxRetriesPerRequest: 0 });
+  });
+
+  afterAll(async () => {
+    manager?.disconnect();
+    runner?.disconnect();
+    await server?.stop();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it("publishes a snapshot and enqueues the VM's key, as the runner does", async () => {
+    const logger = createLogger('acl-test');
+    const publisher = redisPublisher({ redisUrl: url('runner', 'r-secret'), vmKey: VM_KEY, logger });
+    const snapshot: RunnerSnapshot = {
+      seq: 1,
+      runId: 'run-1',
+      phase: 'booting',
+      cpus: 1,
+      ram: 1 << 28,
+      drives: {},
+      booted: false,
+      updatedAt: new Date().toISOString(),
+    };
+    publisher.publish(snapshot, { event: 'RUNNER_RESUMED' });
+    await publisher.close();
+    // The manager, with its own credential, sees both.
+    expect(await snapshotReader(manager, logger)(VM_KEY)).toMatchObject({ seq: 1, runId: 'run-1', cpus: 1 });
+    const queue = new Queue(DEFAULT_QUEUE_NAME, { connection: manager.duplicate() });
+    try {
+      await eventually(async () =>
+        expect((await queue.getJobs(['waiting'])).map((job) => job.name)).toContain(VM_KEY),
+      );
+    } finally {
+      await queue.close();
+    }
+  });
+
+  it('may touch no other key and run no administrative command', async () => {
+    expect(await asRunner('GET', snapshotRedisKey(VM_KEY))).toBe('OK');
+    for (const [command, ...args] of [
+      ['SET', 'vmop:vmop:failures', 'x'],
+      ['GET', 'some-other-app:secret'],
+      ['DEL', 'vmop:vmop:follow-ups'],
+      ['FLUSHALL'],
+      ['CONFIG', 'SET', 'maxmemory-policy', 'allkeys-lru'],
+      ['ACL', 'SETUSER', 'runner', '+@all'],
+      ['SCRIPT', 'FLUSH'],
+      ['FUNCTION', 'LOAD', "#!lua name=x\nredis.register_function('x', function() return 1 end)"],
+      ['KEYS', '*'],
+      ['CLIENT', 'KILL', 'TYPE', 'normal'],
+      ['SHUTDOWN'],
+      ['PUBLISH', 'channel', 'message'],
+    ]) {
+      expect(`${command} ${args.join(' ')}: ${await asRunner(command!, ...args)}`).toMatch(/: NOPERM/);
+    }
+    // A script runs with the caller's rights: it cannot reach other keys either.
+    expect(await asRunner('EVAL', "return redis.call('GET', KEYS[1])", '1', 'some-other-app:secret')).toMatch(
+      /NOPERM|permissions/,
+    );
+  });
+});
