@@ -77,7 +77,7 @@ export function register(program: Command): void {
       }
       // Handlers first: in a container the manager is PID 1, which ignores a SIGTERM it has no
       // handler for, also while it still waits for Redis or the apiserver.
-      let manager: RunningManager | undefined;
+      const running: { manager?: RunningManager } = {};
       const shutdown = () => {
         // Stopping waits for running reconciles and for Redis; a Redis that is gone must not make
         // kubelet wait out the whole grace period.
@@ -85,10 +85,10 @@ export function register(program: Command): void {
           console.error(`vmop manager: not stopped after ${STOP_TIMEOUT_MS} ms; exiting`);
           process.exit(1);
         }, STOP_TIMEOUT_MS).unref();
-        void (manager?.stop() ?? Promise.resolve()).finally(() => process.exit(0));
+        void (running.manager?.stop() ?? Promise.resolve()).finally(() => process.exit(0));
       };
       process.once('SIGTERM', shutdown);
       process.once('SIGINT', shutdown);
-      manager = await startManager(parsed.data);
+      running.manager = await startManager(parsed.data);
     });
 }
