@@ -106,15 +106,27 @@ describe('VirtualMachine controller (one manager process, real apiserver and Red
     await patchVm({ currentRam: '6Gi' });
     await eventually(async () => expect((await runnerConfig()).vm.currentRam).toBe('6Gi'));
     await reconciledAfter(since);
-    const sts = await readSts();
+    // The reconcile writes the ConfigMap first, the StatefulSet right after.
+    const sts = await eventually(async () => {
+      const current = await readSts();
+      // 6Gi / 1.25 (VM-Operator's RAM overcommit) plus the runner's own 192Mi.
+      expect(current.spec?.template.spec?.containers[0]?.resources?.requests?.memory).toBe(
+        String(Math.floor((6 * 2 ** 30) / 1.25) + 192 * 2 ** 20),
+      );
+      return current;
+    });
     expect(sts.spec?.updateStrategy?.type).toBe('OnDelete');
-    // 6Gi / 1.25 (VM-Operator's RAM overcommit) plus the runner's own 192Mi.
-    expect(sts.spec?.template.spec?.containers[0]?.resources?.requests?.memory).toBe(
-      String(Math.floor((6 * 2 ** 30) / 1.25) + 192 * 2 ** 20),
-    );
     // OnDelete: the pod that runs (here: waits for a node) is never replaced for it.
     const pod = await core.readNamespacedPod({ name: `${VM}-0`, namespace: NAMESPACE });
     expect(pod.metadata?.uid).toBe(podUid);
+    // kube-controller-manager writes the StatefulSet's status after the change: let it settle
+    // (unchanged for a second), so the next test starts from a quiet StatefulSet.
+    await eventually(async () => {
+      const current = await readSts();
+      expect(current.status?.observedGeneration).toBe(current.metadata?.generation);
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      expect((await readSts()).metadata?.resourceVersion).toBe(current.metadata?.resourceVersion);
+    });
   });
 
   it('reports a spec the runner cannot use in a condition and leaves the owned objects alone', async () => {
