@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { parse as parseYaml } from 'yaml';
 
@@ -9,6 +10,14 @@ import { parse as parseYaml } from 'yaml';
 
 /** Where a runner finds relative CD and boot image names (VM-Operator's path; the manager mounts the repository PVC here). */
 export const DEFAULT_IMAGE_REPOSITORY = '/var/local/vmop-image-repository';
+
+/**
+ * Identifies a config.yaml text: the runner reports the digest of the config it has, the manager
+ * compares it with the one it wrote (so it knows whether kubelet has delivered a change yet).
+ */
+export function configDigest(text: string): string {
+  return createHash('sha256').update(text).digest('hex').slice(0, 16);
+}
 
 const KI = 2 ** 10;
 const MI = 2 ** 20;

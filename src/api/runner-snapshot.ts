@@ -56,6 +56,8 @@ export const RunnerSnapshot = z.object({
   consoleClient: ConsoleClient.optional(),
   booted: z.boolean(),
   lastShutdown: LastShutdown.optional(),
+  /** configDigest() of the config.yaml the runner has (applied live, or waiting for a restart). */
+  config: z.string().optional(),
   /** Config changes that only take effect after a restart (field paths). */
   pendingRestartChanges: z.array(z.string()).optional(),
   /** Why the runner failed, when phase is failed. */

@@ -2,7 +2,12 @@ import { randomUUID } from 'node:crypto';
 import { statSync } from 'node:fs';
 import { mkdir, readFile, rm } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseRunnerConfig, type RunnerConfig, type RunnerSettings } from '../api/runner-config.js';
+import {
+  configDigest,
+  parseRunnerConfig,
+  type RunnerConfig,
+  type RunnerSettings,
+} from '../api/runner-config.js';
 import type { Logger } from '../util/logger.js';
 import { describeExit, spawnChild, type Child, type ChildExit } from './child.js';
 import { buildNoCloudImage } from './cloud-init.js';
@@ -87,6 +92,8 @@ export class VmRunner {
   /** The config file's text at start: the watch reports any later difference. */
   private startedConfigText = '';
   private applied!: RunnerConfig;
+  /** configDigest() of the config file text `applied` came from, once it changed after the start. */
+  private appliedConfigDigest?: string;
   private paths!: RunnerPaths;
   private qemu?: Child;
   private swtpm?: Child;
@@ -201,6 +208,7 @@ export class VmRunner {
     );
     return {
       runId: randomUUID(),
+      config: configDigest(this.startedConfigText),
       pod: this.options.pod,
       podUid: this.options.podUid,
       phase: 'starting',
@@ -457,6 +465,7 @@ export class VmRunner {
     const next = parsed.config;
     const changes = liveChanges(this.started, this.applied, next);
     this.applied = next;
+    this.appliedConfigDigest = configDigest(text);
     this.logger.info({ changes }, 'config changed');
     const attempt = async (what: string, action: () => Promise<void>) =>
       action().catch((err: unknown) => this.logger.warn({ err }, `${what} failed`));
@@ -480,7 +489,11 @@ export class VmRunner {
     if (this.displayPasswordNeedsRestart) pending.push('display-password');
     if (pending.length > 0) this.logger.info({ pending }, 'changes that need a restart');
     this.store.update(
-      (state) => ({ ...state, pendingRestartChanges: pending.length > 0 ? pending : undefined }),
+      (state) => ({
+        ...state,
+        config: this.appliedConfigDigest ?? state.config,
+        pendingRestartChanges: pending.length > 0 ? pending : undefined,
+      }),
       event,
     );
   }
