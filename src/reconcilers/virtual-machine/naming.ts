@@ -14,6 +14,8 @@ export { DEFAULT_IMAGE_REPOSITORY as IMAGE_REPOSITORY_DIR } from '../../api/runn
 
 /** On the runner pod: the versions of its config (ConfigMap/display Secret), VM-Operator's name. */
 export const CONFIG_VERSION_ANNOTATION = 'vmrunner.jdrupes.org/cmVersion';
+/** On the runner pod: when the manager last set CONFIG_VERSION_ANNOTATION. */
+export const NUDGED_AT_ANNOTATION = 'vmoperator.jdrupes.org/config-nudged-at';
 
 export const LABEL_NAME = 'app.kubernetes.io/name';
 export const LABEL_INSTANCE = 'app.kubernetes.io/instance';

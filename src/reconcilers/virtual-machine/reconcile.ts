@@ -15,11 +15,13 @@ import {
   type VirtualMachineStatus,
 } from '../../api/virtual-machine.js';
 import type { RunnerSnapshot } from '../../api/runner-snapshot.js';
+import { configDigest } from '../../api/runner-config.js';
 import type { HandlerResult } from '../../queue/index.js';
 import { readOptional, type KubeClients } from '../../kube/clients.js';
 import { isSubset } from '../../kube/subset.js';
 import type { Logger } from '../../util/logger.js';
-import { desiredConfigMap } from './config-map.js';
+import { CONFIG_FILE_KEY, desiredConfigMap } from './config-map.js';
+import { nudgeDecision } from './config-nudge.js';
 import {
   CONFIG_VERSION_ANNOTATION,
   FIELD_MANAGER,
@@ -91,23 +93,12 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     )) as T;
   }
 
-  /**
-   * kubelet refreshes a ConfigMap or Secret volume only on its periodic pod sync (a minute or more);
-   * an update of the pod makes it sync at once. So when the runner's config (or its display
-   * password) changed, the running pod gets the new versions in an annotation, as VM-Operator does.
-   */
-  async function nudgeRunnerPod(pod: V1Pod | undefined, configVersion: string): Promise<boolean> {
-    if (options.configNudge === false || !pod?.metadata || pod.metadata.deletionTimestamp) return false;
-    if (pod.metadata.annotations?.[CONFIG_VERSION_ANNOTATION] === configVersion) return false;
+  /** Applies a nudge decision (see config-nudge.ts). */
+  async function nudgeRunnerPod(pod: V1Pod, annotations: Record<string, string>): Promise<void> {
     await clients.core.patchNamespacedPod(
-      {
-        name: pod.metadata.name!,
-        namespace: pod.metadata.namespace!,
-        body: { metadata: { annotations: { [CONFIG_VERSION_ANNOTATION]: configVersion } } },
-      },
+      { name: pod.metadata!.name!, namespace: pod.metadata!.namespace!, body: { metadata: { annotations } } },
       mergePatch,
     );
-    return true;
   }
 
   async function recordEvent(vm: VirtualMachine, event: StatusEvent): Promise<void> {
@@ -158,18 +149,34 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     const specErrors = [...semanticErrors(vm), ...validateRunnerConfig(runnerConfig)];
 
     const writes: string[] = [];
+    let requeueAfter: number | undefined;
+    let snapshotRead: Promise<RunnerSnapshot | undefined> | undefined;
+    const readSnapshot = () => (snapshotRead ??= options.readSnapshot?.(key) ?? Promise.resolve(undefined));
     const pod = await readOptional(() => clients.core.readNamespacedPod({ name: `${name}-0`, namespace }));
     if (specErrors.length === 0) {
       const currentConfigMap = await readOptional(() =>
         clients.core.readNamespacedConfigMap({ name, namespace }),
       );
-      const appliedConfigMap = await apply(desiredConfigMap(vm, runnerConfig), currentConfigMap);
+      const configMap = desiredConfigMap(vm, runnerConfig);
+      const appliedConfigMap = await apply(configMap, currentConfigMap);
       if (appliedConfigMap) writes.push('ConfigMap');
       const configMapVersion = (appliedConfigMap ?? currentConfigMap)?.metadata?.resourceVersion ?? '';
-      const configVersion = [configMapVersion, displaySecret?.metadata?.resourceVersion]
-        .filter(Boolean)
-        .join('/');
-      if (await nudgeRunnerPod(pod, configVersion)) writes.push('Pod annotation (config changed)');
+      if (options.configNudge !== false && pod) {
+        const nudge = nudgeDecision({
+          pod,
+          configVersion: [configMapVersion, displaySecret?.metadata?.resourceVersion]
+            .filter(Boolean)
+            .join('/'),
+          configDigest: configDigest(configMap.data![CONFIG_FILE_KEY]!),
+          snapshot: await readSnapshot(),
+          now: now(),
+        });
+        if (nudge.annotations) {
+          await nudgeRunnerPod(pod, nudge.annotations);
+          writes.push(`Pod annotation (config ${nudge.annotations[CONFIG_VERSION_ANNOTATION]})`);
+        }
+        requeueAfter = nudge.retryAfterMs;
+      }
 
       const secretName = runnerSecretName(name);
       const currentSecret = await readOptional(() =>
@@ -212,7 +219,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       }
     }
 
-    const snapshot = await options.readSnapshot?.(key);
+    const snapshot = await readSnapshot();
     const observed = { pod, snapshot, specErrors, now: now() };
     const status = deriveStatus(vm, observed);
     if (!isDeepStrictEqual(JSON.parse(JSON.stringify(status)), vm.status ?? {})) {
@@ -231,6 +238,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       writes.push('spec.vm.state=Stopped (guestShutdownStops)');
     }
     if (writes.length > 0) logger.info({ key, writes, phase: status.phase }, 'reconciled');
+    if (requeueAfter !== undefined) return { requeueAfter };
   };
 }
 
