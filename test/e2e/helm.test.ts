@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCluster, type Cluster } from '../../src/devenv/cluster.js';
 import { locateNodeBinaries } from '../../src/devenv/kube-binaries.js';
-import { clusterVms, type ClusterVms } from '../support/cluster-vms.js';
+import { clusterVms, testGuestManifest, type ClusterVms } from '../support/cluster-vms.js';
 import { eventually } from '../support/eventually.js';
 
 const run = promisify(execFile);
@@ -218,6 +218,27 @@ type: kubernetes.io/service-account-token
     expect(pod.status.qosClass).toBe('Burstable'); // never BestEffort
     expect(pod.spec.volumes.map((v: { name: string }) => v.name)).toContain('vmop-image-repository');
     await vms.waitForConsole(VM, 'VMOP-GUEST-READY');
+  });
+
+  it('a VM in a namespace made after the install runs too: the manager gives it its runner credential', async () => {
+    await vms.kubectl(['create', 'namespace', 'team-b']);
+    await cluster.provideImageRepository('team-b');
+    const team = clusterVms(cluster.kubeconfigPath, 'team-b');
+    await team.apply(testGuestManifest('late', 'team-b'));
+    await team.waitForVm('late', (vm) => expect(team.condition(vm, 'Booted')?.status).toBe('True'));
+    const secret = JSON.parse(await team.kubectl(['get', 'secret', 'late-runner-redis', '-o', 'json']));
+    // The runner's own Redis user, not the manager's.
+    expect(Buffer.from(secret.data.url, 'base64').toString()).toMatch(/^redis:\/\/vmop-runner:/);
+    expect(
+      await team.kubectl([
+        'get',
+        'serviceaccount',
+        'vm-runner',
+        '-o',
+        'jsonpath={.automountServiceAccountToken}',
+      ]),
+    ).toBe('false');
+    await team.kubectl(['delete', 'vm', 'late', '--wait=false']);
   });
 
   it('RBAC: the runner may do nothing, and its pod has no token', async () => {

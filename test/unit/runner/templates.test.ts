@@ -50,6 +50,11 @@ const valuesOf = (argv: string[], option: string) =>
   argv.flatMap((arg, index) => (arg === option ? [argv[index + 1]!] : []));
 
 describe.each(['standard-vm.liquid', 'test-guest.liquid'])('template %s', (template) => {
+  it('names its accelerator: KVM for the standard VM type, TCG only where the template says so', async () => {
+    const { qemu } = await render(template, settingsFor({}));
+    expect(valuesOf(qemu, '-accel')).toEqual([template === 'test-guest.liquid' ? 'tcg' : 'kvm']);
+  });
+
   it('keeps a hostile VM name in one argument and cannot be made to add arguments', async () => {
     const hostile = 'x"; rm -rf / ,drive=evil\n- "-S"\n\'{{ q }}\' \\" \u2028 --evil';
     const benign = await render(template, settingsFor({ name: 'vm1' }));
