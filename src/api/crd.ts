@@ -4,6 +4,7 @@ import { stringify } from 'yaml';
 import {
   GROUP,
   KIND,
+  MAX_VM_NAME_LENGTH,
   PLURAL,
   SINGULAR,
   VERSION,
@@ -100,6 +101,12 @@ export function virtualMachineCrd() {
                 status: openApiSchema(VirtualMachineStatus),
               },
               required: ['spec'],
+              'x-kubernetes-validations': [
+                {
+                  rule: `size(self.metadata.name) <= ${MAX_VM_NAME_LENGTH}`,
+                  message: `the name must have at most ${MAX_VM_NAME_LENGTH} characters (the runner pod's labels are made from it)`,
+                },
+              ],
             },
           },
         },

@@ -31,6 +31,13 @@ export const LastShutdown = z.object({
   at: z.string(),
 });
 
+/** A runner config field the runner cannot work with (a template or CD image that does not exist). */
+export const RunnerConfigError = z.object({
+  /** The field's path in the runner's config, e.g. `template` or `vm.drives[1].file`. */
+  field: z.string(),
+  message: z.string(),
+});
+
 export const RunnerSnapshot = z.object({
   /** Increments with every published change of one runner start. */
   seq: z.number().int().nonnegative(),
@@ -39,6 +46,8 @@ export const RunnerSnapshot = z.object({
   pod: z.string().optional(),
   /** The pod's uid (downward API): a restarted pod reuses the name, not the uid. */
   podUid: z.string().optional(),
+  /** When this runner process started: tells a snapshot of the pod's current container from an older one's. */
+  startedAt: z.string().optional(),
   /**
    * starting: processes are being started, qemu paused; booting: qemu runs, the guest has not yet
    * opened the vmop agent port; running: the guest has booted; stopping: shutting down;
@@ -62,6 +71,8 @@ export const RunnerSnapshot = z.object({
   pendingRestartChanges: z.array(z.string()).optional(),
   /** Why the runner failed, when phase is failed. */
   message: z.string().optional(),
+  /** Set with phase failed when the config names something that is not there. */
+  configError: RunnerConfigError.optional(),
   updatedAt: z.string(),
 });
 
@@ -69,6 +80,7 @@ export type RunnerPhase = (typeof RUNNER_PHASES)[number];
 export type DriveState = z.infer<typeof DriveState>;
 export type ConsoleClient = z.infer<typeof ConsoleClient>;
 export type LastShutdown = z.infer<typeof LastShutdown>;
+export type RunnerConfigError = z.infer<typeof RunnerConfigError>;
 export type RunnerSnapshot = z.infer<typeof RunnerSnapshot>;
 
 /** The Redis key under which the runner of VM key `vmKey` (e.g. `vm:ns/name`) stores its snapshot. */

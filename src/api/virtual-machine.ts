@@ -220,6 +220,12 @@ export const Condition = z.object({
   message: z.string(),
 });
 
+/**
+ * The longest VM name that works: the runner StatefulSet has the VM's name, and its pods get the
+ * label controller-revision-hash=`<name>-<10 character hash>`, which must fit a label value's 63.
+ */
+export const MAX_VM_NAME_LENGTH = 52;
+
 export const VmPhase = z.enum(['Pending', 'Starting', 'Running', 'Stopping', 'Stopped', 'Failed']);
 
 export const VirtualMachineStatus = z.object({
@@ -232,8 +238,13 @@ export const VirtualMachineStatus = z.object({
   displayPasswordSerial: z.number().int().optional(),
   consoleClient: z.string().optional(),
   lastShutdown: z.object({ guestInitiated: z.boolean(), reason: z.string(), time: z.string() }).optional(),
-  /** Which runner snapshot was folded in last, so an older one is never folded over a newer one. */
-  runner: z.object({ runId: z.string(), seq: z.number().int() }).optional(),
+  /** How often the runner container of the current pod restarted (kubelet's restartCount). */
+  runnerRestarts: z.number().int().optional(),
+  /**
+   * Which runner snapshot was folded in last (and from which pod), so an older one is never folded
+   * over a newer one, and a missing one is told from a runner that went away.
+   */
+  runner: z.object({ runId: z.string(), seq: z.number().int(), podUid: z.string().optional() }).optional(),
 });
 
 export const ObjectMeta = z.object({

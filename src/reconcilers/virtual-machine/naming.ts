@@ -8,6 +8,8 @@ export const CONFIG_DIR = '/etc/opt/vmrunner';
 export const DATA_DIR = '/var/local/vm-data';
 export const DISPLAY_SECRET_DIR = '/etc/opt/vmrunner/display-secret';
 export const RUNNER_DATA_CLAIM = 'runner-data';
+/** The runner pod's one container. */
+export const RUNNER_CONTAINER = 'runner';
 /** A namespace's shared CD and boot images (VM-Operator's convention), mounted read-only by runners. */
 export const IMAGE_REPOSITORY_CLAIM = 'vmop-image-repository';
 export { DEFAULT_IMAGE_REPOSITORY as IMAGE_REPOSITORY_DIR } from '../../api/runner-config.js';

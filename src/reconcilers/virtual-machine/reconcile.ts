@@ -6,6 +6,7 @@ import {
   type V1Pod,
   type V1StatefulSet,
 } from '@kubernetes/client-node';
+import { createHash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import {
   GROUP,
@@ -16,8 +17,8 @@ import {
 } from '../../api/virtual-machine.js';
 import type { RunnerSnapshot } from '../../api/runner-snapshot.js';
 import { configDigest } from '../../api/runner-config.js';
-import type { HandlerResult } from '../../queue/index.js';
-import { readOptional, type KubeClients } from '../../kube/clients.js';
+import { TerminalError, type HandlerResult } from '../../queue/index.js';
+import { apiserverRejection, readOptional, type KubeClients } from '../../kube/clients.js';
 import { isSubset } from '../../kube/subset.js';
 import type { Logger } from '../../util/logger.js';
 import { CONFIG_FILE_KEY, desiredConfigMap } from './config-map.js';
@@ -101,17 +102,36 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     );
   }
 
+  /**
+   * Records an Event, counting repeats of the same one (type, reason, message) in one series, as
+   * kubectl describe shows them: the name is derived from what makes it the same.
+   */
   async function recordEvent(vm: VirtualMachine, event: StatusEvent): Promise<void> {
     const time = now();
+    const namespace = vm.metadata.namespace!;
+    const series = createHash('sha256')
+      .update([vm.metadata.uid, event.type, event.reason, event.message].join('\0'))
+      .digest('hex')
+      .slice(0, 16);
+    const name = `${vm.metadata.name}.${series}`;
+    const count = event.count ?? 1;
+    const existing = await readOptional(() => clients.core.readNamespacedEvent({ name, namespace }));
+    if (existing) {
+      await clients.core.patchNamespacedEvent(
+        { name, namespace, body: { count: (existing.count ?? 1) + count, lastTimestamp: time } },
+        mergePatch,
+      );
+      return;
+    }
     await clients.core.createNamespacedEvent({
-      namespace: vm.metadata.namespace!,
+      namespace,
       body: {
-        metadata: { generateName: `${vm.metadata.name}.`, namespace: vm.metadata.namespace },
+        metadata: { name, namespace },
         involvedObject: {
           apiVersion: vm.apiVersion,
           kind: vm.kind,
           name: vm.metadata.name,
-          namespace: vm.metadata.namespace,
+          namespace,
           uid: vm.metadata.uid,
         },
         type: event.type,
@@ -120,7 +140,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
         source: { component: FIELD_MANAGER },
         firstTimestamp: time,
         lastTimestamp: time,
-        count: 1,
+        count,
       },
     });
   }
@@ -153,7 +173,10 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     let snapshotRead: Promise<RunnerSnapshot | undefined> | undefined;
     const readSnapshot = () => (snapshotRead ??= options.readSnapshot?.(key) ?? Promise.resolve(undefined));
     const pod = await readOptional(() => clients.core.readNamespacedPod({ name: `${name}-0`, namespace }));
-    if (specErrors.length === 0) {
+    let rejected: string | undefined;
+    const desiredConfig = configDigest(desiredConfigMap(vm, runnerConfig).data![CONFIG_FILE_KEY]!);
+    /** The ConfigMap, runner Secret and ServiceAccount, StatefulSet; and the config nudge. */
+    const applyOwnedObjects = async (): Promise<HandlerResult> => {
       const currentConfigMap = await readOptional(() =>
         clients.core.readNamespacedConfigMap({ name, namespace }),
       );
@@ -167,7 +190,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
           configVersion: [configMapVersion, displaySecret?.metadata?.resourceVersion]
             .filter(Boolean)
             .join('/'),
-          configDigest: configDigest(configMap.data![CONFIG_FILE_KEY]!),
+          configDigest: desiredConfig,
           snapshot: await readSnapshot(),
           now: now(),
         });
@@ -217,10 +240,20 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       } else if (await apply(sts, currentSts)) {
         writes.push('StatefulSet');
       }
+    };
+
+    if (specErrors.length === 0) {
+      try {
+        const early = await applyOwnedObjects();
+        if (early) return early;
+      } catch (err) {
+        rejected = apiserverRejection(err);
+        if (rejected === undefined) throw err;
+      }
     }
 
     const snapshot = await readSnapshot();
-    const observed = { pod, snapshot, specErrors, now: now() };
+    const observed = { pod, snapshot, specErrors, rejected, configDigest: desiredConfig, now: now() };
     const status = deriveStatus(vm, observed);
     if (!isDeepStrictEqual(JSON.parse(JSON.stringify(status)), vm.status ?? {})) {
       const ref = { group: GROUP, version: VERSION, plural: PLURAL, namespace, name };
@@ -238,6 +271,14 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       writes.push('spec.vm.state=Stopped (guestShutdownStops)');
     }
     if (writes.length > 0) logger.info({ key, writes, phase: status.phase }, 'reconciled');
+    if (rejected !== undefined) {
+      const previous = vm.status?.conditions?.find((c) => c.type === 'SpecValid');
+      const message = `the apiserver refused an object made for this VM: ${rejected}`;
+      if (!previous?.message.includes(message)) {
+        await recordEvent(vm, { type: 'Warning', reason: 'RejectedByApiserver', message });
+      }
+      throw new TerminalError(message);
+    }
     if (requeueAfter !== undefined) return { requeueAfter };
   };
 }

@@ -112,3 +112,14 @@ export function validateRunnerConfig(config: RunnerConfigInput): string[] {
   if (result.success) return [];
   return result.error.issues.map((issue) => `runner config ${formatFieldPath(issue.path)}: ${issue.message}`);
 }
+
+/**
+ * The VirtualMachine field a runner config field comes from (see desiredRunnerConfig), so an
+ * error the runner finds is reported where the user can fix it.
+ */
+export function specPathOfRunnerField(field: string): string {
+  if (field === 'template') return 'spec.runnerTemplate.source';
+  const drive = /^vm\.drives\[(\d+)\]\.file$/.exec(field);
+  if (drive) return `spec.vm.disks[${drive[1]}].cdrom.image`;
+  return `runner config ${field}`;
+}

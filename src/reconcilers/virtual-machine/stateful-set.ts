@@ -15,6 +15,7 @@ import {
   IMAGE_REPOSITORY_DIR,
   LABEL_INSTANCE,
   LABEL_NAME,
+  RUNNER_CONTAINER,
   RUNNER_DATA_CLAIM,
   diskVolumeName,
   ownerReference,
@@ -196,7 +197,7 @@ export function desiredStatefulSet(vm: VirtualMachine, options: StatefulSetOptio
         spec: {
           containers: [
             {
-              name: 'runner',
+              name: RUNNER_CONTAINER,
               image,
               ...(pullPolicy && { imagePullPolicy: pullPolicy }),
               args: ['runner', '--config', `${CONFIG_DIR}/config.yaml`],

@@ -1,8 +1,10 @@
 // Folds what the cluster and the VM's runner show into the VM's status. Pure: the reconciler
 // supplies the facts (the runner pod, the runner's latest snapshot, spec problems, the time).
-import type { V1Pod } from '@kubernetes/client-node';
+import type { V1ContainerStatus, V1ContainerStateTerminated, V1Pod } from '@kubernetes/client-node';
 import type { RunnerSnapshot } from '../../api/runner-snapshot.js';
 import type { Condition, VirtualMachine, VirtualMachineStatus, VmPhase } from '../../api/virtual-machine.js';
+import { RUNNER_CONTAINER } from './naming.js';
+import { specPathOfRunnerField } from './runner-config.js';
 
 export interface ObservedState {
   /** The runner pod `<vm>-0`, if it exists. */
@@ -11,6 +13,10 @@ export interface ObservedState {
   snapshot?: RunnerSnapshot;
   /** Problems with the spec that the CRD schema cannot catch; owned objects are left alone. */
   specErrors: string[];
+  /** The apiserver's refusal of an object vmop made for the VM (retrying cannot help). */
+  rejected?: string;
+  /** configDigest() of the config the runner should have: a runner's config error counts only for it. */
+  configDigest?: string;
   now: Date;
 }
 
@@ -21,9 +27,17 @@ interface PhaseFacts {
   message: string;
 }
 
+export function runnerContainer(pod: V1Pod | undefined): V1ContainerStatus | undefined {
+  return pod?.status?.containerStatuses?.find((c) => c.name === RUNNER_CONTAINER);
+}
+
+/** Whole seconds, as kubelet reports a container's start. */
+const floorToSecond = (time: Date | string) => Math.floor(new Date(time).getTime() / 1000) * 1000;
+
 /**
  * The snapshot counts only when it comes from the runner in the current pod (a restarted pod
- * reuses the name, not the uid) and is not older than the one already folded into the status.
+ * reuses the name, not the uid) and its current container (a restarted runner has not reported
+ * yet when the old one's snapshot is still there), and is not older than the one folded in.
  */
 export function currentSnapshot(
   snapshot: RunnerSnapshot | undefined,
@@ -32,6 +46,14 @@ export function currentSnapshot(
 ): RunnerSnapshot | undefined {
   if (!snapshot || !pod?.metadata) return undefined;
   if (snapshot.pod !== pod.metadata.name || snapshot.podUid !== pod.metadata.uid) return undefined;
+  const containerStarted = runnerContainer(pod)?.state?.running?.startedAt;
+  if (
+    containerStarted &&
+    snapshot.startedAt &&
+    new Date(snapshot.startedAt).getTime() < floorToSecond(containerStarted)
+  ) {
+    return undefined;
+  }
   const folded = status?.runner;
   if (folded && folded.runId === snapshot.runId && snapshot.seq < folded.seq) return undefined;
   return snapshot;
@@ -62,6 +84,7 @@ function podPhase(vm: VirtualMachine, pod: V1Pod | undefined): PhaseFacts {
   if (pod.metadata?.deletionTimestamp || !wantRunning) {
     return { phase: 'Stopping', reason: 'PodTerminating', message: 'the runner pod is shutting down' };
   }
+  const waiting = runnerContainer(pod)?.state?.waiting;
   switch (pod.status?.phase) {
     case 'Running':
       return {
@@ -78,6 +101,14 @@ function podPhase(vm: VirtualMachine, pod: V1Pod | undefined): PhaseFacts {
     case 'Succeeded':
       return { phase: 'Stopped', reason: 'PodSucceeded', message: 'the runner exited after a shutdown' };
     default:
+      if (waiting?.reason && waiting.reason !== 'ContainerCreating') {
+        // e.g. ErrImagePull, ImagePullBackOff, CreateContainerConfigError: kubelet says why.
+        return {
+          phase: 'Starting',
+          reason: waiting.reason,
+          message: `the runner container cannot start: ${waiting.message ?? waiting.reason}`,
+        };
+      }
       return pod.spec?.nodeName
         ? {
             phase: 'Starting',
@@ -86,6 +117,44 @@ function podPhase(vm: VirtualMachine, pod: V1Pod | undefined): PhaseFacts {
           }
         : { phase: 'Pending', reason: 'PodUnscheduled', message: 'the runner pod waits for a node' };
   }
+}
+
+function describeTermination(terminated: V1ContainerStateTerminated): string {
+  if (terminated.signal) return `was killed by signal ${terminated.signal}`;
+  // 128+n: a shell's way to say signal n; kubelet reports SIGKILL as exit code 137.
+  if (terminated.exitCode > 128) return `was killed by signal ${terminated.exitCode - 128}`;
+  return `exited with code ${terminated.exitCode}`;
+}
+
+/**
+ * The runner container is not running although it ran before (killed, crashed, or waiting in
+ * kubelet's restart back-off): whatever its last snapshot says, no qemu runs now.
+ */
+function stoppedContainerPhase(
+  container: V1ContainerStatus,
+  snapshot: RunnerSnapshot | undefined,
+): PhaseFacts {
+  const terminated = container.state?.terminated ?? container.lastState?.terminated;
+  const waiting = container.state?.waiting;
+  const restart = 'kubelet restarts it';
+  if (terminated?.exitCode === 0) {
+    return {
+      phase: 'Starting',
+      reason: 'Restarting',
+      message: `the runner exited after qemu stopped; ${restart}`,
+    };
+  }
+  const why = snapshot?.phase === 'failed' && snapshot.message ? ` (${snapshot.message})` : '';
+  return {
+    phase: 'Failed',
+    reason: waiting?.reason ?? 'RunnerExited',
+    message: `the runner ${terminated ? describeTermination(terminated) : 'stopped'}${why}; ${restart}`,
+  };
+}
+
+function isStoppedContainer(container: V1ContainerStatus | undefined): container is V1ContainerStatus {
+  if (!container || container.state?.running) return false;
+  return container.restartCount > 0 || !!container.lastState?.terminated || !!container.state?.terminated;
 }
 
 function runnerPhase(vm: VirtualMachine, pod: V1Pod, snapshot: RunnerSnapshot): PhaseFacts {
@@ -110,6 +179,23 @@ function runnerPhase(vm: VirtualMachine, pod: V1Pod, snapshot: RunnerSnapshot): 
   }
 }
 
+/**
+ * No (current) snapshot, yet the pod and its runner container are the ones the last folded
+ * snapshot came from and still run: the state store lost it (e.g. Redis restarted empty) or the
+ * runner cannot reach it. The VM did not change; only the reporting stopped.
+ */
+function runnerWentQuiet(previous: VirtualMachineStatus | undefined, pod: V1Pod | undefined): boolean {
+  const container = runnerContainer(pod);
+  return (
+    !!previous?.phase &&
+    !!container?.state?.running &&
+    !pod?.metadata?.deletionTimestamp &&
+    previous.runner?.podUid !== undefined &&
+    previous.runner.podUid === pod?.metadata?.uid &&
+    (previous.runnerRestarts ?? 0) === container.restartCount
+  );
+}
+
 function shutdownMessage(snapshot: RunnerSnapshot): string {
   const shutdown = snapshot.lastShutdown;
   if (!shutdown) return 'qemu stopped';
@@ -129,21 +215,75 @@ export function formatBytes(bytes: number): string {
   return String(bytes);
 }
 
+const RUNNING_REPORTING: ConditionFacts = {
+  type: 'RunnerReporting',
+  status: 'True',
+  reason: 'Reporting',
+  message: 'the runner reports the VM state',
+};
+
+function specValidCondition(observed: ObservedState, snapshot: RunnerSnapshot | undefined): ConditionFacts {
+  const errors = [...observed.specErrors];
+  if (observed.rejected)
+    errors.push(`the apiserver refused an object made for this VM: ${observed.rejected}`);
+  const configError = snapshot?.configError;
+  // Only for the config it was found in: an edit that fixed it must not stay reported as wrong.
+  if (configError && snapshot.config === observed.configDigest) {
+    errors.push(`${specPathOfRunnerField(configError.field)}: ${configError.message}`);
+  }
+  return errors.length === 0
+    ? { type: 'SpecValid', status: 'True', reason: 'Valid', message: 'the spec can be run' }
+    : {
+        type: 'SpecValid',
+        status: 'False',
+        reason:
+          observed.specErrors.length > 0
+            ? 'InvalidSpec'
+            : observed.rejected
+              ? 'RejectedByApiserver'
+              : 'RunnerRejectedSpec',
+        message: errors.join('; '),
+      };
+}
+
 export function deriveStatus(vm: VirtualMachine, observed: ObservedState): VirtualMachineStatus {
   const generation = vm.metadata.generation ?? 0;
   const previous = vm.status;
   const { pod, now } = observed;
-  const snapshot = currentSnapshot(observed.snapshot, pod, previous);
-  const facts = snapshot && pod ? runnerPhase(vm, pod, snapshot) : podPhase(vm, pod);
-  const specValid: ConditionFacts =
-    observed.specErrors.length === 0
-      ? { type: 'SpecValid', status: 'True', reason: 'Valid', message: 'the spec can be run' }
-      : {
-          type: 'SpecValid',
+  const conditions = (facts: ConditionFacts[]) =>
+    facts.map((c) => condition(previous?.conditions, c, generation, now));
+  const container = runnerContainer(pod);
+  const ownSnapshot = currentSnapshot(observed.snapshot, pod, previous);
+  const specValid = specValidCondition(observed, ownSnapshot);
+  const runnerRestarts = container && { runnerRestarts: container.restartCount };
+
+  const wantRunning = vm.spec.vm.state === 'Running' && !pod?.metadata?.deletionTimestamp;
+  if (!ownSnapshot && wantRunning && runnerWentQuiet(previous, pod)) {
+    const kept = (type: string) => previous!.conditions?.find((c) => c.type === type);
+    return {
+      ...previous,
+      observedGeneration: generation,
+      conditions: conditions([
+        specValid,
+        ...(['Running', 'Booted'] as const).flatMap((type) => kept(type) ?? []),
+        {
+          type: 'RunnerReporting',
           status: 'False',
-          reason: 'InvalidSpec',
-          message: observed.specErrors.join('; '),
-        };
+          reason: 'NotReporting',
+          message: 'the runner still runs but its reported state is missing; showing the last known state',
+        },
+      ]),
+    };
+  }
+
+  const stoppedContainer = wantRunning && isStoppedContainer(container);
+  // A stopped container's last snapshot describes a qemu that is gone: only its failure message counts.
+  const snapshot = stoppedContainer ? undefined : ownSnapshot;
+  const facts = stoppedContainer
+    ? stoppedContainerPhase(container, ownSnapshot)
+    : snapshot && pod
+      ? runnerPhase(vm, pod, snapshot)
+      : podPhase(vm, pod);
   const running: ConditionFacts = {
     type: 'Running',
     status: facts.phase === 'Running' ? 'True' : 'False',
@@ -154,7 +294,15 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
     facts.phase === 'Running' && snapshot?.booted
       ? { type: 'Booted', status: 'True', reason: 'GuestBooted', message: 'the guest opened its agent port' }
       : { type: 'Booted', status: 'False', reason: 'NotBooted', message: 'the guest has not (yet) booted' };
-  const stopped = facts.phase === 'Stopped';
+  const reporting: ConditionFacts = snapshot
+    ? RUNNING_REPORTING
+    : {
+        type: 'RunnerReporting',
+        status: 'False',
+        reason: pod ? 'NotReporting' : 'NoRunner',
+        message: pod ? 'no state from the runner of the current container yet' : 'no runner pod exists',
+      };
+  const noQemu = facts.phase === 'Stopped' || facts.phase === 'Failed';
   const lastShutdown = snapshot?.lastShutdown
     ? {
         guestInitiated: snapshot.lastShutdown.guest,
@@ -162,19 +310,21 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
         time: snapshot.lastShutdown.at,
       }
     : previous?.lastShutdown;
+  const folded = snapshot ?? ownSnapshot;
   return {
     phase: facts.phase,
     observedGeneration: generation,
-    conditions: [specValid, running, booted].map((c) => condition(previous?.conditions, c, generation, now)),
-    ...(pod?.spec?.nodeName && !stopped && { node: pod.spec.nodeName }),
-    ...(snapshot && !stopped && { cpus: snapshot.cpus, ram: formatBytes(snapshot.ram) }),
-    ...(stopped && { cpus: 0, ram: '0' }),
+    conditions: conditions([specValid, running, booted, reporting]),
+    ...(pod?.spec?.nodeName && facts.phase !== 'Stopped' && { node: pod.spec.nodeName }),
+    ...(snapshot && !noQemu && { cpus: snapshot.cpus, ram: formatBytes(snapshot.ram) }),
+    ...(noQemu && { cpus: 0, ram: '0' }),
     ...(snapshot?.displayPasswordSerial !== undefined && {
       displayPasswordSerial: snapshot.displayPasswordSerial,
     }),
     ...(snapshot && { consoleClient: snapshot.consoleClient?.host ?? '' }),
     ...(lastShutdown && { lastShutdown }),
-    ...(snapshot && { runner: { runId: snapshot.runId, seq: snapshot.seq } }),
+    ...runnerRestarts,
+    ...(folded && { runner: { runId: folded.runId, seq: folded.seq, podUid: folded.podUid } }),
   };
 }
 
@@ -182,6 +332,8 @@ export interface StatusEvent {
   type: 'Normal' | 'Warning';
   reason: string;
   message: string;
+  /** How many occurrences this stands for (default 1); repeats are counted in one Event. */
+  count?: number;
 }
 
 /**
@@ -217,6 +369,16 @@ export function transitionEvents(
   if (after.phase === 'Failed' && before?.phase !== 'Failed') {
     const message = after.conditions?.find((c) => c.type === 'Running')?.message ?? 'the VM failed';
     events.push({ type: 'Warning', reason: 'Failed', message });
+  }
+  // kubelet's restartCount starts again at 0 in a new pod.
+  const restarts = (after.runnerRestarts ?? 0) - (before?.runnerRestarts ?? 0);
+  if (restarts > 0) {
+    events.push({
+      type: 'Warning',
+      reason: 'RunnerRestarted',
+      message: 'the runner container stopped and kubelet restarted it',
+      count: restarts,
+    });
   }
   return events;
 }

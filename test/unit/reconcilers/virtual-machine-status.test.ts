@@ -118,6 +118,114 @@ describe('folding the runner snapshot into status', () => {
     expect(nextRun.lastShutdown).toEqual(afterShutdown.lastShutdown);
   });
 
+  const containerStarted = '2026-01-01T00:00:00Z';
+  const podWith = (container: Record<string, unknown>) => ({
+    ...runningPod,
+    status: { phase: 'Running', containerStatuses: [{ name: 'runner', restartCount: 0, ...container }] },
+  });
+  const runningContainer = { state: { running: { startedAt: containerStarted } } };
+  const foldedRunning = (restarts = 0): VirtualMachineStatus =>
+    deriveStatus(vmWith(), {
+      pod: podWith({ ...runningContainer, restartCount: restarts }) as never,
+      snapshot: snapshot({ startedAt: '2026-01-01T00:00:01Z' }),
+      specErrors: [],
+      now,
+    });
+  const byType = (status: VirtualMachineStatus) =>
+    Object.fromEntries(status.conditions!.map((c) => [c.type, c]));
+
+  it('keeps the last known state when the snapshot is gone but the runner still runs (Redis came back empty)', () => {
+    const before = foldedRunning();
+    expect(byType(before).RunnerReporting).toMatchObject({ status: 'True' });
+    const after = deriveStatus(vmWith({}, before), {
+      pod: podWith(runningContainer) as never,
+      specErrors: [],
+      now: new Date('2026-01-01T00:05:00Z'),
+    });
+    expect(after).toMatchObject({ phase: 'Running', cpus: 2, ram: '4Gi', runner: before.runner });
+    expect(byType(after).Booted).toMatchObject({ status: 'True' });
+    expect(byType(after).RunnerReporting).toMatchObject({ status: 'False', reason: 'NotReporting' });
+    expect(transitionEvents(before, after, 'Running')).toEqual([]);
+  });
+
+  it('does not keep it once the container restarted: that runner has not reported yet', () => {
+    const after = deriveStatus(vmWith({}, foldedRunning()), {
+      pod: podWith({ ...runningContainer, restartCount: 1 }) as never,
+      specErrors: [],
+      now,
+    });
+    expect(after.phase).toBe('Starting');
+    expect(byType(after).Booted).toMatchObject({ status: 'False' });
+  });
+
+  it("follows the runner container's state, not the last snapshot, when the runner was killed", () => {
+    const before = foldedRunning();
+    const killed = podWith({
+      restartCount: 1,
+      state: { waiting: { reason: 'CrashLoopBackOff', message: 'back-off 10s restarting failed container' } },
+      lastState: { terminated: { exitCode: 137, reason: 'Error' } },
+    });
+    const after = deriveStatus(vmWith({}, before), {
+      pod: killed as never,
+      snapshot: snapshot({ startedAt: '2026-01-01T00:00:01Z' }),
+      specErrors: [],
+      now,
+    });
+    expect(after).toMatchObject({ phase: 'Failed', cpus: 0, ram: '0', runnerRestarts: 1 });
+    expect(byType(after).Running).toMatchObject({ reason: 'CrashLoopBackOff' });
+    expect(byType(after).Running.message).toContain('killed by signal 9');
+    expect(byType(after).Booted).toMatchObject({ status: 'False' });
+    expect(transitionEvents(before, after, 'Running')).toEqual([
+      expect.objectContaining({ type: 'Warning', reason: 'Failed' }),
+      expect.objectContaining({ type: 'Warning', reason: 'RunnerRestarted', count: 1 }),
+    ]);
+  });
+
+  it("ignores the snapshot of the container's previous run after a restart", () => {
+    const after = deriveStatus(vmWith(), {
+      pod: podWith({ state: { running: { startedAt: '2026-01-01T00:01:00Z' } }, restartCount: 1 }) as never,
+      snapshot: snapshot({ startedAt: '2026-01-01T00:00:01Z' }),
+      specErrors: [],
+      now,
+    });
+    expect(after.phase).toBe('Starting');
+    expect(after.runner).toBeUndefined();
+  });
+
+  it('reports a failed VM without the CPUs and RAM of the dead qemu', () => {
+    const status = deriveStatus(vmWith(), {
+      pod: runningPod as never,
+      snapshot: snapshot({ phase: 'failed', message: 'qemu killed by SIGKILL' }),
+      specErrors: [],
+      now,
+    });
+    expect(status).toMatchObject({ phase: 'Failed', cpus: 0, ram: '0' });
+  });
+
+  it("names the VM's field when the runner found a missing CD image, for that config only", () => {
+    const failed = snapshot({
+      phase: 'failed',
+      config: 'digest-1',
+      message: 'CD image /images/x.iso does not exist',
+      configError: { field: 'vm.drives[1].file', message: 'CD image /images/x.iso does not exist' },
+    });
+    const observed = { pod: runningPod as never, snapshot: failed, specErrors: [], now };
+    const status = deriveStatus(vmWith(), { ...observed, configDigest: 'digest-1' });
+    expect(byType(status).SpecValid).toMatchObject({
+      status: 'False',
+      reason: 'RunnerRejectedSpec',
+      message: 'spec.vm.disks[1].cdrom.image: CD image /images/x.iso does not exist',
+    });
+    const edited = deriveStatus(vmWith(), { ...observed, configDigest: 'digest-2' });
+    expect(byType(edited).SpecValid).toMatchObject({ status: 'True' });
+  });
+
+  it("reports the apiserver's refusal of an owned object in SpecValid", () => {
+    const status = deriveStatus(vmWith(), { specErrors: [], rejected: 'StatefulSet "x" is invalid', now });
+    expect(byType(status).SpecValid).toMatchObject({ status: 'False', reason: 'RejectedByApiserver' });
+    expect(byType(status).SpecValid.message).toContain('StatefulSet "x" is invalid');
+  });
+
   it('formats RAM in the largest binary unit that divides it', () => {
     expect(formatBytes(4 * 2 ** 30)).toBe('4Gi');
     expect(formatBytes(160 * 2 ** 20)).toBe('160Mi');
