@@ -37,3 +37,23 @@ export async function readOptional<T>(read: () => Promise<T>): Promise<T | undef
     throw err;
   }
 }
+
+/** Codes a retry can fix: auth that may be renewed, a gone object, a conflict, throttling. */
+const RETRYABLE_CLIENT_ERRORS = new Set([401, 404, 408, 409, 429]);
+
+/**
+ * The apiserver's message when it refused a request in a way no retry can fix (a 4xx such as 400
+ * or 422 for an invalid object, 403 for a forbidden write); undefined for anything else.
+ */
+export function apiserverRejection(err: unknown): string | undefined {
+  if (!(err instanceof ApiException) || err.code < 400 || err.code >= 500) return undefined;
+  if (RETRYABLE_CLIENT_ERRORS.has(err.code)) return undefined;
+  const body: unknown = err.body;
+  try {
+    const status = (typeof body === 'string' ? JSON.parse(body) : body) as { message?: unknown };
+    if (typeof status?.message === 'string') return status.message;
+  } catch {
+    // not a Status object: fall through
+  }
+  return `HTTP ${err.code}`;
+}

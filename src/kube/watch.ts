@@ -10,7 +10,10 @@ import {
 import { backoffDelay } from '../queue/backoff.js';
 import type { Logger } from '../util/logger.js';
 
-const RESTART_BACKOFF = { baseMs: 500, capMs: 30_000 };
+// The cap bounds how long after an outage the cache catches up; fewer tries would not help the apiserver.
+const RESTART_BACKOFF = { baseMs: 500, capMs: 10_000 };
+/** A watch up this long ended a failure series: the next failure is a new outage. */
+const STAYED_UP_MS = 30_000;
 
 export interface WatchSpec<T extends KubernetesObject> {
   /** The API path of the collection, e.g. /api/v1/namespaces/ns/configmaps. */
@@ -53,16 +56,36 @@ export function watchObjects<T extends KubernetesObject>(
   }
   if (handlers.deleted) informer.on('delete', handlers.deleted);
   let stopped = false;
-  let failures = 0;
   let timer: NodeJS.Timeout | undefined;
-  informer.on('connect', () => (failures = 0));
+  // One outage: from the first failure until a restart lists and watches again. The failure count
+  // (and so the back-off) starts again only for a watch that stayed up; client-node's 'connect'
+  // fires before each attempt, so it cannot tell.
+  let failures = 0;
+  let outageStart = 0;
+  let upSince = Date.now();
+  const restart = async () => {
+    if (stopped) return;
+    const failuresBefore = failures;
+    await informer.start().catch(() => undefined); // failures come back through 'error'
+    if (stopped || failures !== failuresBefore) return;
+    upSince = Date.now();
+    logger.info({ path: spec.path, failures, outageMs: upSince - outageStart }, 'watch restored');
+  };
   informer.on('error', (err: unknown) => {
     if (stopped) return;
+    if (upSince > 0 && Date.now() - upSince >= STAYED_UP_MS) failures = 0;
+    upSince = 0;
     const delay = backoffDelay(++failures, RESTART_BACKOFF);
-    logger.warn({ err: String(err), path: spec.path, retryInMs: delay }, 'watch failed; restarting it');
-    timer = setTimeout(() => {
-      if (!stopped) informer.start().catch(() => undefined); // failures come back through 'error'
-    }, delay);
+    if (failures === 1) {
+      outageStart = Date.now();
+      logger.warn(
+        { err: String(err), path: spec.path, retryInMs: delay },
+        'watch failed; restarting it with back-off',
+      );
+    } else {
+      logger.debug({ err: String(err), path: spec.path, failures, retryInMs: delay }, 'watch failed again');
+    }
+    timer = setTimeout(() => void restart(), delay);
   });
   return {
     start: () => informer.start(),

@@ -1,5 +1,7 @@
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { VmConfig } from '../api/runner-config.js';
+import { ConfigError } from './config-error.js';
 
 /** A CD-ROM drive as the templates and the runner see it; `id` is the qemu device id. */
 export interface CdDrive {
@@ -53,4 +55,15 @@ export function disks(vm: Pick<VmConfig, 'drives'>, isRegularFile: (file: string
       const device = file ? undefined : drive.device || resource;
       return { id: `disk${index}`, index, file, device, bootindex: drive.bootindex };
     });
+}
+
+/** CD images that are files (not URLs) must exist before qemu starts, or qemu fails with less to say. */
+export function checkCdImages(vm: Pick<VmConfig, 'drives'>, imageRepository: string): void {
+  vm.drives.forEach((drive, index) => {
+    if (drive.type !== 'ide-cd') return;
+    const file = resolveCdImage(drive.file ?? '', imageRepository);
+    if (file && path.isAbsolute(file) && !existsSync(file)) {
+      throw new ConfigError(`vm.drives[${index}].file`, `CD image ${file} does not exist`);
+    }
+  });
 }

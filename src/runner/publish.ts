@@ -50,6 +50,7 @@ export function redisPublisher(options: {
   redis.on('error', (err: Error) => logger.warn({ reason: err.message }, 'Redis connection problem'));
   const queue = openWorkQueue({ redisUrl: options.redisUrl });
   let next: { snapshot: RunnerSnapshot; event: VmEvent } | undefined;
+  let latest: RunnerSnapshot | undefined;
   let sending: Promise<void> | undefined;
 
   const send = async () => {
@@ -67,12 +68,25 @@ export function redisPublisher(options: {
     sending = undefined;
   };
 
+  const publish: PublishSnapshot = (snapshot, event) => {
+    latest = snapshot;
+    next = { snapshot, event };
+    sending ??= send();
+  };
+  // A Redis that comes back may have come back empty (restarted without persistence, failed
+  // over): the whole snapshot goes again after every reconnect, or the VM would look unreported.
+  let connectedBefore = false;
+  redis.on('ready', () => {
+    if (connectedBefore && latest) {
+      logger.info({ seq: latest.seq }, 'Redis reconnected: publishing the snapshot again');
+      publish(latest, { event: 'RUNNER_RECONNECTED' });
+    }
+    connectedBefore = true;
+  });
+
   logger.info({ redis: redactRedisUrl(options.redisUrl), vmKey }, 'publishing VM state to Redis');
   return {
-    publish(snapshot, event) {
-      next = { snapshot, event };
-      sending ??= send();
-    },
+    publish,
     async close() {
       const flushed = await Promise.race([
         (sending ?? Promise.resolve()).then(() => true),

@@ -8,6 +8,7 @@ import {
   type RunnerConfig,
   type RunnerSettings,
 } from '../api/runner-config.js';
+import type { RunnerConfigError } from '../api/runner-snapshot.js';
 import type { Logger } from '../util/logger.js';
 import { describeExit, spawnChild, type Child, type ChildExit } from './child.js';
 import { buildNoCloudImage } from './cloud-init.js';
@@ -15,7 +16,8 @@ import { liveChanges, restartChanges } from './config-diff.js';
 import { CdromController } from './controllers/cdrom.js';
 import { CpuController } from './controllers/cpus.js';
 import { DisplayController, displaySecretFiles } from './controllers/display.js';
-import { cdDrives } from './drives.js';
+import { ConfigError } from './config-error.js';
+import { cdDrives, checkCdImages } from './drives.js';
 import { requireExecutable } from './executable.js';
 import { watchFiles, type FileWatch } from './file-watch.js';
 import { prepareFirmware } from './firmware.js';
@@ -114,6 +116,8 @@ export class VmRunner {
   private serial: Promise<void> = Promise.resolve();
   /** Set while the runner waits to be stopped after the guest powered off for good. */
   private releaseLinger: (() => void) | undefined;
+  /** What in the config keeps the VM from starting, when that is why it failed. */
+  private configError?: RunnerConfigError;
 
   constructor(private readonly options: RunnerOptions) {
     this.logger = options.logger;
@@ -143,6 +147,7 @@ export class VmRunner {
         this.abandonedStart = true;
       } else {
         failure = (err as Error).message;
+        if (err instanceof ConfigError) this.configError = { field: err.field, message: err.message };
         this.logger.error({ reason: failure }, 'starting the VM failed');
       }
       // The guest never ran: there is nothing to power down.
@@ -208,6 +213,7 @@ export class VmRunner {
     );
     return {
       runId: randomUUID(),
+      startedAt: new Date(performance.timeOrigin).toISOString(),
       config: configDigest(this.startedConfigText),
       pod: this.options.pod,
       podUid: this.options.podUid,
@@ -256,6 +262,7 @@ export class VmRunner {
     const { vm } = settings;
     const paths = this.paths;
     const searchPath = this.env.PATH;
+    checkCdImages(vm, paths.imageRepository);
     const templateFile = await templateForVm(settings.template, {
       searchPath: templateSearchPath(this.env),
       dataDir: paths.dataDir,
@@ -397,15 +404,16 @@ export class VmRunner {
         this.abandonedStart ||
         (exit.code === 0 && (snapshot.lastShutdown !== undefined || this.stopRequested));
       if (!orderly || this.killedAfterQuit) {
-        message =
-          `qemu ${describeExit(exit)} without an orderly shutdown: ${this.qemu?.stderrTail() ?? ''}`.trim();
+        const stderr = this.qemu?.stderrTail().trim();
+        message = `qemu ${describeExit(exit)} without an orderly shutdown${stderr ? `: ${stderr}` : ''}`;
       }
     }
     const phase = message ? 'failed' : 'stopped';
-    this.store.update((state) => ({ ...state, phase, message, booted: false, consoleClient: undefined }), {
-      event: 'RUNNER_EXITED',
-      data: { ...(exit ?? {}), ...(message ? { message } : {}) },
-    });
+    const configError = this.configError;
+    this.store.update(
+      (state) => ({ ...state, phase, message, configError, booted: false, consoleClient: undefined }),
+      { event: 'RUNNER_EXITED', data: { ...(exit ?? {}), ...(message ? { message } : {}) } },
+    );
     if (message) this.logger.error({ reason: message }, 'VM failed');
     else this.logger.info({ lastShutdown: snapshot.lastShutdown }, 'VM stopped');
     return message ? EXIT_FAILED : EXIT_CLEAN;

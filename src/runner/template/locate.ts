@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { copyFile, access } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ConfigError } from '../config-error.js';
 
 export const SITE_TEMPLATE_DIR = '/opt/vmrunner/templates';
 
@@ -29,10 +30,10 @@ export function templateSearchPath(env: NodeJS.ProcessEnv): string[] {
 export function findTemplate(name: string, searchPath: string[]): string {
   if (path.isAbsolute(name)) {
     if (existsSync(name)) return name;
-    throw new Error(`template ${name} does not exist`);
+    throw new ConfigError('template', `template ${name} does not exist`);
   }
   const found = searchPath.map((dir) => path.join(dir, name)).find((file) => existsSync(file));
-  if (!found) throw new Error(`template "${name}" not found in ${searchPath.join(', ')}`);
+  if (!found) throw new ConfigError('template', `template "${name}" not found in ${searchPath.join(', ')}`);
   return found;
 }
 
