@@ -109,8 +109,9 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     ...(options.rateLimitPerSecond && { rateLimit: { perSecond: options.rateLimitPerSecond } }),
     resync: { everyMs: options.resyncIntervalMs, onResync: enqueueAllVms },
     // Reconciles take milliseconds, and a key held by a replica that died waits for its lock to
-    // expire: keep that short (BullMQ renews the lock of a running handler every half of it).
-    lockDurationMs: 10_000,
+    // expire and the next stalled check: at most 3 + 1.5 s here (see FACTS.md for the Redis cost).
+    lockDurationMs: 3_000,
+    stalledIntervalMs: 1_500,
     logger,
     metrics: registry,
   });

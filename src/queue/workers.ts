@@ -30,8 +30,13 @@ export const StartWorkersOptionsSchema = QueueAddressSchema.extend({
     .optional(),
   /** How long close() lets running handlers finish before aborting them. */
   shutdownTimeoutMs: z.number().int().nonnegative().default(30_000),
-  /** A key whose worker died is handled elsewhere after this long. */
+  /**
+   * A key whose worker died is handled elsewhere after at most this plus stalledIntervalMs: its
+   * lock expires (a live worker renews it every half of this) and the next stalled check frees it.
+   */
   lockDurationMs: z.number().int().positive().default(30_000),
+  /** How often each worker looks for keys whose locks expired (one Redis script call); default lockDurationMs. */
+  stalledIntervalMs: z.number().int().positive().optional(),
   /** Upper bound on how late a follow-up requested by another process is noticed. */
   followUpPollMs: z.number().int().positive().default(500),
   logger: z.custom<Logger>((value) => typeof value === 'object' && value !== null).optional(),
@@ -89,7 +94,7 @@ export async function startWorkers(options: StartWorkersOptions): Promise<{ clos
     name: `${hostname()}:${process.pid}`,
     concurrency: opts.concurrency,
     lockDuration: opts.lockDurationMs,
-    stalledInterval: opts.lockDurationMs,
+    stalledInterval: opts.stalledIntervalMs ?? opts.lockDurationMs,
     maxStalledCount: MAX_STALLED_COUNT,
     ...(opts.rateLimit ? { limiter: rateLimiter(opts.rateLimit.perSecond) } : {}),
   });

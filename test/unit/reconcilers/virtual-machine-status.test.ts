@@ -173,7 +173,7 @@ describe('folding the runner snapshot into status', () => {
     });
     expect(after).toMatchObject({ phase: 'Failed', cpus: 0, ram: '0', runnerRestarts: 1 });
     expect(byType(after).Running).toMatchObject({ reason: 'CrashLoopBackOff' });
-    expect(byType(after).Running.message).toContain('killed by signal 9');
+    expect(byType(after).Running?.message).toContain('killed by signal 9');
     expect(byType(after).Booted).toMatchObject({ status: 'False' });
     expect(transitionEvents(before, after, 'Running')).toEqual([
       expect.objectContaining({ type: 'Warning', reason: 'Failed' }),
@@ -223,7 +223,7 @@ describe('folding the runner snapshot into status', () => {
   it("reports the apiserver's refusal of an owned object in SpecValid", () => {
     const status = deriveStatus(vmWith(), { specErrors: [], rejected: 'StatefulSet "x" is invalid', now });
     expect(byType(status).SpecValid).toMatchObject({ status: 'False', reason: 'RejectedByApiserver' });
-    expect(byType(status).SpecValid.message).toContain('StatefulSet "x" is invalid');
+    expect(byType(status).SpecValid?.message).toContain('StatefulSet "x" is invalid');
   });
 
   it('formats RAM in the largest binary unit that divides it', () => {
