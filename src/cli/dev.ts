@@ -17,13 +17,21 @@ const DOWN_TIMEOUT_MS = 180_000;
 
 function printState(state: DevState, output: string | undefined): void {
   if (output === 'json') {
-    console.log(JSON.stringify({ running: true, ...state }, null, 2));
+    const alive = (p: { pid: number }) => ({ ...p, alive: isAlive(p.pid) });
+    const processes = { managers: state.managers.map(alive), redis: alive(state.redis) };
+    console.log(JSON.stringify({ running: true, ...state, ...processes }, null, 2));
     return;
   }
   console.log(`vmop dev is up (supervisor pid ${state.supervisorPid}); logs in ${devDir()}`);
   console.log(`Redis:      ${state.redisUrl}`);
   console.log(`kubeconfig: ${state.kubeconfig}`);
   console.log(`node:       ${state.cluster.node} (kubelet and containerd logs in ${state.cluster.dir}/node)`);
+  const liveness = (pid: number, restarts: number) =>
+    `pid ${pid} ${isAlive(pid) ? 'alive' : 'dead (restarting)'}${restarts > 0 ? `, restarted ${restarts}x` : ''}`;
+  console.log(`redis:      ${liveness(state.redis.pid, state.redis.restarts)}`);
+  state.managers.forEach((m, i) =>
+    console.log(`manager-${i + 1}:  ${liveness(m.pid, m.restarts)}; log ${m.log}`),
+  );
   console.log(`Use it:     export KUBECONFIG=${state.kubeconfig}; kubectl get vms -A`);
 }
 

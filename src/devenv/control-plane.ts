@@ -15,6 +15,7 @@ import { createLogger, type Logger } from '../util/logger.js';
 import { locateControlPlaneBinaries, type ControlPlaneBinaries } from './kube-binaries.js';
 import { spawnLogged, type LoggedProcess } from './logged-process.js';
 import { startOrphanReaper, type OrphanReaper } from './orphan-reaper.js';
+import { superviseProcess, type SupervisedProcess } from './supervised-process.js';
 
 export interface ControlPlane {
   /** Admin access (group system:masters) through a bearer token. */
@@ -30,6 +31,8 @@ export interface ControlPlane {
   node: NodeCredentials;
   /** Working directory: certificates, etcd data, kubeconfigs and one log file per process. */
   dir: string;
+  /** A process by name (etcd, kube-apiserver, kube-controller-manager, kube-scheduler), e.g. to inject faults. */
+  process(name: string): SupervisedProcess | undefined;
   /** Stops the controllers, kube-apiserver and etcd, then removes the directory (if it made it). */
   stop(): Promise<void>;
 }
@@ -84,12 +87,19 @@ export async function startControlPlane(options: StartControlPlaneOptions = {}):
     ? undefined
     : startOrphanReaper({ removeDir: ownsDir ? dir : undefined, logger });
   const reaper = options.reaper ?? ownReaper!;
-  const processes: LoggedProcess[] = [];
+  const processes: SupervisedProcess[] = [];
+  /** Starts a process that is restarted (with back-off) when it dies, as kubelet does with static pods. */
   const launch = async (name: string, binary: string, args: string[]) => {
-    const started = await spawnLogged(name, binary, args, path.join(dir, `${name}.log`));
-    reaper.adopt(started.pid);
-    processes.push(started);
-    return started;
+    const spawn = () => spawnLogged(name, binary, args, path.join(dir, `${name}.log`));
+    const first = await spawn();
+    let firstHandedOut = false;
+    const supervised = await superviseProcess(
+      name,
+      async () => (firstHandedOut ? spawn() : ((firstHandedOut = true), first)),
+      { logger, onStart: (pid) => reaper.adopt(pid) },
+    );
+    processes.push(supervised);
+    return first;
   };
 
   const stopAll = async () => {
@@ -181,6 +191,7 @@ export async function startControlPlane(options: StartControlPlaneOptions = {}):
         kubeletClientCaFile: files.kubeletClientCa,
       },
       dir,
+      process: (name) => processes.find((p) => p.name === name),
       stop: () => (stopping ??= stopAll().then(() => logger.info({ dir }, 'control plane stopped'))),
     };
   } catch (err) {

@@ -10,9 +10,10 @@ import { createLogger, type Logger } from '../util/logger.js';
 import { isAlive } from '../util/process.js';
 import { startCluster, type Cluster } from './cluster.js';
 import { installCrds } from './install-crds.js';
-import { spawnLogged, type LoggedProcess } from './logged-process.js';
+import { spawnLogged } from './logged-process.js';
 import { startOrphanReaper } from './orphan-reaper.js';
 import { startRedis } from './redis.js';
+import { superviseProcess, type SupervisedProcess } from './supervised-process.js';
 
 export const MANAGER_REPLICAS = 2;
 /** How long runners get to power their guests down when the environment stops. */
@@ -29,7 +30,8 @@ export const DevState = z.object({
   supervisorPid: z.number().int(),
   kubeconfig: z.string(),
   redisUrl: z.string(),
-  managers: z.array(z.object({ pid: z.number().int(), log: z.string() })),
+  managers: z.array(z.object({ pid: z.number().int(), log: z.string(), restarts: z.number().int() })),
+  redis: z.object({ pid: z.number().int(), restarts: z.number().int() }),
   cluster: z.object({
     /** Logs and state of the control plane and the node (kubelet, containerd) live here. */
     dir: z.string(),
@@ -52,8 +54,11 @@ export function readDevState(dir = devDir()): DevState | undefined {
 }
 
 export interface DevEnvironment {
-  state: Omit<DevState, 'supervisorPid' | 'startedAt'>;
+  /** Where things are now (pids change when a process is restarted). */
+  readonly state: Omit<DevState, 'supervisorPid' | 'startedAt'>;
   cluster: Cluster;
+  redis: SupervisedProcess;
+  managers: SupervisedProcess[];
   /** Stops it as a machine shuts down: the node first (runners power their guests down), then the rest. */
   stop(): Promise<void>;
 }
@@ -63,6 +68,8 @@ export interface StartDevEnvironmentOptions {
   dir: string;
   /** More arguments for every manager replica. */
   managerArgs?: string[];
+  /** Called after a process was restarted (its pid in `state` changed). */
+  onRestart?: () => void;
   logger?: Logger;
 }
 
@@ -74,42 +81,61 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
   const reaper = startOrphanReaper({ logger });
   const cluster = await startCluster({ logger });
   // On the node network's host address: the managers here and the runner pods there both reach it.
-  const redis = await startRedis({ host: cluster.network.hostAddress });
-  reaper.adopt(redis.pid);
+  // A Redis that dies comes back empty on the same address, as one without persistence would.
+  const firstRedis = await startRedis({ host: cluster.network.hostAddress });
+  const redisUrl = firstRedis.url;
+  const supervision = {
+    logger,
+    onStart: (pid: number) => {
+      reaper.adopt(pid);
+      options.onRestart?.();
+    },
+  };
+  let firstRedisHandedOut = false;
+  const redis = await superviseProcess(
+    'redis',
+    async () =>
+      firstRedisHandedOut
+        ? startRedis({ host: cluster.network.hostAddress, port: firstRedis.port })
+        : ((firstRedisHandedOut = true), firstRedis),
+    supervision,
+  );
   const kubeconfig = join(dir, 'kubeconfig');
   writeFileSync(kubeconfig, cluster.controlPlane.kubeconfigYaml, { mode: 0o600 });
   await installCrds(cluster.kubeConfig);
   await cluster.provideImageRepository('default');
 
-  const managers: LoggedProcess[] = [];
+  const managers: SupervisedProcess[] = [];
+  const managerLogs: string[] = [];
   for (let replica = 1; replica <= MANAGER_REPLICAS; replica++) {
     const name = `manager-${replica}`;
-    const manager = await spawnLogged(
-      name,
-      VMOP_BIN,
-      [
-        ...['manager', '--kubeconfig', kubeconfig, '--redis', redis.url, '--metrics-port', '0'],
-        ...['--runner-image', cluster.images.runner.ref, '--runner-image-pull-policy', 'Never'],
-        ...(options.managerArgs ?? []),
-      ],
-      join(dir, `${name}.log`),
-    );
-    reaper.adopt(manager.pid);
-    managers.push(manager);
+    const log = join(dir, `${name}.log`);
+    const args = [
+      ...['manager', '--kubeconfig', kubeconfig, '--redis', redisUrl, '--metrics-port', '0'],
+      ...['--runner-image', cluster.images.runner.ref, '--runner-image-pull-policy', 'Never'],
+      ...(options.managerArgs ?? []),
+    ];
+    managers.push(await superviseProcess(name, () => spawnLogged(name, VMOP_BIN, args, log), supervision));
+    managerLogs.push(log);
   }
   return {
-    state: {
-      kubeconfig,
-      redisUrl: redis.url,
-      managers: managers.map((m) => ({ pid: m.pid, log: m.logPath })),
-      cluster: { dir: cluster.dir, node: cluster.node.name, runnerImage: cluster.images.runner.ref },
+    get state() {
+      return {
+        kubeconfig,
+        redisUrl,
+        managers: managers.map((m, i) => ({ pid: m.pid, log: managerLogs[i]!, restarts: m.restarts })),
+        redis: { pid: redis.pid, restarts: redis.restarts },
+        cluster: { dir: cluster.dir, node: cluster.node.name, runnerImage: cluster.images.runner.ref },
+      };
     },
     cluster,
+    redis,
+    managers,
     async stop() {
       // The node first: its runners power the VMs down while the managers and the apiserver still run.
       await cluster.node.stop(NODE_STOP_GRACE_MS);
       await Promise.all(managers.map((m) => m.stop(30_000)));
-      await redis.stop();
+      await redis.stop(5_000);
       await cluster.stop();
       await reaper.release();
     },
@@ -125,20 +151,27 @@ export async function superviseDevEnvironment(dir = devDir()): Promise<void> {
   const logger = createLogger('dev');
   mkdirSync(dir, { recursive: true });
   rmSync(stateFile(dir), { force: true });
-  const environment = await startDevEnvironment({ dir, logger });
-  const state: DevState = {
-    supervisorPid: process.pid,
-    ...environment.state,
-    startedAt: new Date().toISOString(),
+  const startedAt = new Date().toISOString();
+  let up = false;
+  const writeState = (): DevState => {
+    const state = { supervisorPid: process.pid, ...environment.state, startedAt };
+    writeFileSync(stateFile(dir), JSON.stringify(state, null, 2));
+    return state;
   };
-  writeFileSync(stateFile(dir), JSON.stringify(state, null, 2));
-  logger.info(state, 'dev environment up');
+  const environment: DevEnvironment = await startDevEnvironment({
+    dir,
+    logger,
+    onRestart: () => up && writeState(),
+  });
+  up = true;
+  logger.info(writeState(), 'dev environment up');
 
   await new Promise<void>((resolve) => {
     process.once('SIGTERM', resolve);
     process.once('SIGINT', resolve);
   });
   logger.info('stopping the dev environment');
+  up = false;
   rmSync(stateFile(dir), { force: true });
   await environment.stop();
   logger.info('dev environment stopped');

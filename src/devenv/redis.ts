@@ -6,8 +6,10 @@ export interface RedisServer {
   url: string;
   port: number;
   pid: number;
-  /** Stops the server (SIGTERM, then SIGKILL) and waits for it to exit. */
-  stop(): Promise<void>;
+  /** Resolves with how the server ended. */
+  exited: Promise<string>;
+  /** Stops the server (SIGTERM, then SIGKILL after graceMs, default 5 s) and waits for it to exit. */
+  stop(graceMs?: number): Promise<void>;
 }
 
 export interface StartRedisOptions {
@@ -66,15 +68,18 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Redis
     url: `redis://${host}:${port}`,
     port,
     pid: child.pid!,
-    stop: () => stopChild(child),
+    exited: exited.then(([code, signal]) =>
+      signal ? `killed by ${String(signal)}` : `exit code ${String(code)}`,
+    ),
+    stop: (graceMs?: number) => stopChild(child, graceMs),
   };
 }
 
-async function stopChild(child: ChildProcess): Promise<void> {
+async function stopChild(child: ChildProcess, graceMs = 5_000): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = once(child, 'exit');
   child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), 5_000);
+  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
   await exited;
   clearTimeout(timer);
 }

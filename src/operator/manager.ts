@@ -51,6 +51,13 @@ export interface RunningManager {
   stop(): Promise<void>;
 }
 
+/**
+ * Reconciles take milliseconds, and a key held by a replica that died waits for its lock to expire
+ * (a live one renews it every half of lockDurationMs) and for the next stalled check: at most
+ * 3 + 1.5 s here. Shorter costs more Redis calls per second at idle (see FACTS.md).
+ */
+export const KEY_LOCK = { lockDurationMs: 3_000, stalledIntervalMs: 1_500 };
+
 export async function startManager(input: ManagerOptions): Promise<RunningManager> {
   const options = ManagerOptions.parse(input);
   const logger = createLogger('manager');
@@ -108,10 +115,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     concurrency: options.concurrency,
     ...(options.rateLimitPerSecond && { rateLimit: { perSecond: options.rateLimitPerSecond } }),
     resync: { everyMs: options.resyncIntervalMs, onResync: enqueueAllVms },
-    // Reconciles take milliseconds, and a key held by a replica that died waits for its lock to
-    // expire and the next stalled check: at most 3 + 1.5 s here (see FACTS.md for the Redis cost).
-    lockDurationMs: 3_000,
-    stalledIntervalMs: 1_500,
+    ...KEY_LOCK,
     logger,
     metrics: registry,
   });

@@ -7,6 +7,7 @@ export const WorkerConfigSchema = z.object({
   queueName: z.string().default('vmop'),
   concurrency: z.number().int().positive().default(4),
   lockDurationMs: z.number().int().positive().default(30_000),
+  stalledIntervalMs: z.number().int().positive().optional(),
   shutdownTimeoutMs: z.number().int().nonnegative().default(10_000),
   followUpPollMs: z.number().int().positive().default(200),
   backoff: z.object({ baseMs: z.number(), capMs: z.number() }).optional(),

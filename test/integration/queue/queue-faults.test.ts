@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { KEY_LOCK } from '../../../src/operator/manager.js';
 import { harnessPerTest } from './harness.js';
 
 describe('work queue faults', () => {
@@ -37,6 +38,42 @@ describe('work queue faults', () => {
         `${key} was handled`,
       ).toBe(true);
     }
+  });
+
+  it("hands a killed manager's key to the other replica within the manager's lock settings", async () => {
+    const h = await startHarness();
+    const workers = await Promise.all([0, 1].map(() => h.spawnWorker({ ...KEY_LOCK, concurrency: 2 })));
+    const key = 'vm:faults/held-by-manager';
+    await h.setBehaviour(key, { holdUntilReleased: true });
+    await h.producer.addMany([key]);
+    const [firstStart] = await h.waitFor('the key to start', async () => {
+      const starts = await h.starts(key);
+      return starts.length > 0 ? starts : undefined;
+    });
+    // It holds the lock for a while (renewing it) before its process dies.
+    await new Promise((resolve) => setTimeout(resolve, KEY_LOCK.lockDurationMs));
+    const victim = workers.find((w) => w.pid === firstStart!.pid)!;
+    const killedAt = Date.now();
+    await victim.kill();
+    // The stated bound: the lock expires at most lockDurationMs after the victim's last renewal,
+    // and the next stalled check (every stalledIntervalMs) frees the key; 2 s for the processes.
+    const boundMs = KEY_LOCK.lockDurationMs + KEY_LOCK.stalledIntervalMs + 2_000;
+    const [takeover] = await h.waitFor(
+      `the other replica to start the key within ${boundMs} ms`,
+      async () => {
+        const starts = (await h.starts(key)).filter((s) => s.pid !== victim.pid);
+        return starts.length > 0 ? starts : undefined;
+      },
+      boundMs,
+    );
+    console.log(
+      `takeover of a killed manager's key: ${takeover!.t - killedAt} ms ` +
+        `(lock ${KEY_LOCK.lockDurationMs} ms, stalled check every ${KEY_LOCK.stalledIntervalMs} ms)`,
+    );
+    // While the victim lived and renewed its lock, nobody else ran the key.
+    expect((await h.starts(key)).filter((s) => s.pid !== victim.pid && s.t < killedAt)).toEqual([]);
+    await h.release(key);
+    await h.waitForIdle();
   });
 
   it('keeps one resync schedule for the whole cluster', async () => {

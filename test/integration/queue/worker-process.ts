@@ -42,6 +42,7 @@ const workers = await startWorkers({
   queueName: config.queueName,
   concurrency: config.concurrency,
   lockDurationMs: config.lockDurationMs,
+  stalledIntervalMs: config.stalledIntervalMs,
   shutdownTimeoutMs: config.shutdownTimeoutMs,
   followUpPollMs: config.followUpPollMs,
   ...(config.backoff ? { backoff: config.backoff } : {}),

@@ -1,0 +1,99 @@
+// Keeps a process of a local environment running, as kubelet or systemd would: one that dies
+// without being asked is started again after a back-off, and the restart is logged.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { backoffDelay, type Backoff } from '../queue/backoff.js';
+import type { Logger } from '../util/logger.js';
+import { isAlive } from '../util/process.js';
+
+/** What a start function returns: a running process that can be told to stop. */
+export interface StartedProcess {
+  pid: number;
+  /** Resolves with how the process ended (e.g. "killed by SIGKILL"). */
+  exited: Promise<string>;
+  stop(graceMs: number): Promise<void>;
+}
+
+export interface SupervisedProcess {
+  readonly name: string;
+  /** The current process's pid (it changes with each restart). */
+  readonly pid: number;
+  /** How often it was started again after it died. */
+  readonly restarts: number;
+  alive(): boolean;
+  /** Stops it for good. */
+  stop(graceMs: number): Promise<void>;
+}
+
+export interface SuperviseOptions {
+  logger: Logger;
+  backoff?: Backoff;
+  /** Called with each new process (e.g. to adopt it into an orphan reaper, or to record its pid). */
+  onStart?: (pid: number) => void;
+}
+
+const DEFAULT_BACKOFF: Backoff = { baseMs: 1_000, capMs: 30_000 };
+/** A process that ran this long before it died starts the back-off from the beginning. */
+const STABLE_MS = 60_000;
+
+/** Starts `start()` and restarts it whenever it exits unasked. Resolves once the first start did. */
+export async function superviseProcess(
+  name: string,
+  start: () => Promise<StartedProcess>,
+  options: SuperviseOptions,
+): Promise<SupervisedProcess> {
+  const { logger } = options;
+  const backoff = options.backoff ?? DEFAULT_BACKOFF;
+  let current = await start();
+  options.onStart?.(current.pid);
+  let restarts = 0;
+  let stopping = false;
+  let wake: (() => void) | undefined;
+
+  const watch = async () => {
+    let failures = 0;
+    let startedAt = Date.now();
+    while (!stopping) {
+      const how = await current.exited;
+      if (stopping) return;
+      if (Date.now() - startedAt >= STABLE_MS) failures = 0;
+      const delay = backoffDelay(++failures, backoff);
+      logger.warn(
+        { process: name, pid: current.pid, how, restartInMs: delay },
+        'process died; restarting it',
+      );
+      const abort = new AbortController();
+      wake = () => abort.abort();
+      await sleep(delay, undefined, { signal: abort.signal }).catch(() => undefined);
+      if (stopping) return;
+      try {
+        current = await start();
+      } catch (err) {
+        logger.warn({ process: name, err: (err as Error).message }, 'restart failed');
+        current = { pid: current.pid, exited: Promise.resolve('did not start'), stop: async () => {} };
+        continue;
+      }
+      startedAt = Date.now();
+      restarts++;
+      options.onStart?.(current.pid);
+      logger.info({ process: name, pid: current.pid, restarts }, 'process restarted');
+    }
+  };
+  const watching = watch();
+
+  return {
+    name,
+    get pid() {
+      return current.pid;
+    },
+    get restarts() {
+      return restarts;
+    },
+    alive: () => isAlive(current.pid),
+    async stop(graceMs) {
+      stopping = true;
+      wake?.();
+      await current.stop(graceMs);
+      await watching;
+    },
+  };
+}
