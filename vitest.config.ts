@@ -33,6 +33,18 @@ export default defineConfig({
           hookTimeout: 1_800_000,
         },
       },
+      // Faults injected into a whole cluster (test/faults): last, alone, for the same reason.
+      {
+        extends: true,
+        test: {
+          name: 'faults',
+          include: ['test/faults/**/*.test.ts'],
+          maxWorkers: 1,
+          sequence: { groupOrder: 2 },
+          testTimeout: 600_000,
+          hookTimeout: 1_800_000,
+        },
+      },
     ],
   },
 });

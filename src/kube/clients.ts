@@ -38,6 +38,24 @@ export async function readOptional<T>(read: () => Promise<T>): Promise<T | undef
   }
 }
 
+/**
+ * client-node's ApiException says "Unknown API Status Code!" for most codes; this says the code
+ * and the apiserver's own message, for logs and `vmop queue show`. Other errors pass unchanged.
+ */
+export function readableApiError(err: unknown): unknown {
+  if (!(err instanceof ApiException)) return err;
+  return new Error(`HTTP ${err.code} from the apiserver: ${statusMessage(err.body) ?? String(err.body)}`);
+}
+
+function statusMessage(body: unknown): string | undefined {
+  try {
+    const status = (typeof body === 'string' ? JSON.parse(body) : body) as { message?: unknown };
+    return typeof status?.message === 'string' ? status.message : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Codes a retry can fix: auth that may be renewed, a gone object, a conflict, throttling. */
 const RETRYABLE_CLIENT_ERRORS = new Set([401, 404, 408, 409, 429]);
 
@@ -48,12 +66,5 @@ const RETRYABLE_CLIENT_ERRORS = new Set([401, 404, 408, 409, 429]);
 export function apiserverRejection(err: unknown): string | undefined {
   if (!(err instanceof ApiException) || err.code < 400 || err.code >= 500) return undefined;
   if (RETRYABLE_CLIENT_ERRORS.has(err.code)) return undefined;
-  const body: unknown = err.body;
-  try {
-    const status = (typeof body === 'string' ? JSON.parse(body) : body) as { message?: unknown };
-    if (typeof status?.message === 'string') return status.message;
-  } catch {
-    // not a Status object: fall through
-  }
-  return `HTTP ${err.code}`;
+  return statusMessage(err.body) ?? `HTTP ${err.code}`;
 }

@@ -5,7 +5,7 @@ import { Redis } from 'ioredis';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { z } from 'zod';
 import { API_VERSION, KIND } from '../api/virtual-machine.js';
-import { makeKubeClients } from '../kube/clients.js';
+import { makeKubeClients, readableApiError } from '../kube/clients.js';
 import { loadKubeConfig } from '../kube/config.js';
 import { TerminalError, openWorkQueue, startWorkers, type KeyHandler } from '../queue/index.js';
 import { RedisUrlSchema } from '../queue/connection.js';
@@ -88,6 +88,8 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     logger.debug({ key, attempt }, 'reconcile start');
     try {
       return await reconcileVm(key);
+    } catch (err) {
+      throw readableApiError(err);
     } finally {
       logger.debug({ key }, 'reconcile end');
     }

@@ -14,6 +14,8 @@ export interface Vm {
   spec: { vm: { state: string } };
   status?: {
     phase?: string;
+    observedGeneration?: number;
+    runnerRestarts?: number;
     cpus?: number;
     ram?: string;
     node?: string;

@@ -75,6 +75,13 @@ describe('VirtualMachine CRD on a real apiserver', () => {
     expect(table).toMatch(/defaults\s+Stopped/);
   });
 
+  it('refuses a name longer than 52 characters, which no runner pod could carry in its labels', async () => {
+    const longest = 'a'.repeat(52);
+    expect(await applyError(vmManifest(namespace, longest, 'maximumCpus: 2'))).toBe('');
+    const error = await applyError(vmManifest(namespace, `${longest}b`, 'maximumCpus: 2'));
+    expect(error).toContain('the name must have at most 52 characters');
+  });
+
   it.each([
     ['maximumCpus: 2\ncurrentCpus: 4', /spec\.vm\.currentCpus.*currentCpus must not exceed maximumCpus/],
     ['maximumRam: 1Gi\ncurrentRam: 2Gi', /spec\.vm\.currentRam.*currentRam must not exceed maximumRam/],

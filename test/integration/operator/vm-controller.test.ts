@@ -155,6 +155,42 @@ describe('VirtualMachine controller (one manager process, real apiserver and Red
     });
   });
 
+  it("ends a write the apiserver refuses for good as a terminal failure, with the apiserver's message in status and an Event", async () => {
+    const since = Date.now();
+    const patchSpec = (spec: Record<string, unknown>) =>
+      kubectl(['patch', 'vm', '-n', NAMESPACE, VM, '--type', 'merge', '-p', JSON.stringify({ spec })]);
+    // The CRD takes any map; the apiserver refuses the StatefulSet with a label key like this.
+    await patchSpec({ nodeSelector: { 'not a label key!': 'x' } });
+    const condition = await eventually(async () => {
+      const found = (await readVm()).status?.conditions?.find(
+        (c: { type: string }) => c.type === 'SpecValid',
+      );
+      expect(found).toMatchObject({ status: 'False', reason: 'RejectedByApiserver' });
+      return found;
+    });
+    expect(condition.message).toMatch(/StatefulSet.*is invalid.*nodeSelector/);
+    const failures = () =>
+      manager.logs.filter(
+        (l) => l.msg === 'handler failed' && l.key === `vm:${NAMESPACE}/${VM}` && l.time > since,
+      );
+    await eventually(async () => expect(failures().length).toBeGreaterThan(0));
+    expect(failures().every((l) => l.terminal === true)).toBe(true);
+    const events = await core.listNamespacedEvent({
+      namespace: NAMESPACE,
+      fieldSelector: `involvedObject.name=${VM},reason=RejectedByApiserver`,
+    });
+    expect(events.items).toHaveLength(1);
+    expect(events.items[0]?.message).toContain('nodeSelector');
+
+    await patchSpec({ nodeSelector: null });
+    await eventually(async () => {
+      const found = (await readVm()).status?.conditions?.find(
+        (c: { type: string }) => c.type === 'SpecValid',
+      );
+      expect(found?.status).toBe('True');
+    });
+  });
+
   it('deleting the VM garbage-collects StatefulSet and ConfigMap and keeps the disk PVC', async () => {
     await kubectl(['delete', 'vm', '-n', NAMESPACE, VM, '--wait=true']);
     await eventually(async () => {

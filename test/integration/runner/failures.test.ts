@@ -75,6 +75,35 @@ describe('runner: bad input and failures', () => {
     });
   });
 
+  it('reports a template that does not exist as a config error of the template field', async () => {
+    runner = await startRunner(
+      await writeConfig({ '/Runner': { ...settings(), template: 'no-such.liquid' } }),
+    );
+    expect((await runner.exited).code).toBe(1);
+    expect(runner.snapshots().at(-1)).toMatchObject({
+      phase: 'failed',
+      configError: { field: 'template', message: expect.stringContaining('"no-such.liquid" not found') },
+    });
+  });
+
+  it('reports a CD image that does not exist as a config error of its drive, before qemu starts', async () => {
+    await makeImageRepository(path.join(tmp, 'images'));
+    const drives = [
+      { type: 'ide-cd' as const, file: '' },
+      { type: 'ide-cd' as const, file: 'missing.iso' },
+    ];
+    runner = await startRunner(await writeConfig({ '/Runner': settings({ drives }) }));
+    expect((await runner.exited).code).toBe(1);
+    expect(runner.snapshots().at(-1)).toMatchObject({
+      phase: 'failed',
+      configError: {
+        field: 'vm.drives[1].file',
+        message: `CD image ${path.join(tmp, 'images', 'missing.iso')} does not exist`,
+      },
+    });
+    expect(runner.logs.some((line) => line.msg === 'starting qemu')).toBe(false);
+  });
+
   it('logs a garbage QMP line and keeps running (fake QMP peer: real qemu never sends garbage)', async () => {
     const templates = path.join(tmp, 'templates');
     await mkdir(templates);
