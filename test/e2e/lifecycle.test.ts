@@ -101,11 +101,22 @@ describe('vmop end to end', () => {
     await vms.waitForVm('e2e', (vm) => expect(vm.status?.ram).toBe('192Mi'), 30_000);
   });
 
-  it('a manager killed with SIGKILL: the other replica carries on (currentCpus 1→2 reaches the guest)', async () => {
-    process.kill(state.managers[0]!.pid, 'SIGKILL');
+  it('a manager killed with SIGKILL: the other replica carries on (currentCpus 1→2 reaches the guest), `vmop dev` restarts it', async () => {
+    const killed = state.managers[0]!.pid;
+    process.kill(killed, 'SIGKILL');
     await vms.patchVm('e2e', { currentCpus: 2 });
     await vms.waitForConsole('e2e', 'vmop-guest: cpu1 online', 60_000);
     await vms.waitForVm('e2e', (vm) => expect(vm.status?.cpus).toBe(2));
+    const status = await eventually(async () => {
+      const current = JSON.parse(await vmop('dev', 'status', '-o', 'json'));
+      expect(current.managers[0]).toMatchObject({ alive: true, restarts: 1 });
+      return current;
+    }, 60_000);
+    expect(status.managers[0].pid).not.toBe(killed);
+    expect(status.managers[1]).toMatchObject({ pid: state.managers[1]!.pid, alive: true, restarts: 0 });
+    expect(status.redis).toMatchObject({ alive: true, restarts: 0 });
+    expect(await vmop('dev', 'status')).toMatch(/manager-1: +pid \d+ alive, restarted 1x/);
+    state = status; // afterAll checks that the restarted manager is gone after `dev down`
   });
 
   it("state Stopped: kubelet's SIGTERM makes the runner press the power button, status Stopped", async () => {
