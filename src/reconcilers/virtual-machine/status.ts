@@ -115,8 +115,16 @@ function podPhase(vm: VirtualMachine, pod: V1Pod | undefined): PhaseFacts {
             reason: 'PodStarting',
             message: `the runner pod is starting on ${pod.spec.nodeName}`,
           }
-        : { phase: 'Pending', reason: 'PodUnscheduled', message: 'the runner pod waits for a node' };
+        : { phase: 'Pending', reason: 'PodUnscheduled', message: unscheduledMessage(pod) };
   }
+}
+
+/** The scheduler's own words when it could not place the pod (e.g. "0/1 nodes are available: …"). */
+function unscheduledMessage(pod: V1Pod): string {
+  const scheduled = pod.status?.conditions?.find((c) => c.type === 'PodScheduled');
+  return scheduled?.status === 'False' && scheduled.message
+    ? `the runner pod cannot be scheduled: ${scheduled.message}`
+    : 'the runner pod waits for a node';
 }
 
 function describeTermination(terminated: V1ContainerStateTerminated): string {

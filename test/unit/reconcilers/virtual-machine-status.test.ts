@@ -226,6 +226,40 @@ describe('folding the runner snapshot into status', () => {
     expect(byType(status).SpecValid?.message).toContain('StatefulSet "x" is invalid');
   });
 
+  it("passes on kubelet's and the scheduler's reasons when the runner pod cannot start", () => {
+    const unschedulable = {
+      metadata: { name: 'test-vm-0', uid: 'pod-uid' },
+      spec: {},
+      status: {
+        phase: 'Pending',
+        conditions: [
+          {
+            type: 'PodScheduled',
+            status: 'False',
+            reason: 'Unschedulable',
+            message: '0/1 nodes are available: 1 Insufficient cpu.',
+          },
+        ],
+      },
+    };
+    const pending = deriveStatus(vmWith(), { pod: unschedulable as never, specErrors: [], now });
+    expect(byType(pending).Running).toMatchObject({
+      reason: 'PodUnscheduled',
+      message: 'the runner pod cannot be scheduled: 0/1 nodes are available: 1 Insufficient cpu.',
+    });
+    const pulling = podWith({ state: { waiting: { reason: 'ErrImagePull', message: 'not found' } } });
+    const status = deriveStatus(vmWith(), {
+      pod: { ...pulling, status: { ...pulling.status, phase: 'Pending' } } as never,
+      specErrors: [],
+      now,
+    });
+    expect(status.phase).toBe('Starting');
+    expect(byType(status).Running).toMatchObject({
+      reason: 'ErrImagePull',
+      message: 'the runner container cannot start: not found',
+    });
+  });
+
   it('formats RAM in the largest binary unit that divides it', () => {
     expect(formatBytes(4 * 2 ** 30)).toBe('4Gi');
     expect(formatBytes(160 * 2 ** 20)).toBe('160Mi');
