@@ -83,15 +83,16 @@ const TypedObjectReference = z.object({
   namespace: z.string().optional(),
 });
 
+/** A VM disk's PVC spec; the defaults are VM-Operator's, stored in the object as its CRD does. */
 export const PersistentVolumeClaimSpec = z.object({
-  accessModes: z.array(z.string()).optional(),
+  accessModes: z.array(z.string()).default(['ReadWriteOnce']),
   dataSource: TypedObjectReference.optional(),
   dataSourceRef: TypedObjectReference.optional(),
   resources: ResourceRequirements.optional(),
   selector: LabelSelector.optional(),
   storageClassName: z.string().optional(),
   volumeAttributesClassName: z.string().optional(),
-  volumeMode: z.enum(['Block', 'Filesystem']).optional(),
+  volumeMode: z.enum(['Block', 'Filesystem']).default('Block'),
   volumeName: z.string().optional(),
 });
 

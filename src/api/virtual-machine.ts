@@ -97,6 +97,10 @@ const Spice = z.object({
 
 const Display = z.object({
   outputs: z.number().int().min(0).default(1),
+  loggedInUser: z
+    .string()
+    .optional()
+    .describe('Accepted for VM-Operator compatibility (its auto-login user); vmop does not act on it.'),
   spice: Spice.optional(),
 });
 
@@ -194,14 +198,27 @@ export const VirtualMachineSpec = z.object({
     .optional(),
   permissions: z
     .array(
-      z.object({
-        user: z.string().optional(),
-        role: z.string().optional(),
-        may: z.array(z.enum(['start', 'stop', 'reset', 'accessConsole', '*'])).default([]),
-      }),
+      z
+        .object({
+          user: z.string().optional(),
+          role: z.string().optional(),
+          may: z.array(z.enum(['start', 'stop', 'reset', 'accessConsole', 'takeConsole', '*'])).default([]),
+        })
+        .meta(
+          celRules({
+            rule: 'has(self.user) != has(self.role)',
+            message: 'a permission names either a user or a role',
+          }),
+        ),
     )
     .optional()
     .describe('Accepted for VM-Operator compatibility; vmop does not evaluate it.'),
+  pools: z
+    .array(z.string())
+    .default([])
+    .describe(
+      'Accepted for VM-Operator compatibility (the VmPools the VM belongs to); vmop does not act on it.',
+    ),
   loggingProperties: z.string().optional().describe('Accepted for VM-Operator compatibility.'),
   resources: ResourceRequirements.optional(),
   nodeName: z.string().optional(),

@@ -153,6 +153,7 @@ describe('faults on a real single-node vmop', () => {
 
   it('kube-apiserver killed: it comes back, managers catch up without a storm of warnings', async () => {
     const apiserver = env.cluster.controlPlane.process('kube-apiserver')!;
+    const managerPids = env.managers.map((m) => m.pid);
     const logs = env.state.managers.map((m) => m.log);
     const logOffsets = await Promise.all(logs.map(async (log) => (await readFile(log, 'utf8')).length));
     const oldPid = apiserver.pid;
@@ -182,6 +183,7 @@ describe('faults on a real single-node vmop', () => {
       // One warning per watch (5 kinds) per outage; the restarted manager (previous test) may have had none.
       expect(warnings).toBeLessThanOrEqual(5);
     }
+    expect(env.managers.map((m) => m.pid)).toEqual(managerPids); // no manager crashed
   });
 
   it('the runner killed: status says Failed at once, counts the restart, and the VM boots again', async () => {

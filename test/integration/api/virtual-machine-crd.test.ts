@@ -75,6 +75,41 @@ describe('VirtualMachine CRD on a real apiserver', () => {
     expect(table).toMatch(/defaults\s+Stopped/);
   });
 
+  it("accepts the fields VM-Operator's CRD has and vmop does not act on, and stores its PVC defaults", async () => {
+    const manifest = `apiVersion: vmoperator.jdrupes.org/v1
+kind: VirtualMachine
+metadata: {name: parity, namespace: ${namespace}}
+spec:
+  pools: [lab]
+  permissions:
+  - {user: alice, may: [accessConsole, takeConsole]}
+  - {role: admin, may: ['*']}
+  vm:
+    maximumCpus: 2
+    display: {loggedInUser: alice}
+    disks:
+    - volumeClaimTemplate: {metadata: {name: system}, spec: {resources: {requests: {storage: 1Gi}}}}
+`;
+    const stored = JSON.parse(
+      await kubectl(['apply', '--dry-run=server', '--validate=strict', '-o', 'json', '-f', '-'], manifest),
+    );
+    expect(stored.spec.pools).toEqual(['lab']);
+    expect(stored.spec.permissions[0].may).toEqual(['accessConsole', 'takeConsole']);
+    expect(stored.spec.vm.display.loggedInUser).toBe('alice');
+    expect(stored.spec.vm.disks[0].volumeClaimTemplate.spec).toMatchObject({
+      accessModes: ['ReadWriteOnce'],
+      volumeMode: 'Block',
+    });
+  });
+
+  it('refuses a permission with both a user and a role, as VM-Operator does', async () => {
+    const manifest = vmManifest(namespace, 'perm', 'maximumCpus: 2').replace(
+      'spec:\n',
+      'spec:\n  permissions: [{user: a, role: b}]\n',
+    );
+    expect(await applyError(manifest)).toMatch(/spec\.permissions\[0\].*either a user or a role/);
+  });
+
   it('refuses a name longer than 52 characters, which no runner pod could carry in its labels', async () => {
     const longest = 'a'.repeat(52);
     expect(await applyError(vmManifest(namespace, longest, 'maximumCpus: 2'))).toBe('');
