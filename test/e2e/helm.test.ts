@@ -158,6 +158,7 @@ describe('the Helm chart on a real node', () => {
       ['create', 'serviceaccounts'],
       ['get', 'persistentvolumeclaims'],
       ['create', 'events'],
+      ['patch', 'events'],
     ];
     const denied = [
       ['delete', 'persistentvolumeclaims'],
@@ -218,6 +219,8 @@ type: kubernetes.io/service-account-token
     expect(pod.status.qosClass).toBe('Burstable'); // never BestEffort
     expect(pod.spec.volumes.map((v: { name: string }) => v.name)).toContain('vmop-image-repository');
     await vms.waitForConsole(VM, 'VMOP-GUEST-READY');
+    // The chart's RBAC lets the manager record (and count) Events.
+    expect(await vms.eventReasons(VM)).toContain('Started');
   });
 
   it('a VM in a namespace made after the install runs too: the manager gives it its runner credential', async () => {

@@ -67,7 +67,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   verbs: [get]
 - apiGroups: [""]
   resources: [events]
-  verbs: [create]
+  # get and patch: a repeated Event is counted in one series instead of being created again.
+  verbs: [create, get, patch]
 {{- end -}}
 
 
