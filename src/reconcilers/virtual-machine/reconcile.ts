@@ -107,6 +107,17 @@ export function createVmReconciler(options: VmReconcilerOptions) {
    * kubectl describe shows them: the name is derived from what makes it the same.
    */
   async function recordEvent(vm: VirtualMachine, event: StatusEvent): Promise<void> {
+    // Best effort, as Kubernetes treats Events: the status above is the record; a lost Event must
+    // not fail (and so repeat) a reconcile whose status write already happened.
+    await writeEvent(vm, event).catch((err: unknown) =>
+      logger.warn(
+        { vm: `${vm.metadata.namespace}/${vm.metadata.name}`, reason: event.reason, err: String(err) },
+        'could not record an Event',
+      ),
+    );
+  }
+
+  async function writeEvent(vm: VirtualMachine, event: StatusEvent): Promise<void> {
     const time = now();
     const namespace = vm.metadata.namespace!;
     const series = createHash('sha256')
