@@ -1,9 +1,11 @@
 // The idempotent reconcile of one VirtualMachine key: read what is, apply what should be, report.
 import {
+  ApiException,
   PatchStrategy,
   setHeaderOptions,
   type KubernetesObject,
   type V1Pod,
+  type V1Secret,
   type V1StatefulSet,
 } from '@kubernetes/client-node';
 import { createHash } from 'node:crypto';
@@ -23,6 +25,11 @@ import { isSubset } from '../../kube/subset.js';
 import type { Logger } from '../../util/logger.js';
 import { CONFIG_FILE_KEY, desiredConfigMap } from './config-map.js';
 import { nudgeDecision } from './config-nudge.js';
+import {
+  chooseDisplaySecret,
+  generatedDisplaySecret,
+  wantsGeneratedDisplaySecret,
+} from './display-secret.js';
 import {
   CONFIG_VERSION_ANNOTATION,
   FIELD_MANAGER,
@@ -102,6 +109,20 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     );
   }
 
+  /** Creates the VM's locked display Secret; one that exists already (a race with another replica) is used. */
+  async function createGeneratedDisplaySecret(vm: VirtualMachine): Promise<V1Secret> {
+    const body = generatedDisplaySecret(vm);
+    try {
+      return await clients.core.createNamespacedSecret({ namespace: vm.metadata.namespace!, body });
+    } catch (err) {
+      if (!(err instanceof ApiException && err.code === 409)) throw err;
+      return clients.core.readNamespacedSecret({
+        name: body.metadata!.name!,
+        namespace: vm.metadata.namespace!,
+      });
+    }
+  }
+
   /**
    * Records an Event, counting repeats of the same one (type, reason, message) in one series, as
    * kubectl describe shows them: the name is derived from what makes it the same.
@@ -170,21 +191,30 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     if (!raw || raw.metadata?.deletionTimestamp) return; // owned objects go by garbage collection
     const vm = VirtualMachine.parse(raw);
 
+    const writes: string[] = [];
+    let rejected: string | undefined;
     const secrets = await clients.core.listNamespacedSecret({
       namespace,
       labelSelector: displaySecretSelector(name),
     });
-    const displaySecret = secrets.items.sort((a, b) => a.metadata!.name!.localeCompare(b.metadata!.name!))[0];
+    let displaySecret = chooseDisplaySecret(secrets.items);
+    if (!displaySecret && wantsGeneratedDisplaySecret(vm)) {
+      try {
+        displaySecret = await createGeneratedDisplaySecret(vm);
+        writes.push('display Secret (generated, locked)');
+      } catch (err) {
+        rejected = apiserverRejection(err);
+        if (rejected === undefined) throw err;
+      }
+    }
     const displaySecretName = displaySecret?.metadata?.name;
     const runnerConfig = desiredRunnerConfig(vm, { hasDisplaySecret: displaySecretName !== undefined });
     const specErrors = [...semanticErrors(vm), ...validateRunnerConfig(runnerConfig)];
 
-    const writes: string[] = [];
     let requeueAfter: number | undefined;
     let snapshotRead: Promise<RunnerSnapshot | undefined> | undefined;
     const readSnapshot = () => (snapshotRead ??= options.readSnapshot?.(key) ?? Promise.resolve(undefined));
     const pod = await readOptional(() => clients.core.readNamespacedPod({ name: `${name}-0`, namespace }));
-    let rejected: string | undefined;
     const desiredConfig = configDigest(desiredConfigMap(vm, runnerConfig).data![CONFIG_FILE_KEY]!);
     /** The ConfigMap, runner Secret and ServiceAccount, StatefulSet; and the config nudge. */
     const applyOwnedObjects = async (): Promise<HandlerResult> => {
@@ -253,7 +283,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       }
     };
 
-    if (specErrors.length === 0) {
+    if (specErrors.length === 0 && rejected === undefined) {
       try {
         const early = await applyOwnedObjects();
         if (early) return early;

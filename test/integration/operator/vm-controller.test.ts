@@ -82,6 +82,40 @@ describe('VirtualMachine controller (one manager process, real apiserver and Red
     expect(vm.status.observedGeneration).toBe(vm.metadata.generation);
   });
 
+  it("locks a SPICE VM's console with a generated display Secret, and prefers the user's own", async () => {
+    const generated = await eventually(() =>
+      core.readNamespacedSecret({ name: `${VM}-display-secret`, namespace: NAMESPACE }),
+    );
+    expect(generated.metadata?.labels).toMatchObject({
+      'app.kubernetes.io/component': 'display-secret',
+      'app.kubernetes.io/instance': VM,
+    });
+    expect(generated.metadata?.ownerReferences?.[0]).toMatchObject({ kind: 'VirtualMachine', name: VM });
+    const text = (key: string) => Buffer.from(generated.data![key]!, 'base64').toString();
+    expect(text('password-expiry')).toBe('now');
+    expect(text('display-password').length).toBeGreaterThanOrEqual(16);
+    const mounted = async () =>
+      (await readSts()).spec?.template.spec?.volumes?.find((v) => v.name === 'display-secret')?.secret
+        ?.secretName;
+    await eventually(async () => expect(await mounted()).toBe(`${VM}-display-secret`));
+    expect((await runnerConfig()).displaySecretDir).toBeDefined();
+
+    await kubectl(
+      ['apply', '-f', '-'],
+      `apiVersion: v1
+kind: Secret
+metadata:
+  name: my-console
+  namespace: ${NAMESPACE}
+  labels: {app.kubernetes.io/name: vm-runner, app.kubernetes.io/component: display-secret, app.kubernetes.io/instance: ${VM}}
+stringData: {display-password: mine}
+`,
+    );
+    await eventually(async () => expect(await mounted()).toBe('my-console'));
+    await kubectl(['delete', 'secret', '-n', NAMESPACE, 'my-console']);
+    await eventually(async () => expect(await mounted()).toBe(`${VM}-display-secret`));
+  });
+
   it('serves /healthz, /readyz and Prometheus /metrics', async () => {
     const port = (await manager.waitForLog((l) => l.msg === 'manager started')).metricsPort as number;
     const get = (path: string) => fetch(`http://127.0.0.1:${port}${path}`);

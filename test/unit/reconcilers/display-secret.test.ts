@@ -1,0 +1,53 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { VirtualMachine } from '../../../src/api/virtual-machine.js';
+import {
+  chooseDisplaySecret,
+  generatedDisplaySecret,
+  wantsGeneratedDisplaySecret,
+} from '../../../src/reconcilers/virtual-machine/display-secret.js';
+
+const seed = parse(readFileSync('examples/local-path-test-vm.yaml', 'utf8'));
+const vmWith = (display: unknown) =>
+  VirtualMachine.parse({
+    ...seed,
+    metadata: { ...seed.metadata, uid: 'vm-uid' },
+    spec: { ...seed.spec, vm: { ...seed.spec.vm, display } },
+  });
+const decode = (value: string | undefined) => Buffer.from(value ?? '', 'base64').toString();
+
+describe('generated display Secret', () => {
+  it('is wanted for SPICE unless generateSecret is false, and not without SPICE', () => {
+    expect(wantsGeneratedDisplaySecret(vmWith({ spice: { port: 5910 } }))).toBe(true);
+    expect(wantsGeneratedDisplaySecret(vmWith({ spice: { port: 5910, generateSecret: false } }))).toBe(false);
+    expect(wantsGeneratedDisplaySecret(vmWith({ outputs: 1 }))).toBe(false);
+  });
+
+  it('locks the console: a random password that expires now, labelled and owned like VM-Operator', () => {
+    const vm = vmWith({ spice: { port: 5910 } });
+    const one = generatedDisplaySecret(vm);
+    const two = generatedDisplaySecret(vm);
+    expect(one.metadata).toMatchObject({
+      name: 'test-vm-display-secret',
+      labels: {
+        'app.kubernetes.io/name': 'vm-runner',
+        'app.kubernetes.io/component': 'display-secret',
+        'app.kubernetes.io/instance': 'test-vm',
+      },
+      ownerReferences: [expect.objectContaining({ kind: 'VirtualMachine', uid: 'vm-uid' })],
+    });
+    expect(decode(one.data?.['password-expiry'])).toBe('now');
+    expect(decode(one.data?.['display-password'])).toHaveLength(24);
+    expect(one.data?.['display-password']).not.toBe(two.data?.['display-password']);
+  });
+
+  it("prefers the user's own Secret to the generated one", () => {
+    const vm = vmWith({ spice: { port: 5910 } });
+    const generated = generatedDisplaySecret(vm);
+    const users = { metadata: { name: 'zz-my-secret' } };
+    expect(chooseDisplaySecret([generated, users])).toBe(users);
+    expect(chooseDisplaySecret([generated])).toBe(generated);
+    expect(chooseDisplaySecret([])).toBeUndefined();
+  });
+});
