@@ -223,7 +223,7 @@ export function formatBytes(bytes: number): string {
   return String(bytes);
 }
 
-const RUNNING_REPORTING: ConditionFacts = {
+const RUNNER_REPORTING: ConditionFacts = {
   type: 'RunnerReporting',
   status: 'True',
   reason: 'Reporting',
@@ -303,7 +303,7 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
       ? { type: 'Booted', status: 'True', reason: 'GuestBooted', message: 'the guest opened its agent port' }
       : { type: 'Booted', status: 'False', reason: 'NotBooted', message: 'the guest has not (yet) booted' };
   const reporting: ConditionFacts = snapshot
-    ? RUNNING_REPORTING
+    ? RUNNER_REPORTING
     : {
         type: 'RunnerReporting',
         status: 'False',
