@@ -36,13 +36,16 @@ export async function spawnChild(
   name: string,
   executable: string,
   args: string[],
-  options: { logger: Logger; searchPath?: string },
+  options: { logger: Logger; searchPath?: string; environment?: Record<string, string> },
 ): Promise<Child> {
   const setpriv = findExecutable(['setpriv'], options.searchPath);
   const [command, argv] = setpriv
     ? [setpriv, ['--pdeathsig', 'KILL', '--', executable, ...args]]
     : [executable, args];
-  const child = spawn(command, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(command, argv, {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...options.environment },
+  });
   const spawned = once(child, 'spawn').then(() => undefined);
   const failed = once(child, 'error').then(([err]) => err as Error);
   const problem = await Promise.race([spawned, failed]);

@@ -57,6 +57,7 @@ const QMP_CONNECT_TIMEOUT_MS = 30_000;
 interface ProcessLaunch {
   executable: string;
   args: string[];
+  environment: Record<string, string>;
 }
 
 class StopRequested extends Error {
@@ -288,10 +289,12 @@ export class VmRunner {
       qemu: {
         executable: requireExecutable('qemu', executableCandidates(processes.qemu), searchPath),
         args: flattenArguments(processes.qemu.arguments),
+        environment: processes.qemu.environment,
       },
       swtpm: swtpm && {
         executable: requireExecutable('swtpm', executableCandidates(swtpm), searchPath),
         args: flattenArguments(swtpm.arguments),
+        environment: swtpm.environment,
       },
     };
   }
@@ -314,9 +317,9 @@ export class VmRunner {
 
     this.checkStop();
     await rm(paths.monitorSocket, { force: true });
-    const { executable, args } = processes.qemu;
-    this.logger.info({ executable, args }, 'starting qemu');
-    const qemu = await spawnChild('qemu', executable, args, { logger: this.logger, searchPath });
+    const { executable, args, environment } = processes.qemu;
+    this.logger.info({ executable, args, environment: Object.keys(environment) }, 'starting qemu');
+    const qemu = await spawnChild('qemu', executable, args, { logger: this.logger, searchPath, environment });
     this.qemu = qemu;
     this.checkStop();
     this.store.update((state) => ({ ...state, qemuPid: qemu.pid }), { event: 'RUNNER_QEMU_STARTED' });

@@ -11,6 +11,7 @@ import { describeExit, spawnChild, type Child } from './child.js';
 export async function startSwtpm(options: {
   executable: string;
   args: string[];
+  environment?: Record<string, string>;
   stateDir: string;
   socket: string;
   logger: Logger;

@@ -11,6 +11,8 @@ export const ProcessDefinition = z.object({
   /** Candidate executables: absolute paths or names looked up in PATH; the first found is used. */
   executable: z.union([z.string().min(1), z.array(z.string().min(1)).min(1)]),
   arguments: z.array(NestedArgument).default([]),
+  /** Variables set for the process, on top of the runner's own environment. */
+  environment: z.record(z.string(), z.union([z.string(), z.number()]).transform(String)).default({}),
 });
 
 /** What a template renders: the processes the runner starts, as argv arrays. */

@@ -104,13 +104,14 @@ describe('runner: bad input and failures', () => {
     expect(runner.logs.some((line) => line.msg === 'starting qemu')).toBe(false);
   });
 
-  it('logs a garbage QMP line and keeps running (fake QMP peer: real qemu never sends garbage)', async () => {
+  it('logs a garbage QMP line and keeps running, and gives qemu the environment of its template (fake QMP peer: real qemu never sends garbage)', async () => {
     const templates = path.join(tmp, 'templates');
     await mkdir(templates);
     await writeFile(
       path.join(templates, 'fake-qemu.liquid'),
       `qemu:\n  executable: ${JSON.stringify(process.execPath)}\n` +
-        `  arguments: ${JSON.stringify(['--import', tsxLoader, fakeQemu, '{{ monitorSocket }}'])}\n`,
+        `  arguments: ${JSON.stringify(['--import', tsxLoader, fakeQemu, '{{ monitorSocket }}'])}\n` +
+        `  environment: {FAKE_QEMU_MARK: "{{ vm.name }}-from-the-template"}\n`,
     );
     runner = await startRunner(
       await writeConfig({ '/Runner': { ...settings(), template: 'fake-qemu.liquid' } }),
@@ -122,6 +123,8 @@ describe('runner: bad input and failures', () => {
     expect(
       runner.logs.filter((line) => line.msg === 'skipping a QMP line that is not JSON').length,
     ).toBeGreaterThan(3);
+    // The template's `environment` reached the process (on top of the runner's own).
+    await runner.waitForLog((line) => line.msg === 'FAKE_QEMU_MARK=failing-from-the-template');
 
     runner.kill('SIGTERM');
     expect(await runner.exited).toEqual({ code: 0, signal: null });

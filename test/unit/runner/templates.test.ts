@@ -161,6 +161,9 @@ describe('standard VM template', () => {
         expect.stringContaining('filename=/var/lib/vm/fw-vars.fd'),
       ]),
     );
+    // O_DIRECT on the firmware files made booting very slow (VM-Operator removed it too).
+    const firmware = valuesOf(qemu, '-blockdev').filter((b) => b.startsWith('node-name=fw-'));
+    expect(firmware.filter((b) => b.includes('cache.direct=on'))).toEqual([]);
   });
 
   it('uses qemu’s built-in BIOS without pflash', async () => {

@@ -7,6 +7,8 @@ import net from 'node:net';
 
 const [socketPath] = process.argv.slice(2);
 if (!socketPath) throw new Error('usage: fake-qemu <monitor socket>');
+// Shows what the template's `environment` gave this process.
+if (process.env.FAKE_QEMU_MARK) console.error(`FAKE_QEMU_MARK=${process.env.FAKE_QEMU_MARK}`);
 
 const CPU = { 'qom-path': '/machine/unattached/device[0]' };
 const replies: Record<string, unknown> = {
