@@ -8,6 +8,7 @@ import { startCluster, type Cluster } from '../../src/devenv/cluster.js';
 import { locateNodeBinaries } from '../../src/devenv/kube-binaries.js';
 import { clusterVms, testGuestManifest, type ClusterVms } from '../support/cluster-vms.js';
 import { eventually } from '../support/eventually.js';
+import { SPICE_LINK_OK, SPICE_LINK_PERMISSION_DENIED } from '../support/spice-login.js';
 
 const run = promisify(execFile);
 const RELEASE = 'vmop';
@@ -221,6 +222,48 @@ type: kubernetes.io/service-account-token
     await vms.waitForConsole(VM, 'VMOP-GUEST-READY');
     // The chart's RBAC lets the manager record (and count) Events.
     expect(await vms.eventReasons(VM)).toContain('Started');
+  });
+
+  it("a new SPICE VM's console is locked by a generated display Secret; a fresh password set in it connects", async () => {
+    const secretName = `${VM}-display-secret`;
+    const secret = JSON.parse(await vms.kubectl(['get', 'secret', secretName, '-o', 'json']));
+    expect(secret.metadata.annotations).toMatchObject({ 'vmoperator.jdrupes.org/generated': 'true' });
+    const generated = Buffer.from(secret.data['display-password'], 'base64').toString();
+    // A real SPICE link handshake against qemu, from inside the node's network namespace (the
+    // runner pod's host network), where the test guest's SPICE listens on 127.0.0.1:5930.
+    const login = async (password: string): Promise<number> => {
+      const { stdout } = await run('nsenter', [
+        `--net=${cluster.network.netnsPath}`,
+        '--',
+        process.execPath,
+        '--import',
+        'tsx',
+        'test/support/spice-login-cli.ts',
+        '5930',
+        password,
+      ]);
+      return (JSON.parse(stdout) as { result: number }).result;
+    };
+    expect(await login(generated)).toBe(SPICE_LINK_PERMISSION_DENIED); // it expired at once
+    expect(await login('guessed')).toBe(SPICE_LINK_PERMISSION_DENIED);
+
+    const serial = (await vms.getVm(VM)).status?.displayPasswordSerial ?? 0;
+    const fresh = { 'display-password': 'console-now', 'password-expiry': '+600' };
+    await vms.kubectl([
+      'patch',
+      'secret',
+      secretName,
+      '--type',
+      'merge',
+      '-p',
+      JSON.stringify({ stringData: fresh }),
+    ]);
+    await vms.waitForVm(
+      VM,
+      (vm) => expect(vm.status?.displayPasswordSerial).toBeGreaterThan(serial),
+      120_000,
+    );
+    expect(await login('console-now')).toBe(SPICE_LINK_OK);
   });
 
   it('a VM in a namespace made after the install runs too: the manager gives it its runner credential', async () => {

@@ -19,7 +19,7 @@ import {
   waitGone,
   type RunnerProcess,
 } from './harness.js';
-import { SPICE_LINK_OK, SPICE_LINK_PERMISSION_DENIED, spiceLogin } from './spice-login.js';
+import { SPICE_LINK_OK, SPICE_LINK_PERMISSION_DENIED, spiceLogin } from '../../support/spice-login.js';
 
 const run = promisify(execFile);
 

@@ -48,9 +48,9 @@ export interface SpiceSession {
 }
 
 /** Links the main channel with `password`; keep the session open to stay connected. */
-export async function spiceLogin(port: number, password: string): Promise<SpiceSession> {
+export async function spiceLogin(port: number, password: string, host = '127.0.0.1'): Promise<SpiceSession> {
   const socket = await new Promise<net.Socket>((resolve, reject) => {
-    const connection = net.connect(port, '127.0.0.1', () => resolve(connection)).once('error', reject);
+    const connection = net.connect(port, host, () => resolve(connection)).once('error', reject);
   });
   const reader = new Reader(socket);
   try {
