@@ -5,9 +5,9 @@ import {
   startManager,
   type RunningManager,
 } from '../operator/manager.js';
+import { formatFieldPath } from '../api/runner-config.js';
 
 const STOP_TIMEOUT_MS = 10_000;
-import { formatFieldPath } from '../api/runner-config.js';
 
 const collect = (value: string, previous: string[]) => [...previous, ...value.split(',').filter(Boolean)];
 

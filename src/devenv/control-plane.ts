@@ -92,13 +92,9 @@ export async function startControlPlane(options: StartControlPlaneOptions = {}):
   const launch = async (name: string, binary: string, args: string[]) => {
     const spawn = () => spawnLogged(name, binary, args, path.join(dir, `${name}.log`));
     const first = await spawn();
-    let firstHandedOut = false;
-    const supervised = await superviseProcess(
-      name,
-      async () => (firstHandedOut ? spawn() : ((firstHandedOut = true), first)),
-      { logger, onStart: (pid) => reaper.adopt(pid) },
+    processes.push(
+      await superviseProcess(name, spawn, { logger, first, onStart: (pid) => reaper.adopt(pid) }),
     );
-    processes.push(supervised);
     return first;
   };
 

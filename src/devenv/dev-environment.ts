@@ -91,14 +91,10 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
       options.onRestart?.();
     },
   };
-  let firstRedisHandedOut = false;
   const redis = await superviseProcess(
     'redis',
-    async () =>
-      firstRedisHandedOut
-        ? startRedis({ host: cluster.network.hostAddress, port: firstRedis.port })
-        : ((firstRedisHandedOut = true), firstRedis),
-    supervision,
+    () => startRedis({ host: cluster.network.hostAddress, port: firstRedis.port }),
+    { ...supervision, first: firstRedis },
   );
   const kubeconfig = join(dir, 'kubeconfig');
   writeFileSync(kubeconfig, cluster.controlPlane.kubeconfigYaml, { mode: 0o600 });

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { closeSync, openSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
+import { describeExit } from '../util/process.js';
 
 export interface LoggedProcess {
   name: string;
@@ -31,7 +32,7 @@ export async function spawnLogged(
     throw new Error(`${name} (${binary}) could not start: ${err.message}`);
   }
   const exited = once(child, 'exit').then(([code, signal]) =>
-    signal ? `killed by ${String(signal)}` : `exit code ${String(code)}`,
+    describeExit({ code: code as number | null, signal: signal as NodeJS.Signals | null }),
   );
   const hasExited = () => child.exitCode !== null || child.signalCode !== null;
   return {

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { freePort, waitForPort } from '../util/free-port.js';
+import { describeExit } from '../util/process.js';
 
 export interface RedisServer {
   url: string;
@@ -69,7 +70,7 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Redis
     port,
     pid: child.pid!,
     exited: exited.then(([code, signal]) =>
-      signal ? `killed by ${String(signal)}` : `exit code ${String(code)}`,
+      describeExit({ code: code as number | null, signal: signal as NodeJS.Signals | null }),
     ),
     stop: (graceMs?: number) => stopChild(child, graceMs),
   };

@@ -29,13 +29,15 @@ export interface SuperviseOptions {
   backoff?: Backoff;
   /** Called with each new process (e.g. to adopt it into an orphan reaper, or to record its pid). */
   onStart?: (pid: number) => void;
+  /** A process `start()` already made (e.g. to read its port first): supervised instead of a first start. */
+  first?: StartedProcess;
 }
 
 const DEFAULT_BACKOFF: Backoff = { baseMs: 1_000, capMs: 30_000 };
 /** A process that ran this long before it died starts the back-off from the beginning. */
 const STABLE_MS = 60_000;
 
-/** Starts `start()` and restarts it whenever it exits unasked. Resolves once the first start did. */
+/** Starts `start()` (unless given `first`) and restarts it whenever it exits unasked. */
 export async function superviseProcess(
   name: string,
   start: () => Promise<StartedProcess>,
@@ -43,7 +45,7 @@ export async function superviseProcess(
 ): Promise<SupervisedProcess> {
   const { logger } = options;
   const backoff = options.backoff ?? DEFAULT_BACKOFF;
-  let current = await start();
+  let current = options.first ?? (await start());
   options.onStart?.(current.pid);
   let restarts = 0;
   let stopping = false;

@@ -22,10 +22,6 @@ export interface Child {
   stop(graceMs: number): Promise<ChildExit>;
 }
 
-export function describeExit(exit: ChildExit): string {
-  return exit.signal ? `killed by ${exit.signal}` : `exit code ${String(exit.code)}`;
-}
-
 const STDERR_LINES_KEPT = 20;
 
 /**

@@ -10,7 +10,8 @@ import {
 } from '../api/runner-config.js';
 import type { RunnerConfigError } from '../api/runner-snapshot.js';
 import type { Logger } from '../util/logger.js';
-import { describeExit, spawnChild, type Child, type ChildExit } from './child.js';
+import { describeExit } from '../util/process.js';
+import { spawnChild, type Child, type ChildExit } from './child.js';
 import { buildNoCloudImage } from './cloud-init.js';
 import { liveChanges, restartChanges } from './config-diff.js';
 import { CdromController } from './controllers/cdrom.js';

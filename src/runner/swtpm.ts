@@ -2,7 +2,8 @@ import { existsSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../util/logger.js';
-import { describeExit, spawnChild, type Child } from './child.js';
+import { describeExit } from '../util/process.js';
+import { spawnChild, type Child } from './child.js';
 
 /**
  * Starts the software TPM and waits until its control socket exists, so qemu can connect to it.
