@@ -2,6 +2,7 @@
 // `vmop-image-repository` that runner pods mount read-only. In the local cluster it is a `local`
 // PV on a directory of this machine (the test guest's kernel and initramfs live there).
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { isConflict } from '../kube/clients.js';
 import { IMAGE_REPOSITORY_CLAIM } from '../reconcilers/virtual-machine/naming.js';
 
 /** Creates (if missing) a PV on `hostDir` on `nodeName` and the namespace's repository PVC bound to it. */
@@ -14,7 +15,7 @@ export async function provideImageRepository(input: {
   const core = input.kubeConfig.makeApiClient(CoreV1Api);
   const volumeName = `vmop-image-repository-${input.namespace}`;
   const ignoreExisting = (err: unknown) => {
-    if ((err as { code?: number }).code !== 409) throw err;
+    if (!isConflict(err)) throw err;
   };
   await core
     .createPersistentVolume({

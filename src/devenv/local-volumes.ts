@@ -13,7 +13,7 @@ import {
   type V1PersistentVolumeClaim,
 } from '@kubernetes/client-node';
 import { parseMemorySize } from '../api/runner-config.js';
-import { readOptional } from '../kube/clients.js';
+import { isConflict, readOptional } from '../kube/clients.js';
 import { watchObjects } from '../kube/watch.js';
 import type { Logger } from '../util/logger.js';
 
@@ -127,7 +127,7 @@ export function startLocalVolumeProvisioner(options: {
     } catch (err) {
       // Undo what this attempt made, and only that: a PV that exists already owns the data.
       if (localPath !== backing) await run('losetup', ['--detach', localPath]).catch(() => undefined);
-      if ((err as { code?: number }).code === 409) return;
+      if (isConflict(err)) return;
       await rm(backing, { recursive: true, force: true });
       throw err;
     }

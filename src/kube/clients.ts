@@ -28,6 +28,11 @@ export function isNotFound(err: unknown): boolean {
   return err instanceof ApiException && err.code === 404;
 }
 
+/** The object exists already (a create), or was changed meanwhile (an update with a resourceVersion). */
+export function isConflict(err: unknown): boolean {
+  return err instanceof ApiException && err.code === 409;
+}
+
 /** Resolves to undefined when the object does not exist. */
 export async function readOptional<T>(read: () => Promise<T>): Promise<T | undefined> {
   try {

@@ -96,8 +96,6 @@ export class VmRunner {
   /** The config file's text at start: the watch reports any later difference. */
   private startedConfigText = '';
   private applied!: RunnerConfig;
-  /** configDigest() of the config file text `applied` came from, once it changed after the start. */
-  private appliedConfigDigest?: string;
   private paths!: RunnerPaths;
   private qemu?: Child;
   private swtpm?: Child;
@@ -477,7 +475,6 @@ export class VmRunner {
     const next = parsed.config;
     const changes = liveChanges(this.started, this.applied, next);
     this.applied = next;
-    this.appliedConfigDigest = configDigest(text);
     this.logger.info({ changes }, 'config changed');
     const attempt = async (what: string, action: () => Promise<void>) =>
       action().catch((err: unknown) => this.logger.warn({ err }, `${what} failed`));
@@ -493,17 +490,18 @@ export class VmRunner {
     for (const { id, image } of changes.cdMedia) {
       await attempt(`changing the medium of ${id}`, () => this.cdroms!.change(id, image));
     }
-    this.publishRestartChanges({ event: 'RUNNER_CONFIG_CHANGED', data: { ...changes } });
+    this.publishRestartChanges({ event: 'RUNNER_CONFIG_CHANGED', data: { ...changes } }, configDigest(text));
   }
 
-  private publishRestartChanges(event: VmEvent) {
+  /** Publishes what waits for a restart, and `config`, the digest of a config just applied. */
+  private publishRestartChanges(event: VmEvent, config?: string) {
     const pending = restartChanges(this.started, this.applied);
     if (this.displayPasswordNeedsRestart) pending.push('display-password');
     if (pending.length > 0) this.logger.info({ pending }, 'changes that need a restart');
     this.store.update(
       (state) => ({
         ...state,
-        config: this.appliedConfigDigest ?? state.config,
+        config: config ?? state.config,
         pendingRestartChanges: pending.length > 0 ? pending : undefined,
       }),
       event,

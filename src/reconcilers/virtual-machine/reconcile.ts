@@ -1,6 +1,5 @@
 // The idempotent reconcile of one VirtualMachine key: read what is, apply what should be, report.
 import {
-  ApiException,
   PatchStrategy,
   setHeaderOptions,
   type KubernetesObject,
@@ -20,7 +19,7 @@ import {
 import type { RunnerSnapshot } from '../../api/runner-snapshot.js';
 import { configDigest } from '../../api/runner-config.js';
 import { TerminalError, type HandlerResult } from '../../queue/index.js';
-import { apiserverRejection, readOptional, type KubeClients } from '../../kube/clients.js';
+import { apiserverRejection, isConflict, readOptional, type KubeClients } from '../../kube/clients.js';
 import { isSubset } from '../../kube/subset.js';
 import type { Logger } from '../../util/logger.js';
 import { CONFIG_FILE_KEY, desiredConfigMap } from './config-map.js';
@@ -45,7 +44,13 @@ import {
   runnerSecretName,
 } from './runner-identity.js';
 import { desiredStatefulSet, type Overcommit, type RunnerImage } from './stateful-set.js';
-import { deriveStatus, stopsAfterGuestShutdown, transitionEvents, type StatusEvent } from './status.js';
+import {
+  deriveStatus,
+  rejectionMessage,
+  stopsAfterGuestShutdown,
+  transitionEvents,
+  type StatusEvent,
+} from './status.js';
 
 export interface VmReconcilerOptions {
   clients: KubeClients;
@@ -115,7 +120,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     try {
       return await clients.core.createNamespacedSecret({ namespace: vm.metadata.namespace!, body });
     } catch (err) {
-      if (!(err instanceof ApiException && err.code === 409)) throw err;
+      if (!isConflict(err)) throw err;
       return clients.core.readNamespacedSecret({
         name: body.metadata!.name!,
         namespace: vm.metadata.namespace!,
@@ -215,13 +220,13 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     let snapshotRead: Promise<RunnerSnapshot | undefined> | undefined;
     const readSnapshot = () => (snapshotRead ??= options.readSnapshot?.(key) ?? Promise.resolve(undefined));
     const pod = await readOptional(() => clients.core.readNamespacedPod({ name: `${name}-0`, namespace }));
-    const desiredConfig = configDigest(desiredConfigMap(vm, runnerConfig).data![CONFIG_FILE_KEY]!);
+    const configMap = desiredConfigMap(vm, runnerConfig);
+    const desiredConfig = configDigest(configMap.data![CONFIG_FILE_KEY]!);
     /** The ConfigMap, runner Secret and ServiceAccount, StatefulSet; and the config nudge. */
     const applyOwnedObjects = async (): Promise<HandlerResult> => {
       const currentConfigMap = await readOptional(() =>
         clients.core.readNamespacedConfigMap({ name, namespace }),
       );
-      const configMap = desiredConfigMap(vm, runnerConfig);
       const appliedConfigMap = await apply(configMap, currentConfigMap);
       if (appliedConfigMap) writes.push('ConfigMap');
       const configMapVersion = (appliedConfigMap ?? currentConfigMap)?.metadata?.resourceVersion ?? '';
@@ -314,7 +319,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     if (writes.length > 0) logger.info({ key, writes, phase: status.phase }, 'reconciled');
     if (rejected !== undefined) {
       const previous = vm.status?.conditions?.find((c) => c.type === 'SpecValid');
-      const message = `the apiserver refused an object made for this VM: ${rejected}`;
+      const message = rejectionMessage(rejected);
       if (!previous?.message.includes(message)) {
         await recordEvent(vm, { type: 'Warning', reason: 'RejectedByApiserver', message });
       }

@@ -230,10 +230,14 @@ const RUNNER_REPORTING: ConditionFacts = {
   message: 'the runner reports the VM state',
 };
 
+/** How SpecValid (and its Warning Event) word the apiserver's refusal of an object vmop made. */
+export function rejectionMessage(apiserverMessage: string): string {
+  return `the apiserver refused an object made for this VM: ${apiserverMessage}`;
+}
+
 function specValidCondition(observed: ObservedState, snapshot: RunnerSnapshot | undefined): ConditionFacts {
   const errors = [...observed.specErrors];
-  if (observed.rejected)
-    errors.push(`the apiserver refused an object made for this VM: ${observed.rejected}`);
+  if (observed.rejected) errors.push(rejectionMessage(observed.rejected));
   const configError = snapshot?.configError;
   // Only for the config it was found in: an edit that fixed it must not stay reported as wrong.
   if (configError && snapshot.config === observed.configDigest) {
