@@ -128,9 +128,11 @@ export async function startWorkers(options: StartWorkersOptions): Promise<{ clos
 
   let closing: Promise<void> | undefined;
   const close = async () => {
+    // First: BullMQ stops fetching keys at once, while the running handlers finish.
+    // (A failed close counts as settled, as settlesWithin treats it; caught so it is never unhandled meanwhile.)
+    const graceful = worker.close().catch(() => undefined);
     // Bounded: with Redis away, a resync or a pump claim in flight would wait for it forever.
     await settlesWithin(Promise.all([reconnects?.stop(), pump.stop()]), opts.shutdownTimeoutMs);
-    const graceful = worker.close();
     if (!(await settlesWithin(graceful, opts.shutdownTimeoutMs))) {
       const stillRunning = [...keyRunner.running.values()].map((r) => r.key);
       logger.warn({ keys: stillRunning }, 'shutdown timeout: aborting handlers');
