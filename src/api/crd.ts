@@ -1,6 +1,14 @@
-// Generates the VirtualMachine CustomResourceDefinition from the zod schema.
+// Generates vmop's CustomResourceDefinitions from the zod schemas.
 import { z } from 'zod';
 import { stringify } from 'yaml';
+import {
+  OPERATION_KIND,
+  OPERATION_PLURAL,
+  OPERATION_SHORT_NAME,
+  OPERATION_SINGULAR,
+  OperationSpec,
+  OperationStatus,
+} from './virtual-machine-operation.js';
 import {
   GROUP,
   KIND,
@@ -69,44 +77,42 @@ function openApiSchema(schema: z.ZodType): unknown {
   return toStructuralSchema(z.toJSONSchema(schema, { io: 'input', unrepresentable: 'throw' }));
 }
 
-export function virtualMachineCrd() {
+interface CrdDefinition {
+  plural: string;
+  singular: string;
+  kind: string;
+  shortNames?: string[];
+  description: string;
+  printerColumns: Array<{ name: string; type: string; jsonPath: string; priority?: number }>;
+  spec: z.ZodType;
+  status: z.ZodType;
+  rootValidations?: Array<{ rule: string; message: string }>;
+}
+
+function customResourceDefinition(definition: CrdDefinition) {
+  const { plural, singular, kind, shortNames } = definition;
   return {
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
-    metadata: { name: `${PLURAL}.${GROUP}` },
+    metadata: { name: `${plural}.${GROUP}` },
     spec: {
       group: GROUP,
       scope: 'Namespaced',
-      names: { plural: PLURAL, singular: SINGULAR, kind: KIND, listKind: `${KIND}List` },
+      names: { plural, singular, kind, listKind: `${kind}List`, ...(shortNames && { shortNames }) },
       versions: [
         {
           name: VERSION,
           served: true,
           storage: true,
           subresources: { status: {} },
-          additionalPrinterColumns: [
-            { name: 'State', type: 'string', jsonPath: '.spec.vm.state' },
-            { name: 'Phase', type: 'string', jsonPath: '.status.phase' },
-            { name: 'CPUs', type: 'integer', jsonPath: '.status.cpus' },
-            { name: 'RAM', type: 'string', jsonPath: '.status.ram' },
-            { name: 'Node', type: 'string', jsonPath: '.status.node' },
-            { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
-          ],
+          additionalPrinterColumns: definition.printerColumns,
           schema: {
             openAPIV3Schema: {
               type: 'object',
-              description: 'A QEMU virtual machine run by vmop.',
-              properties: {
-                spec: openApiSchema(VirtualMachineSpec),
-                status: openApiSchema(VirtualMachineStatus),
-              },
+              description: definition.description,
+              properties: { spec: openApiSchema(definition.spec), status: openApiSchema(definition.status) },
               required: ['spec'],
-              'x-kubernetes-validations': [
-                {
-                  rule: `size(self.metadata.name) <= ${MAX_VM_NAME_LENGTH}`,
-                  message: `the name must have at most ${MAX_VM_NAME_LENGTH} characters (the runner pod's labels are made from it)`,
-                },
-              ],
+              ...(definition.rootValidations && { 'x-kubernetes-validations': definition.rootValidations }),
             },
           },
         },
@@ -115,13 +121,75 @@ export function virtualMachineCrd() {
   };
 }
 
-export function renderCrdYaml(): string {
+export function virtualMachineCrd() {
+  return customResourceDefinition({
+    plural: PLURAL,
+    singular: SINGULAR,
+    kind: KIND,
+    description: 'A QEMU virtual machine run by vmop.',
+    printerColumns: [
+      { name: 'State', type: 'string', jsonPath: '.spec.vm.state' },
+      { name: 'Phase', type: 'string', jsonPath: '.status.phase' },
+      { name: 'CPUs', type: 'integer', jsonPath: '.status.cpus' },
+      { name: 'RAM', type: 'string', jsonPath: '.status.ram' },
+      { name: 'Node', type: 'string', jsonPath: '.status.node' },
+      {
+        name: 'Need restart',
+        type: 'string',
+        jsonPath: ".status.conditions[?(@.type=='AwaitingRestartToApplyConfiguration')].status",
+        priority: 1,
+      },
+      { name: 'Run policy', type: 'string', jsonPath: '.spec.runPolicy', priority: 1 },
+      { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+    ],
+    spec: VirtualMachineSpec,
+    status: VirtualMachineStatus,
+    rootValidations: [
+      {
+        rule: `size(self.metadata.name) <= ${MAX_VM_NAME_LENGTH}`,
+        message: `the name must have at most ${MAX_VM_NAME_LENGTH} characters (the runner pod's labels are made from it)`,
+      },
+    ],
+  });
+}
+
+export function virtualMachineOperationCrd() {
+  return customResourceDefinition({
+    plural: OPERATION_PLURAL,
+    singular: OPERATION_SINGULAR,
+    kind: OPERATION_KIND,
+    shortNames: [OPERATION_SHORT_NAME],
+    description: 'A request to start, stop, restart, reset or evict a VirtualMachine, and its outcome.',
+    printerColumns: [
+      { name: 'VM', type: 'string', jsonPath: '.spec.virtualMachineName' },
+      { name: 'Type', type: 'string', jsonPath: '.spec.type' },
+      { name: 'Phase', type: 'string', jsonPath: '.status.phase' },
+      { name: 'Reason', type: 'string', jsonPath: '.status.reason', priority: 1 },
+      { name: 'Message', type: 'string', jsonPath: '.status.message', priority: 1 },
+      { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+    ],
+    spec: OperationSpec,
+    status: OperationStatus,
+  });
+}
+
+/** vmop's CRDs, with the file each is generated into (in crds/ and in the Helm chart). */
+export const CRDS = [
+  { file: `${PLURAL}.${GROUP}.yaml`, source: 'src/api/virtual-machine.ts', crd: virtualMachineCrd },
+  {
+    file: `${OPERATION_PLURAL}.${GROUP}.yaml`,
+    source: 'src/api/virtual-machine-operation.ts',
+    crd: virtualMachineOperationCrd,
+  },
+];
+
+export function renderCrdYaml(definition: (typeof CRDS)[number]): string {
   return (
-    '# Generated from src/api/virtual-machine.ts by `npm run gen:crds`. Do not edit.\n' +
-    stringify(virtualMachineCrd(), { lineWidth: 0 })
+    `# Generated from ${definition.source} by \`npm run gen:crds\`. Do not edit.\n` +
+    stringify(definition.crd(), { lineWidth: 0 })
   );
 }
 
-export const CRD_FILE = `crds/${PLURAL}.${GROUP}.yaml`;
-/** The Helm chart's copy (a chart cannot read files outside its directory). */
-export const CHART_CRD_FILE = `helm/vmop/files/${PLURAL}.${GROUP}.yaml`;
+export const CRD_DIR = 'crds';
+/** The Helm chart's copies (a chart cannot read files outside its directory). */
+export const CHART_CRD_DIR = 'helm/vmop/files';

@@ -28,6 +28,19 @@ const MEMORY_UNITS: Record<string, number> = {
   ...{ Ki: KI, KiB: KI, Mi: MI, MiB: MI, Gi: GI, GiB: GI, Ti: TI, TiB: TI },
 };
 
+/** Bytes as a Kubernetes quantity, in the largest binary unit that divides them. */
+export function formatBytes(bytes: number): string {
+  for (const [unit, size] of [
+    ['Ti', 2 ** 40],
+    ['Gi', 2 ** 30],
+    ['Mi', 2 ** 20],
+    ['Ki', 2 ** 10],
+  ] as const) {
+    if (bytes >= size && bytes % size === 0) return `${bytes / size}${unit}`;
+  }
+  return String(bytes);
+}
+
 /**
  * Parses a memory size: a number of bytes, or a string like "4 GiB", "512Mi", "1.5G" (Kubernetes
  * quantity suffixes, SI and binary, optionally followed by "B"). Returns bytes, or undefined if invalid.
@@ -136,6 +149,8 @@ export const CloudInitConfig = z.object({
   networkConfig: z.record(z.string(), z.unknown()).optional(),
 });
 
+const AfterQemuEnds = z.enum(['restart', 'waitForStop']);
+
 export const RunnerSettings = z.object({
   /** Persistent files (uuid, firmware vars, TPM state, template copy). Default: XDG data home. */
   dataDir: z.string().optional(),
@@ -145,8 +160,17 @@ export const RunnerSettings = z.object({
   template: z.string().default('standard-vm.liquid'),
   /** The template is copied to dataDir on first start; later starts use the copy unless this is set. */
   updateTemplate: z.boolean().default(false),
-  /** Whether a guest-initiated shutdown stops the VM (for the controller; the runner just exits). */
+  /**
+   * When qemu ends without a stop request: `restart` exits the runner (kubelet starts it again);
+   * `waitForStop` keeps it, reporting, until the operator has set the VM to Stopped.
+   */
+  whenGuestPowersOff: AfterQemuEnds.default('restart'),
+  /** VM-Operator's runner field: true means the same as whenGuestPowersOff `waitForStop`. */
   guestShutdownStops: z.boolean().default(false),
+  /** The same for a qemu that crashed or could not start. */
+  whenQemuFails: AfterQemuEnds.default('restart'),
+  /** A request for a hard reset of the guest (a Reset operation's name): carried out when it changes. */
+  resetRequest: z.string().optional(),
   /** Where relative CD image names resolve. Default: $VMOP_IMAGE_REPOSITORY or /var/local/vmop-image-repository. */
   imageRepository: z.string().optional(),
   /**

@@ -65,10 +65,14 @@ export const RunnerSnapshot = z.object({
   consoleClient: ConsoleClient.optional(),
   booted: z.boolean(),
   lastShutdown: LastShutdown.optional(),
+  /** The last reset request carried out (a fresh start counts: the guest started after it). */
+  lastReset: z.object({ request: z.string(), at: z.string() }).optional(),
   /** configDigest() of the config.yaml the runner has (applied live, or waiting for a restart). */
   config: z.string().optional(),
-  /** Config changes that only take effect after a restart (field paths). */
-  pendingRestartChanges: z.array(z.string()).optional(),
+  /** Config changes that only take effect after a restart: the field below "/Runner", as started and as configured. */
+  restartChanges: z
+    .array(z.object({ field: z.string(), current: z.unknown().optional(), desired: z.unknown().optional() }))
+    .optional(),
   /** Why the runner failed, when phase is failed. */
   message: z.string().optional(),
   /** Set with phase failed when the config names something that is not there. */

@@ -173,60 +173,99 @@ const ServiceOverrides = z.object({
 /** No schema for these, as VM-Operator documents: copied to cloud-init unchecked. */
 const FreeForm = z.record(z.string(), z.unknown()).meta({ 'x-kubernetes-preserve-unknown-fields': true });
 
-export const VirtualMachineSpec = z.object({
-  image: RunnerImage.optional(),
-  runnerTemplate: z
-    .object({
-      source: z.string().max(253).optional().describe('The runner template (VM type) to use.'),
-      update: z
-        .boolean()
-        .default(true)
-        .describe("Whether a running VM's data dir copy of the template is updated."),
-    })
-    .default({ update: true }),
-  guestShutdownStops: z
-    .boolean()
-    .default(false)
-    .describe('If true, a shutdown by the guest sets spec.vm.state to Stopped.'),
-  loadBalancerService: ServiceOverrides.optional(),
-  cloudInit: z
-    .object({
-      metaData: z.record(z.string(), z.string()).optional(),
-      userData: FreeForm.optional(),
-      networkConfig: FreeForm.optional(),
-    })
-    .optional(),
-  permissions: z
-    .array(
-      z
-        .object({
-          user: z.string().optional(),
-          role: z.string().optional(),
-          may: z.array(z.enum(['start', 'stop', 'reset', 'accessConsole', 'takeConsole', '*'])).default([]),
-        })
-        .meta(
-          celRules({
-            rule: 'has(self.user) != has(self.role)',
-            message: 'a permission names either a user or a role',
-          }),
-        ),
-    )
-    .optional()
-    .describe('Accepted for VM-Operator compatibility; vmop does not evaluate it.'),
-  pools: z
-    .array(z.string())
-    .default([])
-    .describe(
-      'Accepted for VM-Operator compatibility (the VmPools the VM belongs to); vmop does not act on it.',
+export const RUN_POLICIES = ['AlwaysOn', 'AlwaysOnUnlessStoppedManually', 'Manual', 'AlwaysOff'] as const;
+
+export const RunPolicy = z
+  .enum(RUN_POLICIES)
+  .describe(
+    "What keeps the VM running (Deckhouse's policies; see the README). Without it, spec.vm.state and guestShutdownStops decide, as in VM-Operator.",
+  );
+
+export const VirtualMachineSpec = z
+  .object({
+    image: RunnerImage.optional(),
+    runPolicy: RunPolicy.optional(),
+    disruptions: z
+      .object({
+        restartApprovalMode: z
+          .enum(['Manual', 'Automatic'])
+          .default('Manual')
+          .describe(
+            'Manual: a change that needs a restart waits for one (status.restartAwaitingChanges); Automatic: vmop restarts the VM itself.',
+          ),
+      })
+      .optional(),
+    runnerTemplate: z
+      .object({
+        source: z.string().max(253).optional().describe('The runner template (VM type) to use.'),
+        update: z
+          .boolean()
+          .default(true)
+          .describe("Whether a running VM's data dir copy of the template is updated."),
+      })
+      .default({ update: true }),
+    guestShutdownStops: z
+      .boolean()
+      .default(false)
+      .describe('If true, a shutdown by the guest sets spec.vm.state to Stopped.'),
+    loadBalancerService: ServiceOverrides.optional(),
+    cloudInit: z
+      .object({
+        metaData: z.record(z.string(), z.string()).optional(),
+        userData: FreeForm.optional(),
+        networkConfig: FreeForm.optional(),
+      })
+      .optional(),
+    permissions: z
+      .array(
+        z
+          .object({
+            user: z.string().optional(),
+            role: z.string().optional(),
+            may: z.array(z.enum(['start', 'stop', 'reset', 'accessConsole', 'takeConsole', '*'])).default([]),
+          })
+          .meta(
+            celRules({
+              rule: 'has(self.user) != has(self.role)',
+              message: 'a permission names either a user or a role',
+            }),
+          ),
+      )
+      .optional()
+      .describe('Accepted for VM-Operator compatibility; vmop does not evaluate it.'),
+    pools: z
+      .array(z.string())
+      .default([])
+      .describe(
+        'Accepted for VM-Operator compatibility (the VmPools the VM belongs to); vmop does not act on it.',
+      ),
+    loggingProperties: z.string().optional().describe('Accepted for VM-Operator compatibility.'),
+    resources: ResourceRequirements.optional(),
+    nodeName: z.string().optional(),
+    nodeSelector: z.record(z.string(), z.string()).optional(),
+    affinity: Affinity.optional(),
+    tolerations: z.array(Toleration).optional(),
+    vm: VmDefinition,
+  })
+  .meta(
+    celRules(
+      {
+        rule: "!has(self.runPolicy) || self.runPolicy != 'AlwaysOn' || self.vm.state == 'Running'",
+        message: 'runPolicy AlwaysOn keeps the VM running: spec.vm.state must be Running',
+        fieldPath: '.vm.state',
+      },
+      {
+        rule: "!has(self.runPolicy) || self.runPolicy != 'AlwaysOff' || self.vm.state == 'Stopped'",
+        message: 'runPolicy AlwaysOff keeps the VM off: spec.vm.state must be Stopped',
+        fieldPath: '.vm.state',
+      },
+      {
+        rule: "!has(self.runPolicy) || self.runPolicy != 'AlwaysOn' || !self.guestShutdownStops",
+        message: 'runPolicy AlwaysOn restarts a VM whose guest powered off: guestShutdownStops must be false',
+        fieldPath: '.guestShutdownStops',
+      },
     ),
-  loggingProperties: z.string().optional().describe('Accepted for VM-Operator compatibility.'),
-  resources: ResourceRequirements.optional(),
-  nodeName: z.string().optional(),
-  nodeSelector: z.record(z.string(), z.string()).optional(),
-  affinity: Affinity.optional(),
-  tolerations: z.array(Toleration).optional(),
-  vm: VmDefinition,
-});
+  );
 
 export const Condition = z.object({
   type: z.string(),
@@ -243,6 +282,17 @@ export const Condition = z.object({
  */
 export const MAX_VM_NAME_LENGTH = 52;
 
+/** Values of any JSON type (a spec field's value before and after a change). */
+const AnyValue = z.unknown().meta({ 'x-kubernetes-preserve-unknown-fields': true });
+
+export const RestartAwaitingChange = z.object({
+  operation: z.enum(['add', 'remove', 'replace']),
+  /** The spec field, e.g. `spec.vm.maximumCpus`. */
+  path: z.string(),
+  currentValue: AnyValue.optional(),
+  desiredValue: AnyValue.optional(),
+});
+
 export const VmPhase = z.enum(['Pending', 'Starting', 'Running', 'Stopping', 'Stopped', 'Failed']);
 
 export const VirtualMachineStatus = z.object({
@@ -255,6 +305,10 @@ export const VirtualMachineStatus = z.object({
   displayPasswordSerial: z.number().int().optional(),
   consoleClient: z.string().optional(),
   lastShutdown: z.object({ guestInitiated: z.boolean(), reason: z.string(), time: z.string() }).optional(),
+  /** The last reset the runner carried out on request (a Reset operation), by the request's name. */
+  lastReset: z.object({ request: z.string(), time: z.string() }).optional(),
+  /** Spec changes the running VM has not taken yet: they apply when it restarts. */
+  restartAwaitingChanges: z.array(RestartAwaitingChange).optional(),
   /** How often the runner container of the current pod restarted (kubelet's restartCount). */
   runnerRestarts: z.number().int().optional(),
   /**
@@ -290,3 +344,5 @@ export type VirtualMachineStatus = z.infer<typeof VirtualMachineStatus>;
 export type Disk = z.infer<typeof Disk>;
 export type Condition = z.infer<typeof Condition>;
 export type VmPhase = z.infer<typeof VmPhase>;
+export type RunPolicy = z.infer<typeof RunPolicy>;
+export type RestartAwaitingChange = z.infer<typeof RestartAwaitingChange>;

@@ -6,19 +6,29 @@ import {
   type KubeConfig,
   type V1CustomResourceDefinition,
 } from '@kubernetes/client-node';
-import { renderCrdYaml } from '../api/crd.js';
+import { CRDS, renderCrdYaml } from '../api/crd.js';
 
 const FIELD_MANAGER = 'vmop-installer';
 
 /** Server-side applies vmop's CRDs (idempotent) and waits until the apiserver serves them. */
 export async function installCrds(kubeConfig: KubeConfig, timeoutMs = 30_000): Promise<void> {
   const objects = KubernetesObjectApi.makeApiClient(kubeConfig);
-  // Through the typed model: client-node's serializer drops raw JSON keys such as x-kubernetes-validations.
-  const crd = loadYaml<V1CustomResourceDefinition>(renderCrdYaml());
-  await objects.patch(crd, undefined, undefined, FIELD_MANAGER, true, PatchStrategy.ServerSideApply);
   const api = kubeConfig.makeApiClient(ApiextensionsV1Api);
-  const name = crd.metadata!.name!;
   const deadline = Date.now() + timeoutMs;
+  for (const definition of CRDS) {
+    // Through the typed model: client-node's serializer drops raw JSON keys such as x-kubernetes-validations.
+    const crd = loadYaml<V1CustomResourceDefinition>(renderCrdYaml(definition));
+    await objects.patch(crd, undefined, undefined, FIELD_MANAGER, true, PatchStrategy.ServerSideApply);
+    await waitUntilEstablished(api, crd.metadata!.name!, deadline, timeoutMs);
+  }
+}
+
+async function waitUntilEstablished(
+  api: ApiextensionsV1Api,
+  name: string,
+  deadline: number,
+  timeoutMs: number,
+): Promise<void> {
   for (;;) {
     const current = await api.readCustomResourceDefinition({ name });
     if (current.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) return;

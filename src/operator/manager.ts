@@ -1,4 +1,4 @@
-// The manager process: watches → keyed work queue → reconcilers. Any number of replicas may run
+// The manager process: watches → keyed work queue → reconcilers (of VMs and their operations). Any number of replicas may run
 // against one queue; the queue keeps each key to one handler at a time, so no leader election.
 import { KubernetesObjectApi } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
@@ -12,6 +12,8 @@ import { RedisUrlSchema } from '../queue/connection.js';
 import { DEFAULT_OVERCOMMIT } from '../reconcilers/virtual-machine/stateful-set.js';
 import { vmKey } from '../reconcilers/virtual-machine/naming.js';
 import { createVmReconciler } from '../reconcilers/virtual-machine/reconcile.js';
+import { createOperationReconciler } from '../reconcilers/virtual-machine-operation/reconcile.js';
+import { OPERATION_KIND, operationKey } from '../api/virtual-machine-operation.js';
 import { createLogger } from '../util/logger.js';
 import { serveHttpEndpoints } from './http-endpoints.js';
 import { snapshotReader } from './snapshots.js';
@@ -71,8 +73,9 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
   if (!options.runnerRedisUrl) {
     logger.warn("no --runner-redis-url: runners publish with the manager's own Redis credential");
   }
+  const clients = makeKubeClients(kubeConfig);
   const reconcileVm = createVmReconciler({
-    clients: makeKubeClients(kubeConfig),
+    clients,
     readSnapshot: snapshotReader(redis, logger),
     defaultRunnerImage: {
       image: options.runnerImage,
@@ -83,11 +86,17 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     configNudge: options.configNudge,
     logger,
   });
+  const reconcileOperation = createOperationReconciler({ clients, logger });
   const handler: KeyHandler = async (key, { attempt }) => {
-    if (!key.startsWith('vm:')) throw new TerminalError(`no reconciler for key ${key}`);
+    const reconcile = key.startsWith('vm:')
+      ? reconcileVm
+      : key.startsWith('vmop:')
+        ? reconcileOperation
+        : undefined;
+    if (!reconcile) throw new TerminalError(`no reconciler for key ${key}`);
     logger.debug({ key, attempt }, 'reconcile start');
     try {
-      return await reconcileVm(key);
+      return await reconcile(key);
     } catch (err) {
       throw readableApiError(err);
     } finally {
@@ -97,15 +106,18 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
 
   const queue = openWorkQueue({ redisUrl: options.redisUrl });
   const objects = KubernetesObjectApi.makeApiClient(kubeConfig);
-  const enqueueAllVms = async () => {
-    const lists = await Promise.all(
-      (namespaces ?? [undefined]).map((namespace) => objects.list(API_VERSION, KIND, namespace)),
-    );
-    const keys = lists.flatMap((list) =>
-      list.items.map((vm) => vmKey(vm.metadata!.namespace!, vm.metadata!.name!)),
-    );
+  const enqueueAll = async () => {
+    const list = (kind: string, key: (namespace: string, name: string) => string) =>
+      Promise.all(
+        (namespaces ?? [undefined]).map(async (namespace) =>
+          (await objects.list(API_VERSION, kind, namespace)).items.map((item) =>
+            key(item.metadata!.namespace!, item.metadata!.name!),
+          ),
+        ),
+      );
+    const keys = [...(await list(KIND, vmKey)), ...(await list(OPERATION_KIND, operationKey))].flat();
     await queue.addMany(keys, { event: { type: 'RESYNC' } });
-    logger.info({ keys: keys.length }, 'resync enqueued all VMs');
+    logger.info({ keys: keys.length }, 'resync enqueued all VMs and operations');
   };
 
   // Served first: a manager waiting for Redis (or the apiserver) is alive, just not ready.
@@ -116,7 +128,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     handler,
     concurrency: options.concurrency,
     ...(options.rateLimitPerSecond && { rateLimit: { perSecond: options.rateLimitPerSecond } }),
-    resync: { everyMs: options.resyncIntervalMs, onResync: enqueueAllVms },
+    resync: { everyMs: options.resyncIntervalMs, onResync: enqueueAll },
     ...KEY_LOCK,
     logger,
     metrics: registry,

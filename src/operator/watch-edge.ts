@@ -7,12 +7,14 @@ import {
   type KubernetesObject,
 } from '@kubernetes/client-node';
 import { GROUP, KIND, PLURAL, VERSION } from '../api/virtual-machine.js';
+import { OPERATION_KIND, OPERATION_PLURAL, operationKey } from '../api/virtual-machine-operation.js';
 import {
   APP_NAME,
   LABEL_INSTANCE,
   LABEL_MANAGED_BY,
   LABEL_NAME,
   MANAGED_BY,
+  OPERATION_ANNOTATION,
   vmKey,
 } from '../reconcilers/virtual-machine/naming.js';
 import { watchObjects } from '../kube/watch.js';
@@ -38,20 +40,28 @@ const OWNED = `${LABEL_NAME}=${APP_NAME},${LABEL_MANAGED_BY}=${MANAGED_BY}`;
 /** Display Secrets (the user's) and runner Secrets (the manager's) both carry the app name. */
 const VM_SECRETS = `${LABEL_NAME}=${APP_NAME}`;
 
-/** The key of the VM an object concerns, or undefined for objects of no VM. */
-export function keyOfObject(object: KubernetesObject): string | undefined {
+/**
+ * The keys an object's change concerns: a VM's (and its operation's in flight, which waits for
+ * the VM's status), an operation's, or that of the VM an owned object belongs to.
+ */
+export function keysOfObject(object: KubernetesObject): string[] {
   const { metadata } = object;
   const namespace = metadata?.namespace;
-  if (!namespace || !metadata?.name) return undefined;
-  if (object.kind === KIND) return vmKey(namespace, metadata.name);
+  if (!namespace || !metadata?.name) return [];
+  if (object.kind === OPERATION_KIND) return [operationKey(namespace, metadata.name)];
+  if (object.kind === KIND) {
+    const operation = metadata.annotations?.[OPERATION_ANNOTATION];
+    return [vmKey(namespace, metadata.name), ...(operation ? [operationKey(namespace, operation)] : [])];
+  }
   const labels = metadata.labels ?? {};
   const instance = labels[LABEL_INSTANCE];
-  return labels[LABEL_NAME] === APP_NAME && instance ? vmKey(namespace, instance) : undefined;
+  return labels[LABEL_NAME] === APP_NAME && instance ? [vmKey(namespace, instance)] : [];
 }
 
-/** What is watched: the VMs, and by label the objects that belong to them. */
+/** What is watched: the VMs and their operations, and by label the objects that belong to VMs. */
 const WATCHED = [
   { apiVersion: `${GROUP}/${VERSION}`, kind: KIND, plural: PLURAL },
+  { apiVersion: `${GROUP}/${VERSION}`, kind: OPERATION_KIND, plural: OPERATION_PLURAL },
   { apiVersion: 'apps/v1', kind: 'StatefulSet', plural: 'statefulsets', labelSelector: OWNED },
   { apiVersion: 'v1', kind: 'ConfigMap', plural: 'configmaps', labelSelector: OWNED },
   { apiVersion: 'v1', kind: 'Pod', plural: 'pods', labelSelector: OWNED },
@@ -77,7 +87,7 @@ function watchSpecs(objects: KubernetesObjectApi, namespace: string | undefined)
 }
 
 /**
- * Watches VMs and, by label, the objects that belong to them (StatefulSets, ConfigMaps, Pods,
+ * Watches VMs, their operations and, by label, the objects that belong to them (StatefulSets, ConfigMaps, Pods,
  * display and runner Secrets) in the given namespaces (all when undefined): list, then watch from that
  * resourceVersion. A watch that fails (the apiserver restarting, 429s under load) is restarted
  * with backoff, never ending the process.
@@ -91,16 +101,17 @@ export function createWatchEdge(
   const objects = KubernetesObjectApi.makeApiClient(kubeConfig);
   const specs = (namespaces ?? [undefined]).flatMap((namespace) => watchSpecs(objects, namespace));
   const forward = (spec: WatchSpec, type: WatchEventSummary['type']) => (object: KubernetesObject) => {
-    const key = keyOfObject({ ...object, kind: spec.kind }); // list items carry no kind
-    if (!key) return;
+    const keys = keysOfObject({ ...object, kind: spec.kind }); // list items carry no kind
     const event = {
       type,
       kind: spec.kind,
       name: object.metadata!.name!,
       resourceVersion: object.metadata?.resourceVersion,
     };
-    // A lost add is recovered by the resync that follows a Redis reconnect.
-    sink(key, event).catch((err: unknown) => logger.warn({ err, key }, 'could not enqueue a watch event'));
+    for (const key of keys) {
+      // A lost add is recovered by the resync that follows a Redis reconnect.
+      sink(key, event).catch((err: unknown) => logger.warn({ err, key }, 'could not enqueue a watch event'));
+    }
   };
   const watches = specs.map((spec) => ({
     spec,

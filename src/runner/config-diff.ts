@@ -44,7 +44,10 @@ function withoutLiveFields(config: RunnerConfig): unknown {
   return {
     '/Runner': {
       ...settings,
+      whenGuestPowersOff: undefined,
       guestShutdownStops: undefined,
+      whenQemuFails: undefined,
+      resetRequest: undefined,
       vm: {
         ...vm,
         currentCpus: undefined,
@@ -70,7 +73,26 @@ function differingPaths(a: unknown, b: unknown, at: PropertyKey[]): PropertyKey[
   return Object.is(a, b) ? [] : [at];
 }
 
-/** Field paths whose change from the config qemu was started with only takes effect after a restart. */
-export function restartChanges(started: RunnerConfig, next: RunnerConfig): string[] {
-  return differingPaths(withoutLiveFields(started), withoutLiveFields(next), []).map(formatFieldPath);
+export interface RestartChange {
+  /** The field's path below "/Runner", e.g. `vm.maximumRam`. */
+  field: string;
+  current?: unknown;
+  desired?: unknown;
+}
+
+function valueAt(value: unknown, path: PropertyKey[]): unknown {
+  return path.reduce<unknown>(
+    (node, key) =>
+      node && typeof node === 'object' ? (node as Record<PropertyKey, unknown>)[key] : undefined,
+    value,
+  );
+}
+
+/** What changed from the config qemu was started with that only takes effect after a restart. */
+export function restartChanges(started: RunnerConfig, next: RunnerConfig): RestartChange[] {
+  return differingPaths(withoutLiveFields(started), withoutLiveFields(next), []).map((path) => ({
+    field: formatFieldPath(path.slice(1)),
+    current: valueAt(started, path),
+    desired: valueAt(next, path),
+  }));
 }

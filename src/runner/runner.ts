@@ -24,7 +24,15 @@ import { watchFiles, type FileWatch } from './file-watch.js';
 import { prepareFirmware } from './firmware.js';
 import { runnerPaths, type RunnerPaths } from './paths.js';
 import { QmpClient, type QmpEvent } from './qmp/client.js';
-import { balloon, cont, queryBalloon, queryCpuCount, quit, systemPowerdown } from './qmp/commands.js';
+import {
+  balloon,
+  cont,
+  queryBalloon,
+  queryCpuCount,
+  quit,
+  systemPowerdown,
+  systemReset,
+} from './qmp/commands.js';
 import { DeviceDeletedData, TrayMovedData, type VmEvent } from './qmp/events.js';
 import { foldEvent, type SnapshotState } from './snapshot/fold.js';
 import { SnapshotStore, type PublishSnapshot } from './snapshot/store.js';
@@ -157,19 +165,28 @@ export class VmRunner {
     await this.stopping;
     await this.cleanUp();
     const code = this.finish(failure, exit);
-    if (
-      code === EXIT_CLEAN &&
-      !this.stopRequested &&
-      settings.guestShutdownStops &&
-      this.store.snapshot.lastShutdown?.guest
-    ) {
-      // Exiting would make the pod restart the VM before the operator sets it to Stopped.
-      this.logger.info('the guest powered off and guestShutdownStops is set: waiting to be stopped');
+    const waitFor = this.waitsForStop(code);
+    if (waitFor) {
+      // Exiting would make kubelet start the VM again before the operator sets it to Stopped.
+      this.logger.info(`${waitFor}: waiting to be stopped`);
       const keepAlive = setInterval(() => undefined, 60_000); // a pending promise alone ends the process
       await new Promise<void>((resolve) => (this.releaseLinger = resolve));
       clearInterval(keepAlive);
     }
     return code;
+  }
+
+  /** Why the runner stays (the VM is to stay off after how qemu ended), or undefined to exit. */
+  private waitsForStop(code: number): string | undefined {
+    if (this.stopRequested) return undefined;
+    const settings = this.applied['/Runner'];
+    if (code === EXIT_CLEAN && this.store.snapshot.lastShutdown?.guest) {
+      const staysOff = settings.whenGuestPowersOff === 'waitForStop' || settings.guestShutdownStops;
+      return staysOff ? 'the guest powered off and stays off' : undefined;
+    }
+    if (code === EXIT_FAILED && settings.whenQemuFails === 'waitForStop')
+      return 'qemu failed and the VM stays off';
+    return undefined;
   }
 
   /** SIGTERM: powers the guest down (or abandons the start); qemu is stopped after powerdownTimeout. */
@@ -217,6 +234,9 @@ export class VmRunner {
       config: configDigest(this.startedConfigText),
       pod: this.options.pod,
       podUid: this.options.podUid,
+      ...(settings.resetRequest && {
+        lastReset: { request: settings.resetRequest, at: new Date().toISOString() },
+      }),
       phase: 'starting',
       cpus: 0,
       ram: 0,
@@ -474,6 +494,8 @@ export class VmRunner {
     }
     const next = parsed.config;
     const changes = liveChanges(this.started, this.applied, next);
+    const resetRequest = next['/Runner'].resetRequest;
+    const reset = resetRequest !== undefined && resetRequest !== this.applied['/Runner'].resetRequest;
     this.applied = next;
     this.logger.info({ changes }, 'config changed');
     const attempt = async (what: string, action: () => Promise<void>) =>
@@ -490,19 +512,38 @@ export class VmRunner {
     for (const { id, image } of changes.cdMedia) {
       await attempt(`changing the medium of ${id}`, () => this.cdroms!.change(id, image));
     }
+    if (reset) await attempt('resetting the guest', () => this.reset(resetRequest));
     this.publishRestartChanges({ event: 'RUNNER_CONFIG_CHANGED', data: { ...changes } }, configDigest(text));
+  }
+
+  private async reset(request: string): Promise<void> {
+    this.logger.info({ request }, 'resetting the guest');
+    await systemReset(this.qmp!);
+    this.store.update((state) => ({ ...state, lastReset: { request, at: new Date().toISOString() } }), {
+      event: 'RUNNER_RESET',
+      data: { request },
+    });
   }
 
   /** Publishes what waits for a restart, and `config`, the digest of a config just applied. */
   private publishRestartChanges(event: VmEvent, config?: string) {
     const pending = restartChanges(this.started, this.applied);
-    if (this.displayPasswordNeedsRestart) pending.push('display-password');
-    if (pending.length > 0) this.logger.info({ pending }, 'changes that need a restart');
+    if (this.displayPasswordNeedsRestart && !pending.some((change) => change.field === 'displaySecretDir')) {
+      // qemu cannot switch SPICE ticketing on or off while it runs.
+      const state = (locked: boolean) => (locked ? 'password set' : 'no password');
+      pending.push({
+        field: 'displaySecretDir',
+        current: state(this.startedWithDisplayPassword),
+        desired: state(!this.startedWithDisplayPassword),
+      });
+    }
+    if (pending.length > 0)
+      this.logger.info({ pending: pending.map((c) => c.field) }, 'changes that need a restart');
     this.store.update(
       (state) => ({
         ...state,
         config: config ?? state.config,
-        pendingRestartChanges: pending.length > 0 ? pending : undefined,
+        restartChanges: pending.length > 0 ? pending : undefined,
       }),
       event,
     );

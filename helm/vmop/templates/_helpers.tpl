@@ -50,6 +50,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: [vmoperator.jdrupes.org]
   resources: [vms/status]
   verbs: [patch]
+- apiGroups: [vmoperator.jdrupes.org]
+  resources: [virtualmachineoperations]
+  # patch: to make the VM its operation's owner; delete: finished operations are cleaned up.
+  verbs: [get, list, watch, patch, delete]
+- apiGroups: [vmoperator.jdrupes.org]
+  resources: [virtualmachineoperations/status]
+  verbs: [patch]
 - apiGroups: [apps]
   resources: [statefulsets]
   verbs: [get, list, watch, create, patch, delete]
@@ -58,7 +65,12 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   verbs: [get, list, watch, create, patch]
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, watch, patch]
+  # delete: Restart and Stop --force operations end the runner pod (the StatefulSet makes a new one).
+  verbs: [get, list, watch, patch, delete]
+- apiGroups: [""]
+  resources: [pods/eviction]
+  # Evict operations go through the eviction API, so PodDisruptionBudgets are respected.
+  verbs: [create]
 - apiGroups: [""]
   resources: [serviceaccounts]
   verbs: [get, create, patch]

@@ -19,6 +19,16 @@ export const CONFIG_VERSION_ANNOTATION = 'vmrunner.jdrupes.org/cmVersion';
 /** On the runner pod: when the manager last set CONFIG_VERSION_ANNOTATION. */
 export const NUDGED_AT_ANNOTATION = 'vmoperator.jdrupes.org/config-nudged-at';
 
+/**
+ * On a VM: the VirtualMachineOperation in flight (one at a time). It tells the watch edge whom a
+ * VM change concerns, and the reconciler that a runner pod went away on purpose.
+ */
+export const OPERATION_ANNOTATION = 'vmoperator.jdrupes.org/operation';
+/** On a VM: the last Reset operation; the runner resets the guest when it changes. */
+export const RESET_REQUEST_ANNOTATION = 'vmoperator.jdrupes.org/reset-request';
+/** On the runner pod (from its template): the VM spec the pod was made for, as JSON. */
+export const POD_SPEC_ANNOTATION = 'vmoperator.jdrupes.org/pod-spec';
+
 export const LABEL_NAME = 'app.kubernetes.io/name';
 export const LABEL_INSTANCE = 'app.kubernetes.io/instance';
 export const LABEL_MANAGED_BY = 'app.kubernetes.io/managed-by';

@@ -7,7 +7,6 @@ import {
   type V1Secret,
   type V1StatefulSet,
 } from '@kubernetes/client-node';
-import { createHash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import {
   GROUP,
@@ -21,6 +20,7 @@ import { configDigest } from '../../api/runner-config.js';
 import { TerminalError, type HandlerResult } from '../../queue/index.js';
 import { apiserverRejection, isConflict, readOptional, type KubeClients } from '../../kube/clients.js';
 import { isSubset } from '../../kube/subset.js';
+import { eventRecorder, type ObjectEvent } from '../events.js';
 import type { Logger } from '../../util/logger.js';
 import { CONFIG_FILE_KEY, desiredConfigMap } from './config-map.js';
 import { nudgeDecision } from './config-nudge.js';
@@ -29,8 +29,11 @@ import {
   generatedDisplaySecret,
   wantsGeneratedDisplaySecret,
 } from './display-secret.js';
+import { automaticRestart } from '../virtual-machine-operation/operations.js';
+import { OPERATION_PLURAL, type VirtualMachineOperation } from '../../api/virtual-machine-operation.js';
 import {
   CONFIG_VERSION_ANNOTATION,
+  OPERATION_ANNOTATION,
   FIELD_MANAGER,
   IMAGE_REPOSITORY_CLAIM,
   displaySecretSelector,
@@ -44,13 +47,8 @@ import {
   runnerSecretName,
 } from './runner-identity.js';
 import { desiredStatefulSet, type Overcommit, type RunnerImage } from './stateful-set.js';
-import {
-  deriveStatus,
-  rejectionMessage,
-  stopsAfterGuestShutdown,
-  transitionEvents,
-  type StatusEvent,
-} from './status.js';
+import { policyStop } from './run-policy.js';
+import { currentSnapshot, deriveStatus, rejectionMessage, transitionEvents } from './status.js';
 
 export interface VmReconcilerOptions {
   clients: KubeClients;
@@ -106,6 +104,23 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     )) as T;
   }
 
+  /** Creates an operation; false when it exists already (made by an earlier reconcile or another replica). */
+  async function createOperation(operation: VirtualMachineOperation): Promise<boolean> {
+    try {
+      await clients.customObjects.createNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        plural: OPERATION_PLURAL,
+        namespace: operation.metadata.namespace!,
+        body: operation,
+      });
+      return true;
+    } catch (err) {
+      if (isConflict(err)) return false;
+      throw err;
+    }
+  }
+
   /** Applies a nudge decision (see config-nudge.ts). */
   async function nudgeRunnerPod(pod: V1Pod, annotations: Record<string, string>): Promise<void> {
     await clients.core.patchNamespacedPod(
@@ -128,59 +143,18 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     }
   }
 
-  /**
-   * Records an Event, counting repeats of the same one (type, reason, message) in one series, as
-   * kubectl describe shows them: the name is derived from what makes it the same.
-   */
-  async function recordEvent(vm: VirtualMachine, event: StatusEvent): Promise<void> {
-    // Best effort, as Kubernetes treats Events: the status above is the record; a lost Event must
-    // not fail (and so repeat) a reconcile whose status write already happened.
-    await writeEvent(vm, event).catch((err: unknown) =>
-      logger.warn(
-        { vm: `${vm.metadata.namespace}/${vm.metadata.name}`, reason: event.reason, err: String(err) },
-        'could not record an Event',
-      ),
-    );
-  }
-
-  async function writeEvent(vm: VirtualMachine, event: StatusEvent): Promise<void> {
-    const time = now();
-    const namespace = vm.metadata.namespace!;
-    const series = createHash('sha256')
-      .update([vm.metadata.uid, event.type, event.reason, event.message].join('\0'))
-      .digest('hex')
-      .slice(0, 16);
-    const name = `${vm.metadata.name}.${series}`;
-    const count = event.count ?? 1;
-    const existing = await readOptional(() => clients.core.readNamespacedEvent({ name, namespace }));
-    if (existing) {
-      await clients.core.patchNamespacedEvent(
-        { name, namespace, body: { count: (existing.count ?? 1) + count, lastTimestamp: time } },
-        mergePatch,
-      );
-      return;
-    }
-    await clients.core.createNamespacedEvent({
-      namespace,
-      body: {
-        metadata: { name, namespace },
-        involvedObject: {
-          apiVersion: vm.apiVersion,
-          kind: vm.kind,
-          name: vm.metadata.name,
-          namespace,
-          uid: vm.metadata.uid,
-        },
-        type: event.type,
-        reason: event.reason,
-        message: event.message,
-        source: { component: FIELD_MANAGER },
-        firstTimestamp: time,
-        lastTimestamp: time,
-        count,
+  const record = eventRecorder(clients, logger, now);
+  const recordEvent = (vm: VirtualMachine, event: ObjectEvent) =>
+    record(
+      {
+        apiVersion: vm.apiVersion,
+        kind: vm.kind,
+        name: vm.metadata.name,
+        namespace: vm.metadata.namespace!,
+        uid: vm.metadata.uid!,
       },
-    });
-  }
+      event,
+    );
 
   return async function reconcileVirtualMachine(key: string): Promise<HandlerResult> {
     const { namespace, name } = parseVmKey(key);
@@ -302,19 +276,34 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     const observed = { pod, snapshot, specErrors, rejected, configDigest: desiredConfig, now: now() };
     const status = deriveStatus(vm, observed);
     if (!isDeepStrictEqual(JSON.parse(JSON.stringify(status)), vm.status ?? {})) {
-      const ref = { group: GROUP, version: VERSION, plural: PLURAL, namespace, name };
       const body = { status: statusPatch(vm.status, status) };
-      await clients.customObjects.patchNamespacedCustomObjectStatus({ ...ref, body }, mergePatch);
+      await clients.customObjects.patchNamespacedCustomObjectStatus(
+        { ...vmRef(namespace, name), body },
+        mergePatch,
+      );
       writes.push('status');
       for (const event of transitionEvents(vm.status, status, vm.spec.vm.state)) await recordEvent(vm, event);
     }
-    if (stopsAfterGuestShutdown(vm, observed)) {
-      const ref = { group: GROUP, version: VERSION, plural: PLURAL, namespace, name };
+    const stop = policyStop(vm, { pod, snapshot: currentSnapshot(snapshot, pod, vm.status), status });
+    if (stop) {
       await clients.customObjects.patchNamespacedCustomObject(
-        { ...ref, body: { spec: { vm: { state: 'Stopped' } } } },
+        { ...vmRef(namespace, name), body: { spec: { vm: { state: 'Stopped' } } } },
         mergePatch,
       );
-      writes.push('spec.vm.state=Stopped (guestShutdownStops)');
+      writes.push(`spec.vm.state=Stopped (${stop.reason})`);
+      const type = stop.reason === 'StoppedByGuest' ? 'Normal' : 'Warning';
+      await recordEvent(vm, { type, reason: stop.reason, message: stop.message });
+    } else if (wantsAutomaticRestart(vm, status, snapshot, desiredConfig)) {
+      const restart = automaticRestart(vm);
+      if (await createOperation(restart)) {
+        writes.push(`VirtualMachineOperation ${restart.metadata.name} (restartApprovalMode Automatic)`);
+        const paths = status.restartAwaitingChanges!.map((c) => c.path).join(', ');
+        await recordEvent(vm, {
+          type: 'Normal',
+          reason: 'RestartToApplyChanges',
+          message: `restarting to apply ${paths} (restartApprovalMode Automatic)`,
+        });
+      }
     }
     if (writes.length > 0) logger.info({ key, writes, phase: status.phase }, 'reconciled');
     if (rejected !== undefined) {
@@ -327,6 +316,34 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     }
     if (requeueAfter !== undefined) return { requeueAfter };
   };
+}
+
+const vmRef = (namespace: string, name: string) => ({
+  group: GROUP,
+  version: VERSION,
+  plural: PLURAL,
+  namespace,
+  name,
+});
+
+/**
+ * restartApprovalMode Automatic: the VM runs, changes wait for a restart, its runner has the
+ * current config (so the list is not stale, e.g. for an edit already reverted) and no operation
+ * is in flight.
+ */
+function wantsAutomaticRestart(
+  vm: VirtualMachine,
+  status: VirtualMachineStatus,
+  snapshot: RunnerSnapshot | undefined,
+  desiredConfig: string,
+): boolean {
+  return (
+    vm.spec.disruptions?.restartApprovalMode === 'Automatic' &&
+    status.phase === 'Running' &&
+    (status.restartAwaitingChanges?.length ?? 0) > 0 &&
+    snapshot?.config === desiredConfig &&
+    !vm.metadata.annotations?.[OPERATION_ANNOTATION]
+  );
 }
 
 /** A JSON merge patch turning `before` into `after`: fields that went away become null. */

@@ -1,7 +1,8 @@
 // Derives the runner's config.yaml (the "/Runner" document) from a VirtualMachine.
 import { RunnerConfigFile, formatFieldPath, type RunnerConfigInput } from '../../api/runner-config.js';
 import type { VirtualMachine, VmDefinition } from '../../api/virtual-machine.js';
-import { DATA_DIR, DISPLAY_SECRET_DIR, diskVolumeName } from './naming.js';
+import { DATA_DIR, DISPLAY_SECRET_DIR, RESET_REQUEST_ANNOTATION, diskVolumeName } from './naming.js';
+import { afterQemuEnds } from './run-policy.js';
 
 /** VM-Operator's default when neither maximumCpus nor cpuTopology is given. */
 const DEFAULT_MAXIMUM_CPUS = 4;
@@ -19,17 +20,13 @@ export function maximumCpus(vm: VmDefinition): number {
 }
 
 /**
- * cloud-init meta-data with the two keys the controller fills in when missing.
- * Deviation from VM-Operator: instance-id comes from metadata.generation, not resourceVersion,
- * because every status write changes resourceVersion and would make cloud-init run again.
+ * cloud-init meta-data with local-hostname filled in when missing. Deviation from VM-Operator:
+ * no instance-id from the VM's resourceVersion (every status write changes it, and so it would make
+ * cloud-init run again and every spec change wait for a restart); the runner derives it from the
+ * cloud-init data, so it changes exactly when the data does.
  */
 export function cloudInitMetaData(vm: VirtualMachine): Record<string, string> {
-  const given = vm.spec.cloudInit?.metaData ?? {};
-  return {
-    'instance-id': `${vm.metadata.name}-${vm.metadata.generation ?? 1}`,
-    'local-hostname': vm.metadata.name,
-    ...given,
-  };
+  return { 'local-hostname': vm.metadata.name, ...vm.spec.cloudInit?.metaData };
 }
 
 export function desiredRunnerConfig(vm: VirtualMachine, options: RunnerConfigOptions): RunnerConfigInput {
@@ -41,12 +38,14 @@ export function desiredRunnerConfig(vm: VirtualMachine, options: RunnerConfigOpt
     ...(spec.cloudInit.networkConfig && { networkConfig: spec.cloudInit.networkConfig }),
   };
   const maximum = maximumCpus(def);
+  const resetRequest = vm.metadata.annotations?.[RESET_REQUEST_ANNOTATION];
   return {
     '/Runner': {
       dataDir: DATA_DIR,
       ...(spec.runnerTemplate.source && { template: spec.runnerTemplate.source }),
       updateTemplate: spec.runnerTemplate.update,
-      guestShutdownStops: spec.guestShutdownStops,
+      ...afterQemuEnds(vm),
+      ...(resetRequest && { resetRequest }),
       ...(options.hasDisplaySecret && { displaySecretDir: DISPLAY_SECRET_DIR }),
       ...(cloudInit && { cloudInit }),
       vm: {
@@ -113,13 +112,29 @@ export function validateRunnerConfig(config: RunnerConfigInput): string[] {
   return result.error.issues.map((issue) => `runner config ${formatFieldPath(issue.path)}: ${issue.message}`);
 }
 
+/** Runner config fields under `vm.` whose VirtualMachine field has another name or place. */
+const RENAMED_VM_FIELDS: Record<string, string> = {
+  uuid: 'machineUuid',
+  network: 'networks',
+  drives: 'disks',
+  sockets: 'cpuTopology.sockets',
+  diesPerSocket: 'cpuTopology.diesPerSocket',
+  coresPerDie: 'cpuTopology.coresPerDie',
+  threadsPerCore: 'cpuTopology.threadsPerCore',
+};
+
 /**
- * The VirtualMachine field a runner config field comes from (see desiredRunnerConfig), so an
- * error the runner finds is reported where the user can fix it.
+ * The VirtualMachine field a runner config field (below "/Runner") comes from (see
+ * desiredRunnerConfig), so what the runner reports is shown where the user can change it.
  */
 export function specPathOfRunnerField(field: string): string {
   if (field === 'template') return 'spec.runnerTemplate.source';
+  if (field === 'updateTemplate') return 'spec.runnerTemplate.update';
+  if (field === 'displaySecretDir') return 'spec.vm.display.spice (display Secret)';
   const drive = /^vm\.drives\[(\d+)\]\.file$/.exec(field);
   if (drive) return `spec.vm.disks[${drive[1]}].cdrom.image`;
+  if (field.startsWith('cloudInit')) return `spec.${field}`;
+  const vmField = /^vm\.([A-Za-z]+)(.*)$/.exec(field);
+  if (vmField) return `spec.vm.${RENAMED_VM_FIELDS[vmField[1]!] ?? vmField[1]}${vmField[2]}`;
   return `runner config ${field}`;
 }

@@ -15,6 +15,7 @@ import {
   IMAGE_REPOSITORY_DIR,
   LABEL_INSTANCE,
   LABEL_NAME,
+  POD_SPEC_ANNOTATION,
   RUNNER_CONTAINER,
   RUNNER_DATA_CLAIM,
   diskVolumeName,
@@ -23,6 +24,7 @@ import {
   vmLabels,
 } from './naming.js';
 import { parseMemorySize } from '../../api/runner-config.js';
+import { podSpecOfVm } from './restart-awaiting.js';
 import { maximumCpus } from './runner-config.js';
 import { RUNNER_REDIS_URL_KEY, RUNNER_SERVICE_ACCOUNT, runnerSecretName } from './runner-identity.js';
 
@@ -193,7 +195,11 @@ export function desiredStatefulSet(vm: VirtualMachine, options: StatefulSetOptio
       // Disks are precious: deleting the VM (and so this StatefulSet) keeps the PVCs.
       persistentVolumeClaimRetentionPolicy: { whenDeleted: 'Retain', whenScaled: 'Retain' },
       template: {
-        metadata: { labels: vmLabels(name) },
+        metadata: {
+          labels: vmLabels(name),
+          // What the pod was made from: status.restartAwaitingChanges compares it with the spec.
+          annotations: { [POD_SPEC_ANNOTATION]: JSON.stringify(podSpecOfVm(vm)) },
+        },
         spec: {
           containers: [
             {

@@ -2,8 +2,17 @@
 // supplies the facts (the runner pod, the runner's latest snapshot, spec problems, the time).
 import type { V1ContainerStatus, V1ContainerStateTerminated, V1Pod } from '@kubernetes/client-node';
 import type { RunnerSnapshot } from '../../api/runner-snapshot.js';
-import type { Condition, VirtualMachine, VirtualMachineStatus, VmPhase } from '../../api/virtual-machine.js';
+import type {
+  Condition,
+  RestartAwaitingChange,
+  VirtualMachine,
+  VirtualMachineStatus,
+  VmPhase,
+} from '../../api/virtual-machine.js';
 import { RUNNER_CONTAINER } from './naming.js';
+import { formatBytes } from '../../api/runner-config.js';
+import type { ObjectEvent } from '../events.js';
+import { restartAwaitingChanges } from './restart-awaiting.js';
 import { specPathOfRunnerField } from './runner-config.js';
 
 export interface ObservedState {
@@ -210,19 +219,6 @@ function shutdownMessage(snapshot: RunnerSnapshot): string {
   return shutdown.guest ? 'the guest powered itself off' : `qemu stopped (${shutdown.reason})`;
 }
 
-/** Bytes as a Kubernetes quantity, in the largest binary unit that divides them. */
-export function formatBytes(bytes: number): string {
-  for (const [unit, size] of [
-    ['Ti', 2 ** 40],
-    ['Gi', 2 ** 30],
-    ['Mi', 2 ** 20],
-    ['Ki', 2 ** 10],
-  ] as const) {
-    if (bytes >= size && bytes % size === 0) return `${bytes / size}${unit}`;
-  }
-  return String(bytes);
-}
-
 const RUNNER_REPORTING: ConditionFacts = {
   type: 'RunnerReporting',
   status: 'True',
@@ -258,6 +254,29 @@ function specValidCondition(observed: ObservedState, snapshot: RunnerSnapshot | 
       };
 }
 
+const AWAITING_RESTART = 'AwaitingRestartToApplyConfiguration';
+
+function awaitingRestartCondition(vm: VirtualMachine, awaiting: RestartAwaitingChange[]): ConditionFacts {
+  if (awaiting.length === 0) {
+    return {
+      type: AWAITING_RESTART,
+      status: 'False',
+      reason: 'NoRestartRequired',
+      message: 'no spec change waits for a restart',
+    };
+  }
+  const next =
+    vm.spec.disruptions?.restartApprovalMode === 'Automatic'
+      ? 'vmop restarts the VM (restartApprovalMode Automatic)'
+      : 'restart the VM to apply them (e.g. `vmop vm restart`)';
+  return {
+    type: AWAITING_RESTART,
+    status: 'True',
+    reason: 'ChangesPendingRestart',
+    message: `changes that wait for a restart: ${awaiting.map((c) => c.path).join(', ')}; ${next}`,
+  };
+}
+
 export function deriveStatus(vm: VirtualMachine, observed: ObservedState): VirtualMachineStatus {
   const generation = vm.metadata.generation ?? 0;
   const previous = vm.status;
@@ -277,7 +296,7 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
       observedGeneration: generation,
       conditions: conditions([
         specValid,
-        ...(['Running', 'Booted'] as const).flatMap((type) => kept(type) ?? []),
+        ...(['Running', 'Booted', AWAITING_RESTART] as const).flatMap((type) => kept(type) ?? []),
         {
           type: 'RunnerReporting',
           status: 'False',
@@ -314,6 +333,7 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
         reason: pod ? 'NotReporting' : 'NoRunner',
         message: pod ? 'no state from the runner of the current container yet' : 'no runner pod exists',
       };
+  const awaiting = restartAwaitingChanges(vm, pod, snapshot);
   const noQemu = facts.phase === 'Stopped' || facts.phase === 'Failed';
   const lastShutdown = snapshot?.lastShutdown
     ? {
@@ -322,11 +342,14 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
         time: snapshot.lastShutdown.at,
       }
     : previous?.lastShutdown;
+  const lastReset = snapshot?.lastReset
+    ? { request: snapshot.lastReset.request, time: snapshot.lastReset.at }
+    : previous?.lastReset;
   const folded = snapshot ?? ownSnapshot;
   return {
     phase: facts.phase,
     observedGeneration: generation,
-    conditions: conditions([specValid, running, booted, reporting]),
+    conditions: conditions([specValid, running, booted, reporting, awaitingRestartCondition(vm, awaiting)]),
     ...(pod?.spec?.nodeName && facts.phase !== 'Stopped' && { node: pod.spec.nodeName }),
     ...(snapshot && !noQemu && { cpus: snapshot.cpus, ram: formatBytes(snapshot.ram) }),
     ...(noQemu && { cpus: 0, ram: '0' }),
@@ -335,17 +358,11 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
     }),
     ...(snapshot && { consoleClient: snapshot.consoleClient?.host ?? '' }),
     ...(lastShutdown && { lastShutdown }),
+    ...(lastReset && { lastReset }),
+    ...(awaiting.length > 0 && { restartAwaitingChanges: awaiting }),
     ...runnerRestarts,
     ...(folded && { runner: { runId: folded.runId, seq: folded.seq, podUid: folded.podUid } }),
   };
-}
-
-export interface StatusEvent {
-  type: 'Normal' | 'Warning';
-  reason: string;
-  message: string;
-  /** How many occurrences this stands for (default 1); repeats are counted in one Event. */
-  count?: number;
 }
 
 /**
@@ -357,8 +374,8 @@ export function transitionEvents(
   before: VirtualMachineStatus | undefined,
   after: VirtualMachineStatus,
   desiredState: VirtualMachine['spec']['vm']['state'],
-): StatusEvent[] {
-  const events: StatusEvent[] = [];
+): ObjectEvent[] {
+  const events: ObjectEvent[] = [];
   if (after.phase === 'Running' && before?.phase !== 'Running') {
     events.push({ type: 'Normal', reason: 'Started', message: `the VM runs on ${after.node ?? 'its node'}` });
   }
@@ -393,18 +410,4 @@ export function transitionEvents(
     });
   }
   return events;
-}
-
-/**
- * guestShutdownStops: when the guest powered itself off, the VM is to stay off, so its desired
- * state becomes Stopped (VM-Operator's runner does this itself; here the operator does all writes).
- */
-export function stopsAfterGuestShutdown(vm: VirtualMachine, observed: ObservedState): boolean {
-  const snapshot = currentSnapshot(observed.snapshot, observed.pod, vm.status);
-  return (
-    vm.spec.guestShutdownStops &&
-    vm.spec.vm.state === 'Running' &&
-    snapshot?.lastShutdown?.guest === true &&
-    (snapshot.phase === 'stopping' || snapshot.phase === 'stopped')
-  );
 }

@@ -111,6 +111,11 @@ export async function systemPowerdown(qmp: QmpExecutor) {
   await qmp.execute('system_powerdown');
 }
 
+/** A hard reset, as the machine's reset button. */
+export async function systemReset(qmp: QmpExecutor) {
+  await qmp.execute('system_reset');
+}
+
 export async function quit(qmp: QmpExecutor) {
   await qmp.execute('quit');
 }

@@ -162,11 +162,10 @@ describe('runner: a running VM follows its config', () => {
 
   it('reports changes that need a restart without applying them', async () => {
     await changeVm({ maximumRam: '512Mi' });
-    const snapshot = await waitForSnapshot(
-      (candidate) => candidate.pendingRestartChanges !== undefined,
-      'pending',
-    );
-    expect(snapshot.pendingRestartChanges).toEqual(['"/Runner".vm.maximumRam']);
+    const snapshot = await waitForSnapshot((candidate) => candidate.restartChanges !== undefined, 'pending');
+    expect(snapshot.restartChanges).toEqual([
+      { field: 'vm.maximumRam', current: 256 * MiB, desired: 512 * MiB },
+    ]);
     expect(snapshot.ram).toBe(192 * MiB);
   });
 

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { CHART_CRD_FILE, CRD_FILE, renderCrdYaml } from '../../../src/api/crd.js';
+import { CHART_CRD_DIR, CRDS, CRD_DIR, renderCrdYaml } from '../../../src/api/crd.js';
 import { VirtualMachine } from '../../../src/api/virtual-machine.js';
 
 const seedExample = parse(readFileSync('examples/local-path-test-vm.yaml', 'utf8'));
@@ -43,20 +43,20 @@ describe('VirtualMachine schema', () => {
 });
 
 describe('generated CRD', () => {
-  it.each([CRD_FILE, CHART_CRD_FILE])(
-    'matches the checked-in %s (run `npm run gen:crds` after changing the schema)',
-    (file) => {
-      expect(readFileSync(file, 'utf8')).toBe(renderCrdYaml());
+  it.each(CRDS.flatMap((definition) => [CRD_DIR, CHART_CRD_DIR].map((dir) => ({ dir, definition }))))(
+    'matches the checked-in $dir/$definition.file (run `npm run gen:crds` after changing the schema)',
+    ({ dir, definition }) => {
+      expect(readFileSync(`${dir}/${definition.file}`, 'utf8')).toBe(renderCrdYaml(definition));
     },
   );
 
-  it('is structural where the seeds give a schema and free-form only for userData and networkConfig', () => {
-    const crd = parse(renderCrdYaml());
+  it('is structural where the seeds give a schema; free-form only for userData, networkConfig and change values', () => {
+    const crd = parse(renderCrdYaml(CRDS[0]!));
     const text = JSON.stringify(crd);
     const freeForm = [...text.matchAll(/"(\w+)":\{[^{}]*"x-kubernetes-preserve-unknown-fields":true/g)].map(
       (m) => m[1],
     );
-    expect(freeForm.sort()).toEqual(['networkConfig', 'userData']);
+    expect(freeForm.sort()).toEqual(['currentValue', 'desiredValue', 'networkConfig', 'userData']);
     expect(text).not.toContain('$schema');
     expect(text).not.toContain('propertyNames');
     const version = crd.spec.versions[0];
@@ -67,6 +67,8 @@ describe('generated CRD', () => {
       'CPUs',
       'RAM',
       'Node',
+      'Need restart',
+      'Run policy',
       'Age',
     ]);
   });

@@ -209,13 +209,18 @@ describe('desiredConfigMap / runner config', () => {
     expect(runner.cloudInit).toBeUndefined();
   });
 
-  it('fills in cloud-init instance-id (from the generation) and local-hostname unless given', () => {
+  it('fills in cloud-init local-hostname unless given, and leaves instance-id to the runner (from the data)', () => {
     const vm = vmFrom((raw) => (raw.spec.cloudInit = { userData: { packages: ['nginx'] } }));
     const config = desiredRunnerConfig(vm, { hasDisplaySecret: false });
-    expect(config['/Runner'].cloudInit?.metaData).toEqual({
-      'instance-id': 'test-vm-3',
-      'local-hostname': 'test-vm',
+    expect(config['/Runner'].cloudInit?.metaData).toEqual({ 'local-hostname': 'test-vm' });
+    // A spec change elsewhere (a new generation) leaves the cloud-init data as it was.
+    const later = vmFrom((raw) => {
+      raw.spec.cloudInit = { userData: { packages: ['nginx'] } };
+      raw.metadata.generation = 9;
     });
+    expect(desiredRunnerConfig(later, { hasDisplaySecret: false })['/Runner'].cloudInit).toEqual(
+      config['/Runner'].cloudInit,
+    );
     const given = vmFrom((raw) => (raw.spec.cloudInit = { metaData: { 'instance-id': 'fixed' } }));
     expect(desiredRunnerConfig(given, { hasDisplaySecret: false })['/Runner'].cloudInit?.metaData).toEqual({
       'instance-id': 'fixed',

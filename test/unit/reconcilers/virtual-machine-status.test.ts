@@ -1,14 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { formatBytes } from '../../../src/api/runner-config.js';
 import type { RunnerSnapshot } from '../../../src/api/runner-snapshot.js';
 import { VirtualMachine, type VirtualMachineStatus } from '../../../src/api/virtual-machine.js';
-import {
-  deriveStatus,
-  formatBytes,
-  stopsAfterGuestShutdown,
-  transitionEvents,
-} from '../../../src/reconcilers/virtual-machine/status.js';
+import { deriveStatus, transitionEvents } from '../../../src/reconcilers/virtual-machine/status.js';
 
 const now = new Date('2026-01-01T00:00:00Z');
 const seed = parse(readFileSync('examples/local-path-test-vm.yaml', 'utf8'));
@@ -303,23 +299,5 @@ describe('transition events', () => {
       type: 'Warning',
       reason: 'Failed',
     });
-  });
-});
-
-describe('guestShutdownStops', () => {
-  const shutdown = (guest: boolean) => ({ guest, reason: guest ? 'guest-shutdown' : 'host-signal', at: 't' });
-  const observed = (guest: boolean) => ({
-    pod: runningPod as never,
-    snapshot: snapshot({ phase: 'stopped', lastShutdown: shutdown(guest) }),
-    specErrors: [],
-    now,
-  });
-
-  it('stops the VM for good when the guest powered itself off and the spec asks for it', () => {
-    expect(stopsAfterGuestShutdown(vmWith({ guestShutdownStops: true }), observed(true))).toBe(true);
-  });
-  it('lets the VM restart when guestShutdownStops is false, or when the host stopped it', () => {
-    expect(stopsAfterGuestShutdown(vmWith({ guestShutdownStops: false }), observed(true))).toBe(false);
-    expect(stopsAfterGuestShutdown(vmWith({ guestShutdownStops: true }), observed(false))).toBe(false);
   });
 });

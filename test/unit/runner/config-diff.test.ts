@@ -92,7 +92,7 @@ describe('restart changes', () => {
         powerdownTimeout: 1,
         drives: [base.drives![0]!, { type: 'ide-cd', file: 'x.iso' }, { type: 'ide-cd' }],
       },
-      { guestShutdownStops: true },
+      { whenGuestPowersOff: 'waitForStop', whenQemuFails: 'waitForStop', resetRequest: 'reset-1' },
     );
     expect(restartChanges(started, next)).toEqual([]);
   });
@@ -102,16 +102,22 @@ describe('restart changes', () => {
       { maximumRam: '8Gi', useTpm: true, display: { spice: { port: 5901 } }, drives: [base.drives![0]!] },
       { cloudInit: { userData: {} } },
     );
-    expect(restartChanges(started, next).sort()).toEqual([
-      '"/Runner".cloudInit',
-      '"/Runner".vm.display.spice',
-      '"/Runner".vm.drives',
-      '"/Runner".vm.maximumRam',
-      '"/Runner".vm.useTpm',
-    ]);
+    expect(
+      restartChanges(started, next)
+        .map((change) => change.field)
+        .sort(),
+    ).toEqual(['cloudInit', 'vm.display.spice', 'vm.drives', 'vm.maximumRam', 'vm.useTpm']);
   });
 
   it('reports a maximumCpus raised by a larger currentCpus', () => {
-    expect(restartChanges(started, config({ currentCpus: 6 }))).toEqual(['"/Runner".vm.maximumCpus']);
+    expect(restartChanges(started, config({ currentCpus: 6 }))).toEqual([
+      { field: 'vm.maximumCpus', current: started['/Runner'].vm.maximumCpus, desired: 6 },
+    ]);
+  });
+
+  it('gives the value qemu was started with and the one configured now', () => {
+    expect(restartChanges(started, config({ maximumRam: '8Gi' }))).toEqual([
+      { field: 'vm.maximumRam', current: started['/Runner'].vm.maximumRam, desired: 8 * 2 ** 30 },
+    ]);
   });
 });

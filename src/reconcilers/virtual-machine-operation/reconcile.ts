@@ -1,0 +1,295 @@
+// The idempotent reconcile of one VirtualMachineOperation key: check, signal the VM once, then
+// read the outcome from the VM's status; finished operations are cleaned up.
+import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import {
+  KEEP_FINISHED,
+  OPERATION_VM_LABEL,
+  completion,
+  refusal,
+  signalFor,
+  supersedes,
+  type Outcome,
+} from './operations.js';
+import {
+  OPERATION_PLURAL,
+  VirtualMachineOperation,
+  isFinished,
+  parseOperationKey,
+  type OperationPhase,
+  type OperationStatus,
+} from '../../api/virtual-machine-operation.js';
+import { GROUP, PLURAL, VERSION, VirtualMachine, type Condition } from '../../api/virtual-machine.js';
+import { isConflict, isNotFound, readOptional, type KubeClients } from '../../kube/clients.js';
+import type { HandlerResult } from '../../queue/index.js';
+import type { Logger } from '../../util/logger.js';
+import { eventRecorder } from '../events.js';
+import { OPERATION_ANNOTATION, RESET_REQUEST_ANNOTATION, ownerReference } from '../virtual-machine/naming.js';
+
+export interface OperationReconcilerOptions {
+  clients: KubeClients;
+  logger: Logger;
+  now?: () => Date;
+}
+
+const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+const timestamp = (date: Date) => date.toISOString().replace(/\.\d+Z$/, 'Z');
+
+export function createOperationReconciler(options: OperationReconcilerOptions) {
+  const { clients, logger } = options;
+  const now = options.now ?? (() => new Date());
+  const record = eventRecorder(clients, logger, now);
+  const opRef = (namespace: string, name: string) => ({
+    group: GROUP,
+    version: VERSION,
+    plural: OPERATION_PLURAL,
+    namespace,
+    name,
+  });
+  const vmRef = (namespace: string, name: string) => ({
+    group: GROUP,
+    version: VERSION,
+    plural: PLURAL,
+    namespace,
+    name,
+  });
+
+  async function readOperation(namespace: string, name: string) {
+    const raw = await readOptional(() =>
+      clients.customObjects.getNamespacedCustomObject(opRef(namespace, name)),
+    );
+    return raw && VirtualMachineOperation.parse(raw);
+  }
+
+  async function writeStatus(op: VirtualMachineOperation, status: OperationStatus): Promise<void> {
+    await clients.customObjects.patchNamespacedCustomObjectStatus(
+      { ...opRef(op.metadata.namespace!, op.metadata.name), body: { status } },
+      mergePatch,
+    );
+  }
+
+  function conditions(completed: Condition['status'], outcome: Outcome, signalSent: Condition['status']) {
+    const time = timestamp(now());
+    return [
+      { type: 'Completed', status: completed, lastTransitionTime: time, ...outcome },
+      {
+        type: 'SignalSent',
+        status: signalSent,
+        lastTransitionTime: time,
+        reason: signalSent === 'True' ? 'SignalSentSuccess' : 'SignalNotSent',
+        message: signalSent === 'True' ? 'the VM was told' : 'the VM was not told',
+      },
+    ];
+  }
+
+  async function vmEvent(vm: VirtualMachine, type: 'Normal' | 'Warning', reason: string, message: string) {
+    const { apiVersion, kind, metadata } = vm;
+    await record(
+      { apiVersion, kind, name: metadata.name, namespace: metadata.namespace!, uid: metadata.uid! },
+      { type, reason, message },
+    );
+  }
+
+  /** Ends an operation (and lets go of the VM, if it held it); the VM's other old ones are cleaned up. */
+  async function finish(
+    op: VirtualMachineOperation,
+    vm: VirtualMachine | undefined,
+    phase: Extract<OperationPhase, 'Completed' | 'Failed' | 'Superseded'>,
+    outcome: Outcome,
+  ): Promise<HandlerResult> {
+    await writeStatus(op, {
+      phase,
+      ...outcome,
+      conditions: conditions(
+        phase === 'Failed' ? 'False' : 'True',
+        outcome,
+        op.status?.signalledAt ? 'True' : 'False',
+      ),
+      completedAt: now().toISOString(),
+    });
+    logger.info(
+      { operation: `${op.metadata.namespace}/${op.metadata.name}`, phase, ...outcome },
+      'operation finished',
+    );
+    if (!vm) return { requeueAfter: KEEP_FINISHED.ms };
+    if (vm.metadata.annotations?.[OPERATION_ANNOTATION] === op.metadata.name) {
+      await clients.customObjects.patchNamespacedCustomObject(
+        {
+          ...vmRef(vm.metadata.namespace!, vm.metadata.name),
+          body: { metadata: { annotations: { [OPERATION_ANNOTATION]: null } } },
+        },
+        mergePatch,
+      );
+    }
+    const what = `${op.spec.type} (VirtualMachineOperation ${op.metadata.name})`;
+    if (phase === 'Failed') await vmEvent(vm, 'Warning', 'OperationFailed', `${what}: ${outcome.message}`);
+    else if (phase === 'Completed')
+      await vmEvent(vm, 'Normal', 'OperationCompleted', `${what}: ${outcome.message}`);
+    await removeOldOperations(vm);
+    return { requeueAfter: KEEP_FINISHED.ms };
+  }
+
+  /** Keeps the newest KEEP_FINISHED.count finished operations of the VM. */
+  async function removeOldOperations(vm: VirtualMachine): Promise<void> {
+    const namespace = vm.metadata.namespace!;
+    const list = (await clients.customObjects.listNamespacedCustomObject({
+      ...opRef(namespace, ''),
+      labelSelector: `${OPERATION_VM_LABEL}=${vm.metadata.name}`,
+    })) as { items: unknown[] };
+    const finished = list.items
+      .map((item) => VirtualMachineOperation.safeParse(item))
+      .flatMap((parsed) => (parsed.success && isFinished(parsed.data) ? [parsed.data] : []))
+      .sort((a, b) => (b.status?.completedAt ?? '').localeCompare(a.status?.completedAt ?? ''));
+    for (const old of finished.slice(KEEP_FINISHED.count))
+      await deleteOperation(namespace, old.metadata.name);
+  }
+
+  async function deleteOperation(namespace: string, name: string): Promise<void> {
+    await clients.customObjects.deleteNamespacedCustomObject(opRef(namespace, name)).catch((err: unknown) => {
+      if (!isNotFound(err)) throw err;
+    });
+  }
+
+  /** The VM owns its operations (deleting it deletes them) and labels them for listing. */
+  async function adopt(op: VirtualMachineOperation, vm: VirtualMachine): Promise<void> {
+    const owned = op.metadata.ownerReferences?.some((ref) => ref.uid === vm.metadata.uid);
+    if (owned && op.metadata.labels?.[OPERATION_VM_LABEL] === vm.metadata.name) return;
+    await clients.customObjects.patchNamespacedCustomObject(
+      {
+        ...opRef(op.metadata.namespace!, op.metadata.name),
+        body: {
+          metadata: {
+            labels: { [OPERATION_VM_LABEL]: vm.metadata.name },
+            ownerReferences: [{ ...ownerReference(vm), controller: false }],
+          },
+        },
+      },
+      mergePatch,
+    );
+  }
+
+  /** Deletes or evicts the runner pod the operation was signalled for (idempotent: by uid). */
+  async function deliverToPod(op: VirtualMachineOperation, vm: VirtualMachine): Promise<void> {
+    const signal = signalFor(op, vm);
+    const uid = op.status?.podUid;
+    if (!uid || (!signal.deletePod && !signal.evictPod)) return;
+    const name = `${vm.metadata.name}-0`;
+    const namespace = vm.metadata.namespace!;
+    const preconditions = { uid };
+    try {
+      if (signal.evictPod) {
+        await clients.core.createNamespacedPodEviction({
+          name,
+          namespace,
+          body: { metadata: { name, namespace }, deleteOptions: { preconditions } },
+        });
+      } else {
+        await clients.core.deleteNamespacedPod({
+          name,
+          namespace,
+          body: { preconditions, ...signal.deletePod },
+        });
+      }
+    } catch (err) {
+      // Gone already, or a newer pod is there (the uid precondition failed): done either way.
+      if (!isNotFound(err) && !isConflict(err)) throw err;
+    }
+  }
+
+  /** Tells the VM: its state, the in-flight annotation and a reset request, in one guarded write. */
+  async function signal(op: VirtualMachineOperation, vm: VirtualMachine): Promise<void> {
+    const { state, reset } = signalFor(op, vm);
+    const pod = await readOptional(() =>
+      clients.core.readNamespacedPod({ name: `${vm.metadata.name}-0`, namespace: vm.metadata.namespace! }),
+    );
+    await clients.customObjects.patchNamespacedCustomObject(
+      {
+        ...vmRef(vm.metadata.namespace!, vm.metadata.name),
+        body: {
+          metadata: {
+            // Another operation's claim made meanwhile makes this write fail (409), and the retry see it.
+            resourceVersion: vm.metadata.resourceVersion,
+            annotations: {
+              [OPERATION_ANNOTATION]: op.metadata.name,
+              ...(reset && { [RESET_REQUEST_ANNOTATION]: op.metadata.name }),
+            },
+          },
+          ...(state && { spec: { vm: { state } } }),
+        },
+      },
+      mergePatch,
+    );
+    const signalledAt = now().toISOString();
+    const inProgress = {
+      reason: `${op.spec.type}InProgress`,
+      message: `the VM was told to ${op.spec.type.toLowerCase()}`,
+    };
+    const status: OperationStatus = {
+      phase: 'InProgress',
+      ...inProgress,
+      signalledAt,
+      ...(pod?.metadata?.uid && { podUid: pod.metadata.uid }),
+      ...(pod?.spec?.nodeName && { node: pod.spec.nodeName }),
+      conditions: conditions('False', inProgress, 'True'),
+    };
+    await writeStatus(op, status);
+    const signalled = { ...op, status };
+    await deliverToPod(signalled, vm);
+    await vmEvent(
+      vm,
+      'Normal',
+      `${op.spec.type}Requested`,
+      `${op.spec.type}${op.spec.force ? ' (force)' : ''} requested by VirtualMachineOperation ${op.metadata.name}`,
+    );
+  }
+
+  return async function reconcileOperation(key: string): Promise<HandlerResult> {
+    const { namespace, name } = parseOperationKey(key);
+    const op = await readOperation(namespace, name);
+    if (!op || op.metadata.deletionTimestamp) return;
+    if (isFinished(op)) {
+      const age = now().getTime() - new Date(op.status?.completedAt ?? 0).getTime();
+      if (age < KEEP_FINISHED.ms) return { requeueAfter: KEEP_FINISHED.ms - age };
+      await deleteOperation(namespace, name);
+      return;
+    }
+    const vmRaw = await readOptional(() =>
+      clients.customObjects.getNamespacedCustomObject(vmRef(namespace, op.spec.virtualMachineName)),
+    );
+    if (!vmRaw) {
+      return finish(op, undefined, 'Failed', {
+        reason: 'VirtualMachineNotFound',
+        message: `VirtualMachine ${namespace}/${op.spec.virtualMachineName} does not exist`,
+      });
+    }
+    const vm = VirtualMachine.parse(vmRaw);
+    await adopt(op, vm);
+
+    const holder = vm.metadata.annotations?.[OPERATION_ANNOTATION];
+    if (holder === name && op.status?.signalledAt) {
+      await deliverToPod(op, vm);
+      const outcome = completion(op, vm);
+      if (!outcome) return; // the VM's next status change brings this key back (watch edge)
+      return finish(op, vm, outcome.reason === 'OperationCompleted' ? 'Completed' : 'Failed', outcome);
+    }
+    if (holder && holder !== name) {
+      const active = await readOperation(namespace, holder);
+      if (active && !isFinished(active)) {
+        if (!supersedes(active, op)) {
+          return finish(op, vm, 'Failed', {
+            reason: 'NotReadyToBeExecuted',
+            message: `operation ${holder} (${active.spec.type}) is still in progress; this one was not carried out`,
+          });
+        }
+        await finish(active, undefined, 'Superseded', {
+          reason: 'Superseded',
+          message: `superseded by ${name} (${op.spec.type}${op.spec.force ? ', force' : ''})`,
+        });
+      }
+    }
+    if (holder !== name) {
+      const refused = refusal(op, vm);
+      if (refused) return finish(op, vm, 'Failed', refused);
+    }
+    await signal(op, vm);
+  };
+}
