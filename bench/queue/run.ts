@@ -17,7 +17,7 @@ import { startRedis } from '../../src/devenv/redis.js';
 import { bullConnection } from '../../src/queue/connection.js';
 import { RETENTION } from '../../src/queue/job-options.js';
 import { openWorkQueue } from '../../src/queue/index.js';
-import { renderTable } from '../../src/queue/inspect/format.js';
+import { renderTable } from '../../src/util/table.js';
 import { BenchMessageSchema, QUEUE_NAME, type BenchMessage, type BenchWorkerConfig } from './protocol.js';
 
 const { values } = parseArgs({

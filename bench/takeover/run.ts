@@ -13,7 +13,7 @@ import { Redis } from 'ioredis';
 import { z } from 'zod';
 import { startRedis } from '../../src/devenv/redis.js';
 import { KEY_LOCK } from '../../src/operator/manager.js';
-import { renderTable } from '../../src/queue/inspect/format.js';
+import { renderTable } from '../../src/util/table.js';
 import { openWorkQueue, startWorkers } from '../../src/queue/index.js';
 import { createLogger } from '../../src/util/logger.js';
 

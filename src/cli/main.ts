@@ -4,6 +4,7 @@ import { register as registerRunner } from './runner.js';
 import { register as registerQueue } from './queue.js';
 import { register as registerManager } from './manager.js';
 import { register as registerDev } from './dev.js';
+import { register as registerVm } from './vm.js';
 
 const program = new Command('vmop')
   .description('Runs QEMU virtual machines declared by VirtualMachine custom resources')
@@ -15,6 +16,7 @@ const registrations: Array<(program: Command) => void> = [
   registerQueue,
   registerManager,
   registerDev,
+  registerVm,
 ];
 
 for (const register of registrations) register(program);

@@ -22,6 +22,13 @@ export interface Vm {
     conditions?: Array<{ type: string; status: string; reason: string; message?: string }>;
     lastShutdown?: { guestInitiated: boolean; reason: string };
     runner?: { runId: string; seq: number };
+    lastReset?: { request: string; time: string };
+    restartAwaitingChanges?: Array<{
+      operation: string;
+      path: string;
+      currentValue?: unknown;
+      desiredValue?: unknown;
+    }>;
     displayPasswordSerial?: number;
   };
 }

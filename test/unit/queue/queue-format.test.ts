@@ -1,12 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import {
-  formatDuration,
   formatKeyDetail,
   formatKeyRows,
   formatStats,
   formatWhen,
-  renderTable,
 } from '../../../src/queue/inspect/format.js';
+import { formatDuration, renderTable } from '../../../src/util/table.js';
 
 describe('queue output formatting', () => {
   it('aligns table columns and leaves no trailing blanks', () => {

@@ -1,0 +1,210 @@
+// `vmop vm`: a user's verbs for VMs on any cluster (through the kubeconfig, with the user's own
+// RBAC): start/stop/restart/reset/evict create VirtualMachineOperations, list shows the VMs.
+// Also installed as the kubectl plugin `kubectl vmop` (bin/kubectl-vmop).
+import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  OPERATION_KIND,
+  OPERATION_PLURAL,
+  VirtualMachineOperation,
+  isFinished,
+  type OperationType,
+} from '../api/virtual-machine-operation.js';
+import { API_VERSION, GROUP, PLURAL, VERSION, VirtualMachine } from '../api/virtual-machine.js';
+import { readableApiError } from '../kube/clients.js';
+import { loadKubeConfig } from '../kube/config.js';
+import { OPERATION_VM_LABEL } from '../reconcilers/virtual-machine-operation/operations.js';
+import { formatDuration, renderTable } from '../util/table.js';
+
+interface VmCliOptions {
+  kubeconfig?: string;
+  namespace?: string;
+  allNamespaces?: boolean;
+  force?: boolean;
+  wait?: boolean;
+  timeout: number;
+  output: 'table' | 'json';
+}
+
+const VERBS: Array<{ verb: string; type: OperationType; what: string; force?: boolean }> = [
+  { verb: 'start', type: 'Start', what: 'Start a VM' },
+  { verb: 'stop', type: 'Stop', what: 'Stop a VM (gracefully; --force skips powerdownTimeout)', force: true },
+  {
+    verb: 'restart',
+    type: 'Restart',
+    what: 'Restart a VM in a new runner pod (applies restart-awaiting changes)',
+    force: true,
+  },
+  { verb: 'reset', type: 'Reset', what: "Reset a running VM's guest (the machine's reset button)" },
+  {
+    verb: 'evict',
+    type: 'Evict',
+    what: 'Stop a VM and start it wherever placement allows (through the eviction API)',
+  },
+];
+
+function parseTimeout(value: string): number {
+  const match = /^(\d+)(ms|s|m|h)?$/.exec(value.trim());
+  if (!match) throw new InvalidArgumentError('a duration such as 90s, 5m or 1h');
+  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[(match[2] ?? 's') as 'ms' | 's' | 'm' | 'h'];
+  return Number(match[1]) * unit;
+}
+
+function context(options: VmCliOptions) {
+  const kubeConfig: KubeConfig = loadKubeConfig(options.kubeconfig);
+  const namespace =
+    options.namespace ?? kubeConfig.getContextObject(kubeConfig.getCurrentContext())?.namespace ?? 'default';
+  return { api: kubeConfig.makeApiClient(CustomObjectsApi), namespace };
+}
+
+async function createOperation(name: string, type: OperationType, options: VmCliOptions, command: Command) {
+  const { api, namespace } = context(options);
+  const created = VirtualMachineOperation.parse(
+    await api.createNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      plural: OPERATION_PLURAL,
+      namespace,
+      body: {
+        apiVersion: API_VERSION,
+        kind: OPERATION_KIND,
+        metadata: { generateName: `${name}-${type.toLowerCase()}-`, labels: { [OPERATION_VM_LABEL]: name } },
+        spec: { virtualMachineName: name, type, ...(options.force && { force: true }) },
+      },
+    }),
+  );
+  const opName = created.metadata.name;
+  console.log(`virtualmachineoperation/${opName} created (${type} ${namespace}/${name})`);
+  // Like `d8 v`: wait until the VM was told (InProgress), or with --wait until it is done.
+  const deadline = Date.now() + options.timeout;
+  for (;;) {
+    const op = VirtualMachineOperation.parse(
+      await api.getNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        plural: OPERATION_PLURAL,
+        namespace,
+        name: opName,
+      }),
+    );
+    const phase = op.status?.phase ?? 'Pending';
+    if (isFinished(op) || (!options.wait && phase === 'InProgress')) {
+      const line = `${opName}: ${phase}${op.status?.message ? ` (${op.status.message})` : ''}`;
+      if (phase === 'Failed' || phase === 'Superseded') command.error(line, { exitCode: 1 });
+      console.log(line);
+      return;
+    }
+    if (Date.now() > deadline) {
+      command.error(`${opName}: still ${phase} after ${formatDuration(options.timeout)}`, { exitCode: 1 });
+    }
+    await sleep(500);
+  }
+}
+
+async function list(options: VmCliOptions) {
+  const { api, namespace } = context(options);
+  const scope = { group: GROUP, version: VERSION };
+  const listOf = async (plural: string) =>
+    (
+      (options.allNamespaces
+        ? await api.listClusterCustomObject({ ...scope, plural })
+        : await api.listNamespacedCustomObject({ ...scope, plural, namespace })) as { items: unknown[] }
+    ).items;
+  const vms = (await listOf(PLURAL)).map((item) => VirtualMachine.parse(item));
+  const operations = (await listOf(OPERATION_PLURAL)).map((item) => VirtualMachineOperation.parse(item));
+  const now = Date.now();
+  const lastOperation = (vm: VirtualMachine) => {
+    const newest = operations
+      .filter(
+        (op) =>
+          op.metadata.namespace === vm.metadata.namespace && op.spec.virtualMachineName === vm.metadata.name,
+      )
+      .sort((a, b) =>
+        String(b.metadata.creationTimestamp).localeCompare(String(a.metadata.creationTimestamp)),
+      )[0];
+    if (!newest) return '';
+    const age = formatDuration(now - new Date(newest.metadata.creationTimestamp ?? now).getTime());
+    return `${newest.spec.type} ${newest.status?.phase ?? 'Pending'} (${age} ago)`;
+  };
+  const rows = vms.map((vm) => {
+    const status = vm.status ?? {};
+    const needRestart = status.conditions?.find((c) => c.type === 'AwaitingRestartToApplyConfiguration');
+    return {
+      namespace: vm.metadata.namespace ?? '',
+      name: vm.metadata.name,
+      phase: status.phase ?? '',
+      node: status.node ?? '',
+      cpus: status.cpus ?? null,
+      ram: status.ram ?? '',
+      needRestart: needRestart?.status === 'True',
+      restartAwaitingChanges: status.restartAwaitingChanges ?? [],
+      lastOperation: lastOperation(vm),
+    };
+  });
+  if (options.output === 'json') {
+    console.log(JSON.stringify(rows, null, 2));
+    return;
+  }
+  const headers = ['NAME', 'PHASE', 'NODE', 'CPUS', 'RAM', 'NEED-RESTART', 'LAST-OPERATION'];
+  const cells = rows.map((row) => [
+    row.name,
+    row.phase,
+    row.node,
+    row.cpus === null ? '' : String(row.cpus),
+    row.ram,
+    row.needRestart ? 'yes' : 'no',
+    row.lastOperation,
+  ]);
+  console.log(
+    options.allNamespaces
+      ? renderTable(
+          ['NAMESPACE', ...headers],
+          cells.map((cell, i) => [rows[i]!.namespace, ...cell]),
+        )
+      : renderTable(headers, cells),
+  );
+}
+
+/** Runs a subcommand, turning the apiserver's refusals into one readable line. */
+function action<A extends unknown[]>(command: Command, run: (...args: A) => Promise<void>) {
+  return async (...args: A) => {
+    try {
+      await run(...args);
+    } catch (err) {
+      command.error(`vmop vm: ${(readableApiError(err) as Error).message}`, { exitCode: 1 });
+    }
+  };
+}
+
+export function register(program: Command): void {
+  const vm = program
+    .command('vm')
+    .description('Start, stop, restart, reset, evict and list VMs (also `kubectl vmop …`)')
+    .option('--kubeconfig <file>', 'kubeconfig (default: $KUBECONFIG or ~/.kube/config)')
+    .option('-n, --namespace <namespace>', "namespace (default: the context's, else default)");
+  for (const { verb, type, what, force } of VERBS) {
+    const sub = vm.command(`${verb} <name>`).description(what);
+    if (force) sub.option('-f, --force', 'do not wait for the guest to power down');
+    sub
+      .option('-w, --wait', 'wait until the operation is done (default: until the VM was told)')
+      .addOption(
+        new Option('-t, --timeout <duration>', 'how long to wait')
+          .default(5 * 60_000, '5m')
+          .argParser(parseTimeout),
+      )
+      .action(
+        action(sub, (name: string) => createOperation(name, type, sub.optsWithGlobals<VmCliOptions>(), sub)),
+      );
+  }
+  const listCommand = vm
+    .command('list')
+    .description(
+      'VMs with phase, node, CPUs, RAM, whether changes wait for a restart, and the last operation',
+    )
+    .option('-A, --all-namespaces', 'VMs of all namespaces')
+    .addOption(
+      new Option('-o, --output <format>', 'output format').choices(['table', 'json']).default('table'),
+    );
+  listCommand.action(action(listCommand, () => list(listCommand.optsWithGlobals<VmCliOptions>())));
+}

@@ -1,0 +1,305 @@
+// The VM lifecycle of seeds 003/004 end to end on `vmop dev` (kubelet, containerd, TCG guests):
+// every cell of the README's run-policy table, every operation type through `vmop vm` (and the
+// kubectl plugin), changes that wait for a restart under Manual and Automatic approval.
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { clusterVms, testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
+import { eventually } from '../support/eventually.js';
+
+const run = promisify(execFile);
+const NAMESPACE = 'default';
+const READY = 'VMOP-GUEST-READY';
+
+describe('VM lifecycle: run policies, operations, restart-awaiting changes', () => {
+  let devDir: string;
+  let kubeconfig: string;
+  let vms: ClusterVms;
+  const env = () => ({
+    ...process.env,
+    VMOP_DEV_DIR: devDir,
+    KUBECONFIG: kubeconfig,
+    PATH: `${path.resolve('bin')}:${process.env.PATH}`,
+  });
+  /** `vmop vm …` as a user runs it: exit code, stdout and stderr. */
+  const vmopVm = async (...args: string[]) => {
+    try {
+      const { stdout, stderr } = await run('bin/vmop', ['vm', ...args], { env: env() });
+      return { code: 0, stdout, stderr };
+    } catch (err) {
+      const failed = err as { code: number; stdout: string; stderr: string };
+      return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
+    }
+  };
+  const applyVm = (name: string, extraSpec: string, state = 'Running') =>
+    vms.apply(testGuestManifest(name, NAMESPACE, { extraSpec }).replace('state: Running', `state: ${state}`));
+  const bootedRun = (name: string, notRunId?: string) =>
+    vms.waitForVm(name, (vm) => {
+      expect(vm.status?.phase).toBe('Running');
+      expect(vms.condition(vm, 'Booted')?.status).toBe('True');
+      if (notRunId) expect(vm.status?.runner?.runId).not.toBe(notRunId);
+    });
+  const stoppedForGood = (name: string) =>
+    vms.waitForVm(name, (vm) => {
+      expect(vm.spec.vm.state).toBe('Stopped');
+      expect(vm.status?.phase).toBe('Stopped');
+    });
+  const readyCount = async (name: string) => (await vms.consoleLog(name)).split(READY).length - 1;
+  const killQemu = async (name: string) => {
+    const { stdout } = await run('pgrep', ['-f', `guest=${name},`]);
+    for (const pid of stdout.trim().split('\n')) process.kill(Number(pid), 'SIGKILL');
+  };
+  const podUid = async (name: string) =>
+    vms.kubectl(['get', 'pod', `${name}-0`, '-o', 'jsonpath={.metadata.uid}']);
+  const eventMessages = async (name: string) => {
+    const events = await vms.kubectl([
+      'get',
+      'events',
+      '--field-selector',
+      `involvedObject.name=${name}`,
+      '-o',
+      'json',
+    ]);
+    return JSON.parse(events).items.map(
+      (e: { reason: string; message: string }) => `${e.reason}: ${e.message}`,
+    );
+  };
+
+  beforeAll(async () => {
+    devDir = await mkdtemp(path.join(os.tmpdir(), 'vmop-e2e-ops-'));
+    const state = JSON.parse((await run('bin/vmop', ['dev', 'up', '-o', 'json'], { env: env() })).stdout);
+    kubeconfig = state.kubeconfig;
+    vms = clusterVms(kubeconfig, NAMESPACE);
+  }, 1_800_000);
+
+  afterAll(async () => {
+    if (kubeconfig) await run('bin/vmop', ['dev', 'down'], { env: env() });
+    await rm(devDir, { recursive: true, force: true });
+  }, 300_000);
+
+  describe('runPolicy Manual', () => {
+    it('created Stopped it stays off; `vmop vm start --wait` starts it', async () => {
+      await applyVm('manual', '  runPolicy: Manual', 'Stopped');
+      await vms.waitForVm('manual', (vm) => expect(vm.status?.phase).toBe('Stopped'));
+      const started = await vmopVm('start', 'manual', '--wait');
+      expect(started).toMatchObject({ code: 0 });
+      expect(started.stdout).toMatch(
+        /virtualmachineoperation\/manual-start-\w+ created \(Start default\/manual\)/,
+      );
+      expect(started.stdout).toMatch(/manual-start-\w+: Completed \(the VM runs on /);
+      await bootedRun('manual');
+      await vms.waitForConsole('manual', READY);
+    });
+
+    it('Reset: the guest boots again in the same qemu', async () => {
+      const before = await vms.getVm('manual');
+      const reset = await vmopVm('reset', 'manual', '--wait');
+      expect(reset.stdout).toMatch(/Completed \(the guest was reset\)/);
+      await eventually(async () => expect(await readyCount('manual')).toBe(2), 120_000);
+      const after = await vms.getVm('manual');
+      expect(after.status?.runner?.runId).toBe(before.status?.runner?.runId);
+      expect(after.status?.lastReset?.request).toMatch(/^manual-reset-/);
+    });
+
+    it('a reboot inside the guest stays in the same runner and qemu (no restart)', async () => {
+      const before = await vms.getVm('manual');
+      await vms.typeOnConsole('manual', 'reboot -f');
+      await eventually(async () => expect(await readyCount('manual')).toBe(3), 120_000);
+      const after = await bootedRun('manual');
+      expect(after.status?.runner?.runId).toBe(before.status?.runner?.runId);
+      expect(after.spec.vm.state).toBe('Running');
+    });
+
+    it('Restart: a new runner pod runs the VM', async () => {
+      const before = await podUid('manual');
+      const restarted = await vmopVm('restart', 'manual', '--wait');
+      expect(restarted).toMatchObject({ code: 0 });
+      expect(restarted.stdout).toMatch(/Completed \(the VM runs again, in a new runner pod/);
+      expect(await podUid('manual')).not.toBe(before);
+      await bootedRun('manual');
+    });
+
+    it('the guest powers off: the VM stays off', async () => {
+      await vms.waitForConsole('manual', READY);
+      await vms.typeOnConsole('manual', 'poweroff -f');
+      await stoppedForGood('manual');
+      expect(await eventMessages('manual')).toContain(
+        'StoppedByGuest: the guest powered itself off; the VM stays off',
+      );
+    });
+
+    it('qemu crashes: the VM stays off, the failure in an Event', async () => {
+      expect((await vmopVm('start', 'manual', '--wait')).code).toBe(0);
+      await bootedRun('manual');
+      await killQemu('manual');
+      await stoppedForGood('manual');
+      const messages = await eventMessages('manual');
+      expect(
+        messages.some((m: string) =>
+          /^StoppedAfterFailure: .*killed by signal 9.*; runPolicy Manual keeps the VM off$/.test(m),
+        ),
+      ).toBe(true);
+    });
+
+    it('the runner pod is deleted: the VM stays off', async () => {
+      expect((await vmopVm('start', 'manual', '--wait')).code).toBe(0);
+      await bootedRun('manual');
+      await vms.kubectl(['delete', 'pod', 'manual-0', '--wait=false']);
+      await stoppedForGood('manual');
+      const messages = await eventMessages('manual');
+      expect(messages.some((m: string) => m.startsWith('RunnerLost: the runner pod'))).toBe(true);
+    });
+
+    it('Stop with --force on a running VM', async () => {
+      expect((await vmopVm('start', 'manual', '--wait')).code).toBe(0);
+      await bootedRun('manual');
+      const stopped = await vmopVm('stop', 'manual', '--force', '--wait');
+      expect(stopped.stdout).toMatch(/Completed \(the VM is stopped\)/);
+      await vms.kubectl(['delete', 'vm', 'manual', '--wait=false']);
+    });
+  });
+
+  describe('runPolicy AlwaysOnUnlessStoppedManually', () => {
+    it('qemu crashes: it runs again', async () => {
+      await applyVm('aousm', '  runPolicy: AlwaysOnUnlessStoppedManually');
+      const first = await bootedRun('aousm');
+      await killQemu('aousm');
+      await bootedRun('aousm', first.status?.runner?.runId);
+    });
+
+    it('the runner pod is deleted: it runs again in a new one', async () => {
+      const before = await podUid('aousm');
+      await vms.kubectl(['delete', 'pod', 'aousm-0']);
+      await eventually(async () => expect(await podUid('aousm')).not.toBe(before), 120_000);
+      const vm = await bootedRun('aousm');
+      expect(vm.spec.vm.state).toBe('Running');
+    });
+
+    it('the guest powers off: it stays off; Start starts it, Stop stops it', async () => {
+      await vms.waitForConsole('aousm', READY);
+      await vms.typeOnConsole('aousm', 'poweroff -f');
+      await stoppedForGood('aousm');
+      expect((await vmopVm('start', 'aousm', '--wait')).code).toBe(0);
+      await bootedRun('aousm');
+      const stop = await vmopVm('stop', 'aousm', '--wait');
+      expect(stop.stdout).toMatch(/Completed/);
+      await stoppedForGood('aousm');
+      await vms.kubectl(['delete', 'vm', 'aousm', '--wait=false']);
+    });
+  });
+
+  describe('runPolicy AlwaysOn and AlwaysOff', () => {
+    it('AlwaysOn: guest power-off, qemu crash and pod deletion all end with the VM running again', async () => {
+      await applyVm('always-on', '  runPolicy: AlwaysOn');
+      let vm = await bootedRun('always-on');
+      await vms.waitForConsole('always-on', READY);
+      await vms.typeOnConsole('always-on', 'poweroff -f');
+      vm = await bootedRun('always-on', vm.status?.runner?.runId);
+      await killQemu('always-on');
+      vm = await bootedRun('always-on', vm.status?.runner?.runId);
+      await vms.kubectl(['delete', 'pod', 'always-on-0']);
+      vm = await bootedRun('always-on', vm.status?.runner?.runId);
+      expect(vm.spec.vm.state).toBe('Running');
+    });
+
+    it('AlwaysOn: Stop and Start fail at once with the policy as reason; Evict works', async () => {
+      for (const verb of ['stop', 'start']) {
+        const refused = await vmopVm(verb, 'always-on', '--wait');
+        expect(refused.code).toBe(1);
+        expect(refused.stderr).toMatch(
+          new RegExp(
+            `Failed \\(${verb[0]!.toUpperCase()}${verb.slice(1)} is not applicable to a VM with runPolicy AlwaysOn\\)`,
+          ),
+        );
+      }
+      const before = await podUid('always-on');
+      const evicted = await vmopVm('evict', 'always-on', '--wait');
+      expect(evicted.stdout).toMatch(/Completed \(the VM runs again, in a new runner pod/);
+      expect(await podUid('always-on')).not.toBe(before);
+      await vms.kubectl(['delete', 'vm', 'always-on', '--wait=false']);
+    });
+
+    it('AlwaysOff: nothing runs, and Start is refused', async () => {
+      await applyVm('always-off', '  runPolicy: AlwaysOff', 'Stopped');
+      await vms.waitForVm('always-off', (vm) => expect(vm.status?.phase).toBe('Stopped'));
+      const refused = await vmopVm('start', 'always-off');
+      expect(refused.stderr).toMatch(/Start is not applicable to a VM with runPolicy AlwaysOff/);
+      const ops = await vms.kubectl(['get', 'vmop', '-o', 'wide']);
+      expect(ops).toMatch(
+        /always-off-start-\w+\s+always-off\s+Start\s+Failed\s+NotApplicableForVirtualMachineRunPolicy/,
+      );
+      await vms.kubectl(['delete', 'vm', 'always-off', '--wait=false']);
+    });
+  });
+
+  describe('changes that need a restart', () => {
+    const awaiting = (vm: Vm) => vm.status?.restartAwaitingChanges;
+
+    it('Manual approval: listed, cleared by a revert, applied and cleared by a Restart', async () => {
+      await applyVm('changes', '  runPolicy: Manual');
+      await bootedRun('changes');
+      await vms.patchVm('changes', { maximumCpus: 3 });
+      const waiting = await vms.waitForVm(
+        'changes',
+        (vm) => {
+          expect(awaiting(vm)).toEqual([
+            { operation: 'replace', path: 'spec.vm.maximumCpus', currentValue: 2, desiredValue: 3 },
+          ]);
+          expect(vms.condition(vm, 'AwaitingRestartToApplyConfiguration')).toMatchObject({
+            status: 'True',
+            reason: 'ChangesPendingRestart',
+          });
+        },
+        60_000,
+      );
+      expect(waiting.status?.phase).toBe('Running'); // nothing restarted by itself
+      expect(await vms.kubectl(['get', 'vm', 'changes', '-o', 'wide'])).toMatch(
+        /changes\s+Running\s+Running\s+1\s+256Mi\s+\S+\s+True\s+Manual/,
+      );
+      const list = await run('kubectl', ['vmop', 'list'], { env: env() });
+      expect(list.stdout).toMatch(/changes\s+Running\s+\S+\s+1\s+256Mi\s+yes/);
+
+      await vms.patchVm('changes', { maximumCpus: 2 });
+      await vms.waitForVm(
+        'changes',
+        (vm) => {
+          expect(awaiting(vm)).toBeUndefined();
+          expect(vms.condition(vm, 'AwaitingRestartToApplyConfiguration')?.status).toBe('False');
+        },
+        60_000,
+      );
+
+      await vms.patchVm('changes', { maximumCpus: 3 });
+      await vms.waitForVm('changes', (vm) => expect(awaiting(vm)).toHaveLength(1), 60_000);
+      expect((await vmopVm('restart', 'changes', '--wait')).code).toBe(0);
+      await vms.waitForVm('changes', (vm) => expect(awaiting(vm)).toBeUndefined(), 60_000);
+      await vms.waitForConsole('changes', READY);
+      await vms.typeOnConsole('changes', 'echo possible-cpus-$(cat /sys/devices/system/cpu/possible)');
+      await vms.waitForConsole('changes', 'possible-cpus-0-2');
+      await vms.kubectl(['delete', 'vm', 'changes', '--wait=false']);
+    });
+
+    it('Automatic approval: vmop restarts the VM itself', async () => {
+      await applyVm('auto', '  disruptions: {restartApprovalMode: Automatic}');
+      const first = await bootedRun('auto');
+      await vms.patchVm('auto', { maximumCpus: 3 });
+      const vm = await vms.waitForVm('auto', (vm) => {
+        expect(vm.status?.runner?.runId).not.toBe(first.status?.runner?.runId);
+        expect(vm.status?.phase).toBe('Running');
+        expect(awaiting(vm)).toBeUndefined();
+      });
+      expect(vm.metadata.generation).toBeGreaterThan(first.metadata.generation);
+      const ops = await vms.kubectl(['get', 'vmop']);
+      expect(ops).toMatch(
+        new RegExp(`auto-auto-restart-${vm.metadata.generation}\\s+auto\\s+Restart\\s+Completed`),
+      );
+      expect(await eventMessages('auto')).toContain(
+        'RestartToApplyChanges: restarting to apply spec.vm.maximumCpus (restartApprovalMode Automatic)',
+      );
+      await vms.kubectl(['delete', 'vm', 'auto', '--wait=false']);
+    });
+  });
+});
