@@ -52,8 +52,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   verbs: [patch]
 - apiGroups: [vmoperator.jdrupes.org]
   resources: [virtualmachineoperations]
-  # patch: to make the VM its operation's owner; delete: finished operations are cleaned up.
-  verbs: [get, list, watch, patch, delete]
+  # create: restartApprovalMode Automatic restarts through an operation; patch: to make the VM its
+  # operation's owner; delete: finished operations are cleaned up.
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [vmoperator.jdrupes.org]
   resources: [virtualmachineoperations/status]
   verbs: [patch]
