@@ -65,6 +65,8 @@ export const RunnerSnapshot = z.object({
   consoleClient: ConsoleClient.optional(),
   booted: z.boolean(),
   lastShutdown: LastShutdown.optional(),
+  /** The runner was asked to stop (SIGTERM): a power-off that follows is the answer, not the guest's own idea. */
+  stopRequested: z.boolean().optional(),
   /** The last reset request carried out (a fresh start counts: the guest started after it). */
   lastReset: z.object({ request: z.string(), at: z.string() }).optional(),
   /** configDigest() of the config.yaml the runner has (applied live, or waiting for a restart). */

@@ -197,6 +197,7 @@ export class VmRunner {
       return;
     }
     this.stopRequested = true;
+    this.store?.update((state) => ({ ...state, stopRequested: true }), { event: 'RUNNER_STOP_REQUESTED' });
     this.stopping = this.shutDown().catch((err: unknown) => {
       this.logger.error({ err }, 'shutdown failed; killing qemu');
       this.qemu?.kill('SIGKILL');

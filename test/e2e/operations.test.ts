@@ -139,7 +139,7 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
       const messages = await eventMessages('manual');
       expect(
         messages.some((m: string) =>
-          /^StoppedAfterFailure: .*killed by signal 9.*; runPolicy Manual keeps the VM off$/.test(m),
+          /^StoppedAfterFailure: .*killed by SIGKILL.*; runPolicy Manual keeps the VM off$/.test(m),
         ),
       ).toBe(true);
     });

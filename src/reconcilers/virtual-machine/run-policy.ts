@@ -54,6 +54,7 @@ export function policyStop(vm: VirtualMachine, facts: PolicyFacts): PolicyStop |
   if (
     after.whenGuestPowersOff === 'waitForStop' &&
     snapshot?.lastShutdown?.guest === true &&
+    !snapshot.stopRequested &&
     (snapshot.phase === 'stopping' || snapshot.phase === 'stopped')
   ) {
     return { reason: 'StoppedByGuest', message: 'the guest powered itself off; the VM stays off' };

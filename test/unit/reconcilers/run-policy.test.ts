@@ -76,6 +76,12 @@ describe('run policies', () => {
     expect(policyStop(vm(undefined, { guestShutdownStops: true }), facts)?.reason).toBe('StoppedByGuest');
   });
 
+  it('a power-off that answers a stop request (the runner pod deleted) is not the guest powering off', () => {
+    const answered = { ...guestOff, stopRequested: true };
+    const facts = { pod: pod() as never, snapshot: answered, status: runningStatus };
+    expect(policyStop(vm('AlwaysOnUnlessStoppedManually'), facts)).toBeUndefined();
+  });
+
   it('a host-side stop is not the guest powering off', () => {
     const hostStop = { ...guestOff, lastShutdown: { guest: false, reason: 'host-signal', at: 't' } };
     expect(
