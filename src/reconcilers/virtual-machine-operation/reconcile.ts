@@ -144,6 +144,7 @@ export function createOperationReconciler(options: OperationReconcilerOptions) {
   }
 
   async function deleteOperation(namespace: string, name: string): Promise<void> {
+    logger.info({ operation: `${namespace}/${name}` }, 'removing a finished operation');
     await clients.customObjects.deleteNamespacedCustomObject(opRef(namespace, name)).catch((err: unknown) => {
       if (!isNotFound(err)) throw err;
     });

@@ -121,7 +121,7 @@ spec: {virtualMachineName: ${vm}, type: ${type}${extra}}
 
   it('admission refuses force on a Start and any change of an operation', async () => {
     expect(await applyError(opManifest('forced-start', 'manual', 'Start', ', force: true'))).toContain(
-      'spec.force: Invalid value: "boolean": force applies to Stop and Restart only',
+      'spec.force: Invalid value: "object": force applies to Stop and Restart only',
     );
     await kubectl(['create', '-f', '-'], opManifest('immutable', 'no-such-vm', 'Stop'));
     expect(await applyError(opManifest('immutable', 'no-such-vm', 'Restart'))).toContain(
