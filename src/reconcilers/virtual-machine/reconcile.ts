@@ -275,19 +275,25 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     const snapshot = await readSnapshot();
     const observed = { pod, snapshot, specErrors, rejected, configDigest: desiredConfig, now: now() };
     const status = deriveStatus(vm, observed);
+    let resourceVersion = vm.metadata.resourceVersion;
     if (!isDeepStrictEqual(JSON.parse(JSON.stringify(status)), vm.status ?? {})) {
       const body = { status: statusPatch(vm.status, status) };
-      await clients.customObjects.patchNamespacedCustomObjectStatus(
+      const written = (await clients.customObjects.patchNamespacedCustomObjectStatus(
         { ...vmRef(namespace, name), body },
         mergePatch,
-      );
+      )) as KubernetesObject;
+      resourceVersion = written.metadata?.resourceVersion;
       writes.push('status');
       for (const event of transitionEvents(vm.status, status, vm.spec.vm.state)) await recordEvent(vm, event);
     }
     const stop = policyStop(vm, { pod, snapshot: currentSnapshot(snapshot, pod, vm.status), status });
     if (stop) {
       await clients.customObjects.patchNamespacedCustomObject(
-        { ...vmRef(namespace, name), body: { spec: { vm: { state: 'Stopped' } } } },
+        // Guarded: an operation that claimed the VM since it was read (and so ended the pod) wins.
+        {
+          ...vmRef(namespace, name),
+          body: { metadata: { resourceVersion }, spec: { vm: { state: 'Stopped' } } },
+        },
         mergePatch,
       );
       writes.push(`spec.vm.state=Stopped (${stop.reason})`);
