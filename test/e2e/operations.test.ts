@@ -54,19 +54,6 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
   };
   const podUid = async (name: string) =>
     vms.kubectl(['get', 'pod', `${name}-0`, '-o', 'jsonpath={.metadata.uid}']);
-  const eventMessages = async (name: string) => {
-    const events = await vms.kubectl([
-      'get',
-      'events',
-      '--field-selector',
-      `involvedObject.name=${name}`,
-      '-o',
-      'json',
-    ]);
-    return JSON.parse(events).items.map(
-      (e: { reason: string; message: string }) => `${e.reason}: ${e.message}`,
-    );
-  };
 
   beforeAll(async () => {
     devDir = await mkdtemp(path.join(os.tmpdir(), 'vmop-e2e-ops-'));
@@ -126,7 +113,7 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
       await vms.waitForConsole('manual', READY);
       await vms.typeOnConsole('manual', 'poweroff -f');
       await stoppedForGood('manual');
-      expect(await eventMessages('manual')).toContain(
+      expect(await vms.eventMessages('manual')).toContain(
         'StoppedByGuest: the guest powered itself off; the VM stays off',
       );
     });
@@ -136,7 +123,7 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
       await bootedRun('manual');
       await killQemu('manual');
       await stoppedForGood('manual');
-      const messages = await eventMessages('manual');
+      const messages = await vms.eventMessages('manual');
       expect(
         messages.some((m: string) =>
           /^StoppedAfterFailure: .*killed by SIGKILL.*; runPolicy Manual keeps the VM off$/.test(m),
@@ -149,7 +136,7 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
       await bootedRun('manual');
       await vms.kubectl(['delete', 'pod', 'manual-0', '--wait=false']);
       await stoppedForGood('manual');
-      const messages = await eventMessages('manual');
+      const messages = await vms.eventMessages('manual');
       expect(messages.some((m: string) => m.startsWith('RunnerLost: the runner pod'))).toBe(true);
     });
 
@@ -296,7 +283,7 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
       expect(ops).toMatch(
         new RegExp(`auto-auto-restart-${vm.metadata.generation}\\s+auto\\s+Restart\\s+Completed`),
       );
-      expect(await eventMessages('auto')).toContain(
+      expect(await vms.eventMessages('auto')).toContain(
         'RestartToApplyChanges: restarting to apply spec.vm.maximumCpus (restartApprovalMode Automatic)',
       );
       await vms.kubectl(['delete', 'vm', 'auto', '--wait=false']);

@@ -72,6 +72,10 @@ export function clusterVms(kubeconfig: string, namespace: string) {
   };
   const getVm = async (name: string): Promise<Vm> =>
     JSON.parse(await kubectl(['get', 'vm', name, '-o', 'json']));
+  const events = async (name: string): Promise<Array<{ reason: string; message: string }>> =>
+    JSON.parse(
+      await kubectl(['get', 'events', '--field-selector', `involvedObject.name=${name}`, '-o', 'json']),
+    ).items;
   const runnerDir = (name: string) => `/tmp/vmrunner/${vmDirectoryName(name)}`;
   const exec = (name: string, command: string[]) =>
     kubectl(['exec', `${name}-0`, '-c', 'runner', '--', ...command]);
@@ -94,17 +98,10 @@ export function clusterVms(kubeconfig: string, namespace: string) {
         timeoutMs,
         500,
       ),
-    eventReasons: async (name: string): Promise<string[]> => {
-      const events = await kubectl([
-        'get',
-        'events',
-        '--field-selector',
-        `involvedObject.name=${name}`,
-        '-o',
-        'json',
-      ]);
-      return JSON.parse(events).items.map((e: { reason: string }) => e.reason);
-    },
+    eventReasons: async (name: string): Promise<string[]> => (await events(name)).map((e) => e.reason),
+    /** The VM's Events as `reason: message`. */
+    eventMessages: async (name: string): Promise<string[]> =>
+      (await events(name)).map((e) => `${e.reason}: ${e.message}`),
     /** The guest's serial console output of the current run, read in its runner pod. */
     consoleLog: (name: string) => exec(name, ['cat', `${runnerDir(name)}/console.log`]).catch(() => ''),
     async waitForConsole(name: string, text: string, timeoutMs = 120_000): Promise<void> {

@@ -45,3 +45,13 @@ export async function kubectl(args: string[], input?: string): Promise<string> {
   const { stdout } = await run;
   return stdout;
 }
+
+/** kubectl's stderr for a rejected apply, or '' when it was accepted. */
+export async function applyError(manifest: string): Promise<string> {
+  try {
+    await kubectl(['apply', '-f', '-'], manifest);
+    return '';
+  } catch (err) {
+    return String((err as { stderr?: string }).stderr ?? err);
+  }
+}

@@ -18,12 +18,17 @@ import {
   type OperationPhase,
   type OperationStatus,
 } from '../../api/virtual-machine-operation.js';
-import { GROUP, PLURAL, VERSION, VirtualMachine, type Condition } from '../../api/virtual-machine.js';
+import { GROUP, VERSION, VirtualMachine, type Condition } from '../../api/virtual-machine.js';
 import { isConflict, isNotFound, readOptional, type KubeClients } from '../../kube/clients.js';
 import type { HandlerResult } from '../../queue/index.js';
 import type { Logger } from '../../util/logger.js';
 import { eventRecorder } from '../events.js';
-import { OPERATION_ANNOTATION, RESET_REQUEST_ANNOTATION, ownerReference } from '../virtual-machine/naming.js';
+import {
+  OPERATION_ANNOTATION,
+  RESET_REQUEST_ANNOTATION,
+  ownerReference,
+  vmApiRef,
+} from '../virtual-machine/naming.js';
 
 export interface OperationReconcilerOptions {
   clients: KubeClients;
@@ -42,13 +47,6 @@ export function createOperationReconciler(options: OperationReconcilerOptions) {
     group: GROUP,
     version: VERSION,
     plural: OPERATION_PLURAL,
-    namespace,
-    name,
-  });
-  const vmRef = (namespace: string, name: string) => ({
-    group: GROUP,
-    version: VERSION,
-    plural: PLURAL,
     namespace,
     name,
   });
@@ -114,7 +112,7 @@ export function createOperationReconciler(options: OperationReconcilerOptions) {
     if (vm.metadata.annotations?.[OPERATION_ANNOTATION] === op.metadata.name) {
       await clients.customObjects.patchNamespacedCustomObject(
         {
-          ...vmRef(vm.metadata.namespace!, vm.metadata.name),
+          ...vmApiRef(vm.metadata.namespace!, vm.metadata.name),
           body: { metadata: { annotations: { [OPERATION_ANNOTATION]: null } } },
         },
         mergePatch,
@@ -204,7 +202,7 @@ export function createOperationReconciler(options: OperationReconcilerOptions) {
     );
     await clients.customObjects.patchNamespacedCustomObject(
       {
-        ...vmRef(vm.metadata.namespace!, vm.metadata.name),
+        ...vmApiRef(vm.metadata.namespace!, vm.metadata.name),
         body: {
           metadata: {
             // Another operation's claim made meanwhile makes this write fail (409), and the retry see it.
@@ -254,7 +252,7 @@ export function createOperationReconciler(options: OperationReconcilerOptions) {
       return;
     }
     const vmRaw = await readOptional(() =>
-      clients.customObjects.getNamespacedCustomObject(vmRef(namespace, op.spec.virtualMachineName)),
+      clients.customObjects.getNamespacedCustomObject(vmApiRef(namespace, op.spec.virtualMachineName)),
     );
     if (!vmRaw) {
       return finish(op, undefined, 'Failed', {

@@ -1,5 +1,5 @@
 // Names and labels that tie the objects of one VM together (as VM-Operator defines them).
-import type { Disk, VirtualMachine } from '../../api/virtual-machine.js';
+import { GROUP, PLURAL, VERSION, type Disk, type VirtualMachine } from '../../api/virtual-machine.js';
 
 export const APP_NAME = 'vm-runner';
 export const MANAGED_BY = 'vm-operator';
@@ -56,6 +56,11 @@ export function diskVolumeName(disk: Disk, index: number): string {
 /** The work-queue key of a VM. */
 export function vmKey(namespace: string, name: string): string {
   return `vm:${namespace}/${name}`;
+}
+
+/** A VM as the custom objects API names it. */
+export function vmApiRef(namespace: string, name: string) {
+  return { group: GROUP, version: VERSION, plural: PLURAL, namespace, name };
 }
 
 export function parseVmKey(key: string): { namespace: string; name: string } {

@@ -38,6 +38,7 @@ import {
   IMAGE_REPOSITORY_CLAIM,
   displaySecretSelector,
   parseVmKey,
+  vmApiRef,
 } from './naming.js';
 import { desiredRunnerConfig, maximumCpus, validateRunnerConfig } from './runner-config.js';
 import {
@@ -279,7 +280,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     if (!isDeepStrictEqual(JSON.parse(JSON.stringify(status)), vm.status ?? {})) {
       const body = { status: statusPatch(vm.status, status) };
       const written = (await clients.customObjects.patchNamespacedCustomObjectStatus(
-        { ...vmRef(namespace, name), body },
+        { ...vmApiRef(namespace, name), body },
         mergePatch,
       )) as KubernetesObject;
       resourceVersion = written.metadata?.resourceVersion;
@@ -291,7 +292,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       await clients.customObjects.patchNamespacedCustomObject(
         // Guarded: an operation that claimed the VM since it was read (and so ended the pod) wins.
         {
-          ...vmRef(namespace, name),
+          ...vmApiRef(namespace, name),
           body: { metadata: { resourceVersion }, spec: { vm: { state: 'Stopped' } } },
         },
         mergePatch,
@@ -323,14 +324,6 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     if (requeueAfter !== undefined) return { requeueAfter };
   };
 }
-
-const vmRef = (namespace: string, name: string) => ({
-  group: GROUP,
-  version: VERSION,
-  plural: PLURAL,
-  namespace,
-  name,
-});
 
 /**
  * restartApprovalMode Automatic: the VM runs, changes wait for a restart, its runner has the

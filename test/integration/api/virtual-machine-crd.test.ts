@@ -1,16 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { installCrds } from '../../../src/devenv/install-crds.js';
-import { createTestNamespace, kubectl, sharedKubeConfig } from '../../support/kube.js';
-
-/** kubectl's stderr for a rejected apply, or '' when it was accepted. */
-async function applyError(manifest: string): Promise<string> {
-  try {
-    await kubectl(['apply', '-f', '-'], manifest);
-    return '';
-  } catch (err) {
-    return String((err as { stderr?: string }).stderr ?? err);
-  }
-}
+import { applyError, createTestNamespace, kubectl, sharedKubeConfig } from '../../support/kube.js';
 
 function vmManifest(namespace: string, name: string, vmYaml: string): string {
   const indented = vmYaml

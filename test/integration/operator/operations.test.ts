@@ -6,7 +6,13 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { installCrds } from '../../../src/devenv/install-crds.js';
 import { startRedis, type RedisServer } from '../../../src/devenv/redis.js';
 import { eventually } from '../../support/eventually.js';
-import { createTestNamespace, kubectl, sharedKubeConfig, type TestNamespace } from '../../support/kube.js';
+import {
+  applyError,
+  createTestNamespace,
+  kubectl,
+  sharedKubeConfig,
+  type TestNamespace,
+} from '../../support/kube.js';
 import { startManagerProcess, type ManagerProcess } from '../../support/manager-process.js';
 
 const kubeConfig = sharedKubeConfig();
@@ -24,15 +30,6 @@ interface Operation {
     message?: string;
     conditions?: Array<{ type: string; status: string }>;
   };
-}
-
-async function applyError(manifest: string): Promise<string> {
-  try {
-    await kubectl(['apply', '-f', '-'], manifest);
-    return '';
-  } catch (err) {
-    return String((err as { stderr?: string }).stderr ?? err);
-  }
 }
 
 describe('VirtualMachineOperation (real apiserver, one manager, no node)', () => {
