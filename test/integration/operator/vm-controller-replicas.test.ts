@@ -168,7 +168,7 @@ describe('two manager replicas on one queue', () => {
     expect(Object.keys(before.statefulSets)).toHaveLength(VM_COUNT);
     const since = Date.now();
     const resync = await survivor.waitForLog(
-      (l) => l.msg === 'resync enqueued all VMs' && l.time > since,
+      (l) => l.msg === 'resync enqueued all VMs and operations' && l.time > since,
       60_000,
     );
     expect(resync.keys).toBe(VM_COUNT);
