@@ -82,6 +82,26 @@ export function isFinished(op: Pick<VirtualMachineOperation, 'status'>): boolean
   return FINISHED_PHASES.includes(op.status?.phase ?? 'Pending');
 }
 
+interface OperationsRef {
+  group: string;
+  version: string;
+  plural: string;
+  namespace: string;
+}
+
+/** Operations of a namespace (or one of them, by name) as the custom objects API names them. */
+export function operationApiRef(namespace: string): OperationsRef;
+export function operationApiRef(namespace: string, name: string): OperationsRef & { name: string };
+export function operationApiRef(namespace: string, name?: string) {
+  return {
+    group: GROUP,
+    version: VERSION,
+    plural: OPERATION_PLURAL,
+    namespace,
+    ...(name !== undefined && { name }),
+  };
+}
+
 /** The work-queue key of an operation. */
 export function operationKey(namespace: string, name: string): string {
   return `vmop:${namespace}/${name}`;

@@ -9,6 +9,7 @@ import {
   OPERATION_PLURAL,
   VirtualMachineOperation,
   isFinished,
+  operationApiRef,
   type OperationType,
 } from '../api/virtual-machine-operation.js';
 import { API_VERSION, GROUP, PLURAL, VERSION, VirtualMachine } from '../api/virtual-machine.js';
@@ -62,10 +63,7 @@ async function createOperation(name: string, type: OperationType, options: VmCli
   const { api, namespace } = context(options);
   const created = VirtualMachineOperation.parse(
     await api.createNamespacedCustomObject({
-      group: GROUP,
-      version: VERSION,
-      plural: OPERATION_PLURAL,
-      namespace,
+      ...operationApiRef(namespace),
       body: {
         apiVersion: API_VERSION,
         kind: OPERATION_KIND,
@@ -80,13 +78,7 @@ async function createOperation(name: string, type: OperationType, options: VmCli
   const deadline = Date.now() + options.timeout;
   for (;;) {
     const op = VirtualMachineOperation.parse(
-      await api.getNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        plural: OPERATION_PLURAL,
-        namespace,
-        name: opName,
-      }),
+      await api.getNamespacedCustomObject(operationApiRef(namespace, opName)),
     );
     const phase = op.status?.phase ?? 'Pending';
     if (isFinished(op) || (!options.wait && phase === 'InProgress')) {

@@ -11,14 +11,14 @@ import {
   type Outcome,
 } from './operations.js';
 import {
-  OPERATION_PLURAL,
   VirtualMachineOperation,
+  operationApiRef,
   isFinished,
   parseOperationKey,
   type OperationPhase,
   type OperationStatus,
 } from '../../api/virtual-machine-operation.js';
-import { GROUP, VERSION, VirtualMachine, type Condition } from '../../api/virtual-machine.js';
+import { VirtualMachine, type Condition } from '../../api/virtual-machine.js';
 import { isConflict, isNotFound, readOptional, type KubeClients } from '../../kube/clients.js';
 import type { HandlerResult } from '../../queue/index.js';
 import type { Logger } from '../../util/logger.js';
@@ -43,24 +43,17 @@ export function createOperationReconciler(options: OperationReconcilerOptions) {
   const { clients, logger } = options;
   const now = options.now ?? (() => new Date());
   const record = eventRecorder(clients, logger, now);
-  const opRef = (namespace: string, name: string) => ({
-    group: GROUP,
-    version: VERSION,
-    plural: OPERATION_PLURAL,
-    namespace,
-    name,
-  });
 
   async function readOperation(namespace: string, name: string) {
     const raw = await readOptional(() =>
-      clients.customObjects.getNamespacedCustomObject(opRef(namespace, name)),
+      clients.customObjects.getNamespacedCustomObject(operationApiRef(namespace, name)),
     );
     return raw && VirtualMachineOperation.parse(raw);
   }
 
   async function writeStatus(op: VirtualMachineOperation, status: OperationStatus): Promise<void> {
     await clients.customObjects.patchNamespacedCustomObjectStatus(
-      { ...opRef(op.metadata.namespace!, op.metadata.name), body: { status } },
+      { ...operationApiRef(op.metadata.namespace!, op.metadata.name), body: { status } },
       mergePatch,
     );
   }
@@ -130,7 +123,7 @@ export function createOperationReconciler(options: OperationReconcilerOptions) {
   async function removeOldOperations(vm: VirtualMachine): Promise<void> {
     const namespace = vm.metadata.namespace!;
     const list = (await clients.customObjects.listNamespacedCustomObject({
-      ...opRef(namespace, ''),
+      ...operationApiRef(namespace),
       labelSelector: `${OPERATION_VM_LABEL}=${vm.metadata.name}`,
     })) as { items: unknown[] };
     const finished = list.items
@@ -143,9 +136,11 @@ export function createOperationReconciler(options: OperationReconcilerOptions) {
 
   async function deleteOperation(namespace: string, name: string): Promise<void> {
     logger.info({ operation: `${namespace}/${name}` }, 'removing a finished operation');
-    await clients.customObjects.deleteNamespacedCustomObject(opRef(namespace, name)).catch((err: unknown) => {
-      if (!isNotFound(err)) throw err;
-    });
+    await clients.customObjects
+      .deleteNamespacedCustomObject(operationApiRef(namespace, name))
+      .catch((err: unknown) => {
+        if (!isNotFound(err)) throw err;
+      });
   }
 
   /** The VM owns its operations (deleting it deletes them) and labels them for listing. */
@@ -154,7 +149,7 @@ export function createOperationReconciler(options: OperationReconcilerOptions) {
     if (owned && op.metadata.labels?.[OPERATION_VM_LABEL] === vm.metadata.name) return;
     await clients.customObjects.patchNamespacedCustomObject(
       {
-        ...opRef(op.metadata.namespace!, op.metadata.name),
+        ...operationApiRef(op.metadata.namespace!, op.metadata.name),
         body: {
           metadata: {
             labels: { [OPERATION_VM_LABEL]: vm.metadata.name },

@@ -30,7 +30,7 @@ import {
   wantsGeneratedDisplaySecret,
 } from './display-secret.js';
 import { automaticRestart } from '../virtual-machine-operation/operations.js';
-import { OPERATION_PLURAL, type VirtualMachineOperation } from '../../api/virtual-machine-operation.js';
+import { operationApiRef, type VirtualMachineOperation } from '../../api/virtual-machine-operation.js';
 import {
   CONFIG_VERSION_ANNOTATION,
   OPERATION_ANNOTATION,
@@ -109,10 +109,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
   async function createOperation(operation: VirtualMachineOperation): Promise<boolean> {
     try {
       await clients.customObjects.createNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        plural: OPERATION_PLURAL,
-        namespace: operation.metadata.namespace!,
+        ...operationApiRef(operation.metadata.namespace!),
         body: operation,
       });
       return true;
