@@ -169,6 +169,12 @@ export const RunnerSettings = z.object({
   guestShutdownStops: z.boolean().default(false),
   /** The same for a qemu that crashed or could not start. */
   whenQemuFails: AfterQemuEnds.default('restart'),
+  /**
+   * When qemu failed before the guest ever ran and whenQemuFails is `restart`: `exit` (kubelet's
+   * restart back-off applies) or `waitForRetry`: stay, reporting, until the operator replaces the
+   * pod when its own start back-off has passed.
+   */
+  whenStartFails: z.enum(['exit', 'waitForRetry']).default('exit'),
   /** A request for a hard reset of the guest (a Reset operation's name): carried out when it changes. */
   resetRequest: z.string().optional(),
   /** Where relative CD image names resolve. Default: $VMOP_IMAGE_REPOSITORY or /var/local/vmop-image-repository. */

@@ -77,6 +77,8 @@ export const RunnerSnapshot = z.object({
     .optional(),
   /** Why the runner failed, when phase is failed. */
   message: z.string().optional(),
+  /** Set with phase failed when qemu never ran the guest (a start failure: the start back-off counts it). */
+  startFailed: z.boolean().optional(),
   /** Set with phase failed when the config names something that is not there. */
   configError: RunnerConfigError.optional(),
   updatedAt: z.string(),

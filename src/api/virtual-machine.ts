@@ -293,6 +293,19 @@ export const RestartAwaitingChange = z.object({
   desiredValue: AnyValue.optional(),
 });
 
+/** KubeVirt's startFailure: runner starts that failed before the guest ran, and when vmop tries again. */
+export const StartFailure = z.object({
+  /** Failures in a row; 0 after a Start or Restart operation reset the back-off. */
+  consecutiveFailCount: z.number().int(),
+  /** The runner start (runId) counted last: each is counted once. */
+  lastFailedRunId: z.string(),
+  lastFailureTime: z.string(),
+  /** When vmop starts the VM again (absent while nothing waits). */
+  retryAfter: z.string().optional(),
+  /** The Start or Restart operation (start-request annotation) the count belongs to. */
+  startRequest: z.string().optional(),
+});
+
 export const VmPhase = z.enum(['Pending', 'Starting', 'Running', 'Stopping', 'Stopped', 'Failed']);
 
 export const VirtualMachineStatus = z.object({
@@ -309,6 +322,7 @@ export const VirtualMachineStatus = z.object({
   lastReset: z.object({ request: z.string(), time: z.string() }).optional(),
   /** Spec changes the running VM has not taken yet: they apply when it restarts. */
   restartAwaitingChanges: z.array(RestartAwaitingChange).optional(),
+  startFailure: StartFailure.optional(),
   /** How often the runner container of the current pod restarted (kubelet's restartCount). */
   runnerRestarts: z.number().int().optional(),
   /**
@@ -346,3 +360,4 @@ export type Condition = z.infer<typeof Condition>;
 export type VmPhase = z.infer<typeof VmPhase>;
 export type RunPolicy = z.infer<typeof RunPolicy>;
 export type RestartAwaitingChange = z.infer<typeof RestartAwaitingChange>;
+export type StartFailure = z.infer<typeof StartFailure>;

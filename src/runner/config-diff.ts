@@ -47,6 +47,7 @@ function withoutLiveFields(config: RunnerConfig): unknown {
       whenGuestPowersOff: undefined,
       guestShutdownStops: undefined,
       whenQemuFails: undefined,
+      whenStartFails: undefined,
       resetRequest: undefined,
       vm: {
         ...vm,

@@ -118,6 +118,8 @@ export class VmRunner {
   private stopRequested = false;
   private stopping: Promise<void> = Promise.resolve();
   private killedAfterQuit = false;
+  /** qemu was let run the guest: a failure from now on is not a start failure. */
+  private guestRan = false;
   /** Stopped before the guest ran: however qemu ended, nothing was lost. */
   private abandonedStart = false;
   /** QMP operations that change the VM run one after the other. */
@@ -186,6 +188,8 @@ export class VmRunner {
     }
     if (code === EXIT_FAILED && settings.whenQemuFails === 'waitForStop')
       return 'qemu failed and the VM stays off';
+    if (code === EXIT_FAILED && !this.guestRan && settings.whenStartFails === 'waitForRetry')
+      return 'the VM failed to start and the operator retries after its back-off';
     return undefined;
   }
 
@@ -370,6 +374,7 @@ export class VmRunner {
     const ram = await queryBalloon(qmp);
     this.checkStop();
     await cont(qmp);
+    this.guestRan = true;
     this.store.update((state) => ({ ...state, phase: 'booting', cpus, ram }), { event: 'RUNNER_RESUMED' });
     this.logger.info({ cpus, ram }, 'VM running');
   }
@@ -433,8 +438,17 @@ export class VmRunner {
     }
     const phase = message ? 'failed' : 'stopped';
     const configError = this.configError;
+    const startFailed = message !== undefined && !this.guestRan ? true : undefined;
     this.store.update(
-      (state) => ({ ...state, phase, message, configError, booted: false, consoleClient: undefined }),
+      (state) => ({
+        ...state,
+        phase,
+        message,
+        configError,
+        startFailed,
+        booted: false,
+        consoleClient: undefined,
+      }),
       { event: 'RUNNER_EXITED', data: { ...(exit ?? {}), ...(message ? { message } : {}) } },
     );
     if (message) this.logger.error({ reason: message }, 'VM failed');

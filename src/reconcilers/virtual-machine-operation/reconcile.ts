@@ -26,6 +26,7 @@ import { eventRecorder } from '../events.js';
 import {
   OPERATION_ANNOTATION,
   RESET_REQUEST_ANNOTATION,
+  START_REQUEST_ANNOTATION,
   ownerReference,
   vmApiRef,
 } from '../virtual-machine/naming.js';
@@ -36,6 +37,7 @@ export interface OperationReconcilerOptions {
   now?: () => Date;
 }
 
+const startsAfresh = (op: VirtualMachineOperation) => op.spec.type === 'Start' || op.spec.type === 'Restart';
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 const timestamp = (date: Date) => date.toISOString().replace(/\.\d+Z$/, 'Z');
 
@@ -205,6 +207,8 @@ export function createOperationReconciler(options: OperationReconcilerOptions) {
             annotations: {
               [OPERATION_ANNOTATION]: op.metadata.name,
               ...(reset && { [RESET_REQUEST_ANNOTATION]: op.metadata.name }),
+              // KubeVirt's way: a start or restart request resets the start back-off.
+              ...(startsAfresh(op) && { [START_REQUEST_ANNOTATION]: op.metadata.name }),
             },
           },
           ...(state && { spec: { vm: { state } } }),

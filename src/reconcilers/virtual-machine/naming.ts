@@ -26,6 +26,8 @@ export const NUDGED_AT_ANNOTATION = 'vmoperator.jdrupes.org/config-nudged-at';
 export const OPERATION_ANNOTATION = 'vmoperator.jdrupes.org/operation';
 /** On a VM: the last Reset operation; the runner resets the guest when it changes. */
 export const RESET_REQUEST_ANNOTATION = 'vmoperator.jdrupes.org/reset-request';
+/** On a VM: the last Start or Restart operation; a new one resets the start back-off. */
+export const START_REQUEST_ANNOTATION = 'vmoperator.jdrupes.org/start-request';
 /** On the runner pod (from its template): the VM spec the pod was made for, as JSON. */
 export const POD_SPEC_ANNOTATION = 'vmoperator.jdrupes.org/pod-spec';
 

@@ -18,7 +18,13 @@ import {
 import type { RunnerSnapshot } from '../../api/runner-snapshot.js';
 import { configDigest } from '../../api/runner-config.js';
 import { TerminalError, type HandlerResult } from '../../queue/index.js';
-import { apiserverRejection, isConflict, readOptional, type KubeClients } from '../../kube/clients.js';
+import {
+  apiserverRejection,
+  isConflict,
+  isNotFound,
+  readOptional,
+  type KubeClients,
+} from '../../kube/clients.js';
 import { isSubset } from '../../kube/subset.js';
 import { eventRecorder, type ObjectEvent } from '../events.js';
 import type { Logger } from '../../util/logger.js';
@@ -49,6 +55,7 @@ import {
 } from './runner-identity.js';
 import { desiredStatefulSet, type Overcommit, type RunnerImage } from './stateful-set.js';
 import { policyStop } from './run-policy.js';
+import { startRetryInMs } from './start-backoff.js';
 import { currentSnapshot, deriveStatus, rejectionMessage, transitionEvents } from './status.js';
 
 export interface VmReconcilerOptions {
@@ -138,6 +145,21 @@ export function createVmReconciler(options: VmReconcilerOptions) {
         name: body.metadata!.name!,
         namespace: vm.metadata.namespace!,
       });
+    }
+  }
+
+  /** Replaces a runner pod that waits after a failed start (its StatefulSet makes a new one). */
+  async function retryStart(pod: V1Pod): Promise<boolean> {
+    try {
+      await clients.core.deleteNamespacedPod({
+        name: pod.metadata!.name!,
+        namespace: pod.metadata!.namespace!,
+        body: { preconditions: { uid: pod.metadata!.uid! } },
+      });
+      return true;
+    } catch (err) {
+      if (isNotFound(err) || isConflict(err)) return false; // replaced meanwhile
+      throw err;
     }
   }
 
@@ -284,7 +306,27 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       writes.push('status');
       for (const event of transitionEvents(vm.status, status, vm.spec.vm.state)) await recordEvent(vm, event);
     }
-    const stop = policyStop(vm, { pod, snapshot: currentSnapshot(snapshot, pod, vm.status), status });
+    const ownSnapshot = currentSnapshot(snapshot, pod, vm.status);
+    const stop = policyStop(vm, { pod, snapshot: ownSnapshot, status });
+    const retryInMs = stop
+      ? undefined
+      : startRetryInMs(status.startFailure, ownSnapshot, desiredConfig, now());
+    if (retryInMs === 0 && pod && !pod.metadata?.deletionTimestamp) {
+      if (await retryStart(pod)) {
+        writes.push('Pod deleted (start retry)');
+        const failures = status.startFailure?.consecutiveFailCount ?? 0;
+        await recordEvent(vm, {
+          type: 'Normal',
+          reason: 'RetryingStart',
+          message:
+            failures > 0
+              ? `starting the VM again after ${failures} failed start(s) in a row`
+              : 'starting the VM again (an operation reset the start back-off)',
+        });
+      }
+    } else if (retryInMs !== undefined && retryInMs > 0) {
+      requeueAfter = Math.min(requeueAfter ?? retryInMs, retryInMs);
+    }
     if (stop) {
       await clients.customObjects.patchNamespacedCustomObject(
         // Guarded: an operation that claimed the VM since it was read (and so ended the pod) wins.

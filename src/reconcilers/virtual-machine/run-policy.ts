@@ -7,13 +7,18 @@ import type { VirtualMachine, VirtualMachineStatus } from '../../api/virtual-mac
 import { OPERATION_ANNOTATION } from './naming.js';
 import { runnerContainer } from './status.js';
 
-type AfterQemuEnds = Pick<RunnerSettings, 'whenGuestPowersOff' | 'whenQemuFails'>;
+type AfterQemuEnds = Pick<RunnerSettings, 'whenGuestPowersOff' | 'whenQemuFails' | 'whenStartFails'>;
 
 /**
  * What the runner does when qemu ends without being asked to: exit, so that kubelet starts the
- * VM again, or wait until the operator has set the VM to Stopped (the VM stays off).
+ * VM again, or wait until the operator has set the VM to Stopped (the VM stays off). A start
+ * failure always waits: the operator's start back-off (start-backoff.ts) decides when to retry.
  */
 export function afterQemuEnds(vm: VirtualMachine): AfterQemuEnds {
+  return { ...afterQemuEndsByPolicy(vm), whenStartFails: 'waitForRetry' };
+}
+
+function afterQemuEndsByPolicy(vm: VirtualMachine): Omit<AfterQemuEnds, 'whenStartFails'> {
   switch (vm.spec.runPolicy) {
     case 'AlwaysOnUnlessStoppedManually':
       return { whenGuestPowersOff: 'waitForStop', whenQemuFails: 'restart' };

@@ -14,6 +14,7 @@ import { formatBytes } from '../../api/runner-config.js';
 import type { ObjectEvent } from '../events.js';
 import { restartAwaitingChanges } from './restart-awaiting.js';
 import { specPathOfRunnerField } from './runner-config.js';
+import { isBackingOff, nextStartFailure } from './start-backoff.js';
 
 export interface ObservedState {
   /** The runner pod `<vm>-0`, if it exists. */
@@ -310,11 +311,20 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
   const stoppedContainer = wantRunning && isStoppedContainer(container);
   // A stopped container's last snapshot describes a qemu that is gone: only its failure message counts.
   const snapshot = stoppedContainer ? undefined : ownSnapshot;
+  const startFailure = nextStartFailure(vm, ownSnapshot, now);
   const facts = stoppedContainer
     ? stoppedContainerPhase(container, ownSnapshot)
-    : snapshot && pod
-      ? runnerPhase(vm, pod, snapshot)
-      : podPhase(vm, pod);
+    : isBackingOff(startFailure, snapshot) && !pod?.metadata?.deletionTimestamp
+      ? {
+          phase: 'Failed' as const,
+          reason: 'CrashLoopBackOff',
+          message:
+            `${snapshot?.message ?? 'the VM failed to start'}; ${startFailure.consecutiveFailCount} ` +
+            `failed start(s) in a row, vmop starts it again at ${startFailure.retryAfter}`,
+        }
+      : snapshot && pod
+        ? runnerPhase(vm, pod, snapshot)
+        : podPhase(vm, pod);
   const running: ConditionFacts = {
     type: 'Running',
     status: facts.phase === 'Running' ? 'True' : 'False',
@@ -360,6 +370,7 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
     ...(lastShutdown && { lastShutdown }),
     ...(lastReset && { lastReset }),
     ...(awaiting.length > 0 && { restartAwaitingChanges: awaiting }),
+    ...(startFailure && { startFailure }),
     ...runnerRestarts,
     ...(folded && { runner: { runId: folded.runId, seq: folded.seq, podUid: folded.podUid } }),
   };

@@ -86,6 +86,19 @@ describe('runner: bad input and failures', () => {
     });
   });
 
+  it('whenStartFails waitForRetry: a start failure keeps the runner, reporting startFailed, until SIGTERM', async () => {
+    const drives = [{ type: 'raw' as const, file: path.join(tmp, 'no-such-disk.img') }];
+    runner = await startRunner(
+      await writeConfig({ '/Runner': { ...settings({ drives }), whenStartFails: 'waitForRetry' } }),
+    );
+    const failed = await runner.waitForSnapshot((snapshot) => snapshot.phase === 'failed');
+    expect(failed).toMatchObject({ startFailed: true, message: expect.stringContaining('no-such-disk.img') });
+    await runner.waitForLog((line) => line.msg?.includes('the operator retries after its back-off') === true);
+    expect(() => process.kill(runner!.pid, 0)).not.toThrow(); // still there, waiting
+    runner.kill('SIGTERM');
+    expect(await runner.exited).toEqual({ code: 1, signal: null });
+  });
+
   it('reports a CD image that does not exist as a config error of its drive, before qemu starts', async () => {
     await makeImageRepository(path.join(tmp, 'images'));
     const drives = [

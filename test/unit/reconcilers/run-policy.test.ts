@@ -63,7 +63,11 @@ describe('run policies', () => {
   ] as const)(
     '%s %o: the runner %s after a guest power-off and %s after a failure',
     (policy, extra, off, fail) => {
-      expect(afterQemuEnds(vm(policy, extra))).toEqual({ whenGuestPowersOff: off, whenQemuFails: fail });
+      expect(afterQemuEnds(vm(policy, extra))).toEqual({
+        whenGuestPowersOff: off,
+        whenQemuFails: fail,
+        whenStartFails: 'waitForRetry',
+      });
     },
   );
 
