@@ -125,16 +125,26 @@ function podPhase(vm: VirtualMachine, pod: V1Pod | undefined): PhaseFacts {
             reason: 'PodStarting',
             message: `the runner pod is starting on ${pod.spec.nodeName}`,
           }
-        : { phase: 'Pending', reason: 'PodUnscheduled', message: unscheduledMessage(pod) };
+        : { phase: 'Pending', ...unscheduled(pod) };
   }
 }
 
-/** The scheduler's own words when it could not place the pod (e.g. "0/1 nodes are available: …"). */
-function unscheduledMessage(pod: V1Pod): string {
+/**
+ * Why the pod waits for a node, in the scheduler's own words (e.g. "0/1 nodes are available: …"),
+ * with KubeVirt's reasons for its volumes (ErrorPvcNotFound, WaitingForVolumeBinding).
+ */
+function unscheduled(pod: V1Pod): { reason: string; message: string } {
   const scheduled = pod.status?.conditions?.find((c) => c.type === 'PodScheduled');
-  return scheduled?.status === 'False' && scheduled.message
-    ? `the runner pod cannot be scheduled: ${scheduled.message}`
-    : 'the runner pod waits for a node';
+  if (scheduled?.status !== 'False' || !scheduled.message) {
+    return { reason: 'PodUnscheduled', message: 'the runner pod waits for a node' };
+  }
+  const words = scheduled.message;
+  const reason = /persistentvolumeclaim "[^"]*" not found/i.test(words)
+    ? 'PvcNotFound'
+    : /unbound immediate PersistentVolumeClaims|persistent volumes to bind|bind volumes/i.test(words)
+      ? 'WaitingForVolumeBinding'
+      : 'PodUnscheduled';
+  return { reason, message: `the runner pod cannot be scheduled: ${words}` };
 }
 
 function describeTermination(terminated: V1ContainerStateTerminated): string {

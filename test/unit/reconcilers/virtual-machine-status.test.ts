@@ -256,6 +256,37 @@ describe('folding the runner snapshot into status', () => {
     });
   });
 
+  it.each([
+    [
+      'PvcNotFound',
+      '0/1 nodes are available: persistentvolumeclaim "disk-test-vm-0" not found. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.',
+    ],
+    [
+      'WaitingForVolumeBinding',
+      '0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.',
+    ],
+    [
+      'WaitingForVolumeBinding',
+      "0/1 nodes are available: 1 node(s) didn't find available persistent volumes to bind.",
+    ],
+    ['PodUnscheduled', "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."],
+  ])('reason %s for the scheduler saying "%s"', (reason, message) => {
+    const pod = {
+      metadata: { name: 'test-vm-0', uid: 'pod-uid' },
+      spec: {},
+      status: {
+        phase: 'Pending',
+        conditions: [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message }],
+      },
+    };
+    const status = deriveStatus(vmWith(), { pod: pod as never, specErrors: [], now });
+    expect(status.phase).toBe('Pending');
+    expect(byType(status).Running).toMatchObject({
+      reason,
+      message: `the runner pod cannot be scheduled: ${message}`,
+    });
+  });
+
   it('formats RAM in the largest binary unit that divides it', () => {
     expect(formatBytes(4 * 2 ** 30)).toBe('4Gi');
     expect(formatBytes(160 * 2 ** 20)).toBe('160Mi');
