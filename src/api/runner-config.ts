@@ -147,6 +147,11 @@ export const CloudInitConfig = z.object({
   metaData: z.record(z.string(), z.unknown()).optional(),
   userData: z.record(z.string(), z.unknown()).optional(),
   networkConfig: z.record(z.string(), z.unknown()).optional(),
+  /**
+   * A directory with the files of a cloud-init Secret (a projected volume): its user-data and
+   * network-config are used as written, its meta-data is merged over `metaData`.
+   */
+  secretDir: z.string().optional(),
 });
 
 const AfterQemuEnds = z.enum(['restart', 'waitForStop']);
@@ -185,6 +190,8 @@ export const RunnerSettings = z.object({
    */
   displaySecretDir: z.string().optional(),
   cloudInit: CloudInitConfig.optional(),
+  /** A directory with autounattend.xml and/or unattend.xml (a Secret): attached as a CD for Windows Setup. */
+  sysprepDir: z.string().optional(),
   vm: VmConfig,
 });
 

@@ -173,6 +173,8 @@ const ServiceOverrides = z.object({
 /** No schema for these, as VM-Operator documents: copied to cloud-init unchecked. */
 const FreeForm = z.record(z.string(), z.unknown()).meta({ 'x-kubernetes-preserve-unknown-fields': true });
 
+const SecretRef = z.object({ name: z.string().min(1).max(253) });
+
 export const RUN_POLICIES = ['AlwaysOn', 'AlwaysOnUnlessStoppedManually', 'Manual', 'AlwaysOff'] as const;
 
 export const RunPolicy = z
@@ -214,6 +216,23 @@ export const VirtualMachineSpec = z
         metaData: z.record(z.string(), z.string()).optional(),
         userData: FreeForm.optional(),
         networkConfig: FreeForm.optional(),
+        secretRef: SecretRef.optional().describe(
+          'A Secret in the namespace with userData (or userdata) and optionally metaData and networkConfig (or networkData): passwords stay out of the VM. The values are used as written; a change is used at the next start, with a new instance-id.',
+        ),
+      })
+      .meta(
+        celRules({
+          rule: '!has(self.secretRef) || (!has(self.userData) && !has(self.networkConfig))',
+          message: 'with cloudInit.secretRef, userData and networkConfig come from the Secret',
+          fieldPath: '.secretRef',
+        }),
+      )
+      .optional(),
+    sysprep: z
+      .object({
+        secretRef: SecretRef.describe(
+          'A Secret with autounattend.xml and/or unattend.xml: attached as a CD-ROM that Windows Setup reads.',
+        ),
       })
       .optional(),
     permissions: z

@@ -1,24 +1,80 @@
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { stringify as toYaml } from 'yaml';
+import { parse as parseYaml, stringify as toYaml } from 'yaml';
+import { CLOUD_INIT_SECRET_KEYS, firstKey } from '../api/provisioning.js';
 import type { CloudInitConfig } from '../api/runner-config.js';
+import { ConfigError } from './config-error.js';
 import { requireExecutable } from './executable.js';
 
 const run = promisify(execFile);
 
-/** The NoCloud files: meta-data, user-data ("#cloud-config" first) and, when configured, network-config. */
-export function noCloudFiles(cloudInit: CloudInitConfig): Record<string, string> {
+/** The texts of a cloud-init Secret (its files), used as written. */
+export interface CloudInitSecret {
+  userData?: string;
+  metaData?: string;
+  networkConfig?: string;
+}
+
+/** meta-data from the Secret: a YAML mapping merged over the config's; anything else is refused. */
+function secretMetaData(text: string | undefined): Record<string, unknown> {
+  if (text === undefined) return {};
+  let parsed: unknown;
+  try {
+    parsed = parseYaml(text);
+  } catch {
+    parsed = undefined;
+  }
+  if (parsed === null || parsed === undefined) return {};
+  if (typeof parsed !== 'object' || Array.isArray(parsed)) {
+    // Not the value: it may be secret.
+    throw new ConfigError('cloudInit.secretDir', "the Secret's metaData is not a YAML mapping");
+  }
+  return parsed as Record<string, unknown>;
+}
+
+/**
+ * The NoCloud files: meta-data, user-data and, when configured, network-config. The config's
+ * parts are YAML (user-data gets "#cloud-config" first); a Secret's texts are used as written.
+ */
+export function noCloudFiles(
+  cloudInit: CloudInitConfig,
+  secret: CloudInitSecret = {},
+): Record<string, string> {
+  const { secretDir: _, ...config } = cloudInit;
   // cloud-init reruns per-instance setup when the instance-id changes: derive it from the data.
-  const digest = createHash('sha256').update(JSON.stringify(cloudInit)).digest('hex').slice(0, 12);
+  const digest = createHash('sha256').update(JSON.stringify({ config, secret })).digest('hex').slice(0, 12);
+  const metaData = { 'instance-id': `v${digest}`, ...config.metaData, ...secretMetaData(secret.metaData) };
   const files: Record<string, string> = {
-    'meta-data': toYaml({ 'instance-id': `v${digest}`, ...cloudInit.metaData }),
-    'user-data': `#cloud-config\n${toYaml(cloudInit.userData ?? {})}`,
+    'meta-data': toYaml(metaData),
+    'user-data': secret.userData ?? `#cloud-config\n${toYaml(config.userData ?? {})}`,
   };
-  if (cloudInit.networkConfig) files['network-config'] = toYaml(cloudInit.networkConfig);
+  const networkConfig = secret.networkConfig ?? (config.networkConfig && toYaml(config.networkConfig));
+  if (networkConfig) files['network-config'] = networkConfig;
   return files;
+}
+
+/** Reads the files of a cloud-init Secret volume; the user data must be there. */
+export async function readCloudInitSecret(dir: string): Promise<CloudInitSecret> {
+  const read = async (names: readonly string[]) => {
+    for (const name of names) {
+      const text = await readFile(path.join(dir, name), 'utf8').catch(() => undefined);
+      if (text !== undefined) return text;
+    }
+    return undefined;
+  };
+  const secret: CloudInitSecret = {
+    userData: await read(CLOUD_INIT_SECRET_KEYS.userData),
+    metaData: await read(CLOUD_INIT_SECRET_KEYS.metaData),
+    networkConfig: await read(CLOUD_INIT_SECRET_KEYS.networkConfig),
+  };
+  if (secret.userData === undefined) {
+    const expected = CLOUD_INIT_SECRET_KEYS.userData.join(' or ');
+    throw new ConfigError('cloudInit.secretDir', `the cloud-init Secret has no ${expected} (in ${dir})`);
+  }
+  return secret;
 }
 
 /**
@@ -33,7 +89,8 @@ export async function buildNoCloudImage(image: string, cloudInit: CloudInitConfi
     searchPath,
   );
   const mcopy = requireExecutable('mcopy (mtools)', ['mcopy'], searchPath);
-  const files = noCloudFiles(cloudInit);
+  const secret = cloudInit.secretDir ? await readCloudInitSecret(cloudInit.secretDir) : undefined;
+  const files = noCloudFiles(cloudInit, secret);
   const bytes = Object.values(files).reduce((sum, text) => sum + Buffer.byteLength(text), 0);
   // Room for the files and the FAT structures; never smaller than a floppy.
   const kibibytes = Math.max(1440, 2 * Math.ceil(bytes / 1024) + 256);
@@ -43,7 +100,7 @@ export async function buildNoCloudImage(image: string, cloudInit: CloudInitConfi
     await run(mkfs, ['-C', '-n', 'CIDATA', image, String(kibibytes)]);
     const env = { ...process.env, MTOOLS_SKIP_CHECK: '1' };
     for (const [name, text] of Object.entries(files)) {
-      await writeFile(path.join(staging, name), text);
+      await writeFile(path.join(staging, name), text, { mode: 0o600 });
       await run(mcopy, ['-i', image, path.join(staging, name), `::${name}`], { env });
     }
   } finally {

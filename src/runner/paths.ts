@@ -14,6 +14,8 @@ export interface RunnerPaths {
   guestAgentSocket: string;
   /** Where the NoCloud image is written (only used when cloudInit is configured). */
   cloudInitImage: string;
+  /** Where the sysprep CD image is written (only used when sysprepDir is configured). */
+  sysprepImage: string;
   imageRepository: string;
   displaySecretDir: string;
 }
@@ -64,6 +66,7 @@ export function runnerPaths(
     agentSocket: path.join(runtimeDir, 'org.jdrupes.vmop_agent.0'),
     guestAgentSocket: path.join(runtimeDir, 'org.qemu.guest_agent.0'),
     cloudInitImage: path.join(runtimeDir, 'cloud-init.img'),
+    sysprepImage: path.join(runtimeDir, 'sysprep.iso'),
     imageRepository: env.VMOP_IMAGE_REPOSITORY || settings.imageRepository || DEFAULT_IMAGE_REPOSITORY,
     displaySecretDir: path.resolve(cwd, settings.displaySecretDir ?? path.dirname(context.configPath)),
   };

@@ -37,6 +37,7 @@ import { DeviceDeletedData, TrayMovedData, type VmEvent } from './qmp/events.js'
 import { foldEvent, type SnapshotState } from './snapshot/fold.js';
 import { SnapshotStore, type PublishSnapshot } from './snapshot/store.js';
 import { startSwtpm } from './swtpm.js';
+import { buildSysprepImage } from './sysprep.js';
 import { AGENT_PORT_ID, templateContext } from './template/context.js';
 import { templateForVm, templateSearchPath } from './template/locate.js';
 import { executableCandidates, flattenArguments } from './template/process-definitions.js';
@@ -338,6 +339,7 @@ export class VmRunner {
       });
     }
     if (settings.cloudInit) await buildNoCloudImage(paths.cloudInitImage, settings.cloudInit, searchPath);
+    if (settings.sysprepDir) await buildSysprepImage(paths.sysprepImage, settings.sysprepDir, searchPath);
 
     this.checkStop();
     await rm(paths.monitorSocket, { force: true });

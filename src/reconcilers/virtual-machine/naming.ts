@@ -7,6 +7,9 @@ export const FIELD_MANAGER = 'vmop';
 export const CONFIG_DIR = '/etc/opt/vmrunner';
 export const DATA_DIR = '/var/local/vm-data';
 export const DISPLAY_SECRET_DIR = '/etc/opt/vmrunner/display-secret';
+/** The cloud-init and sysprep Secrets (spec.cloudInit.secretRef, spec.sysprep.secretRef) in the runner. */
+export const CLOUD_INIT_SECRET_DIR = '/etc/opt/vmrunner/cloud-init-secret';
+export const SYSPREP_SECRET_DIR = '/etc/opt/vmrunner/sysprep-secret';
 export const RUNNER_DATA_CLAIM = 'runner-data';
 /** The runner pod's one container. */
 export const RUNNER_CONTAINER = 'runner';

@@ -56,6 +56,7 @@ import {
 import { desiredStatefulSet, type Overcommit, type RunnerImage } from './stateful-set.js';
 import { policyStop } from './run-policy.js';
 import { startRetryInMs } from './start-backoff.js';
+import { provisioningSecretErrors, provisioningSecretNames } from './provisioning-secrets.js';
 import { currentSnapshot, deriveStatus, rejectionMessage, transitionEvents } from './status.js';
 
 export interface VmReconcilerOptions {
@@ -73,6 +74,7 @@ export interface VmReconcilerOptions {
 }
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+const SECRET_RECHECK_MS = 15_000;
 
 /** Spec problems the CRD schema cannot express; reported in the SpecValid condition. */
 function semanticErrors(vm: VirtualMachine): string[] {
@@ -208,9 +210,21 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     }
     const displaySecretName = displaySecret?.metadata?.name;
     const runnerConfig = desiredRunnerConfig(vm, { hasDisplaySecret: displaySecretName !== undefined });
-    const specErrors = [...semanticErrors(vm), ...validateRunnerConfig(runnerConfig)];
+    const readSecret = (secretName: string | undefined) =>
+      secretName
+        ? readOptional(() => clients.core.readNamespacedSecret({ name: secretName, namespace })).then(
+            (secret) => secret ?? null,
+          )
+        : undefined;
+    const secretNames = provisioningSecretNames(vm);
+    const secretErrors = provisioningSecretErrors(vm, {
+      cloudInit: await readSecret(secretNames.cloudInit),
+      sysprep: await readSecret(secretNames.sysprep),
+    });
+    const specErrors = [...semanticErrors(vm), ...validateRunnerConfig(runnerConfig), ...secretErrors];
 
-    let requeueAfter: number | undefined;
+    // Secrets are not watched: look again for one that is missing or incomplete.
+    let requeueAfter: number | undefined = secretErrors.length > 0 ? SECRET_RECHECK_MS : undefined;
     let snapshotRead: Promise<RunnerSnapshot | undefined> | undefined;
     const readSnapshot = () => (snapshotRead ??= options.readSnapshot?.(key) ?? Promise.resolve(undefined));
     const pod = await readOptional(() => clients.core.readNamespacedPod({ name: `${name}-0`, namespace }));

@@ -15,7 +15,14 @@ import { specPathOfRunnerField } from './runner-config.js';
  */
 export function podSpecOfVm(vm: VirtualMachine): Record<string, unknown> {
   const { image, resources, nodeName, nodeSelector, affinity, tolerations } = vm.spec;
-  return JSON.parse(JSON.stringify({ image, resources, nodeName, nodeSelector, affinity, tolerations }));
+  // The provisioning Secrets are volumes of the pod (keys are paths below spec).
+  const secrets = {
+    'cloudInit.secretRef': vm.spec.cloudInit?.secretRef,
+    'sysprep.secretRef': vm.spec.sysprep?.secretRef,
+  };
+  return JSON.parse(
+    JSON.stringify({ image, resources, nodeName, nodeSelector, affinity, tolerations, ...secrets }),
+  );
 }
 
 function change(path: string, current: unknown, desired: unknown): RestartAwaitingChange {

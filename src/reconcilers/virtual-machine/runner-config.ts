@@ -1,7 +1,14 @@
 // Derives the runner's config.yaml (the "/Runner" document) from a VirtualMachine.
 import { RunnerConfigFile, formatFieldPath, type RunnerConfigInput } from '../../api/runner-config.js';
 import type { VirtualMachine, VmDefinition } from '../../api/virtual-machine.js';
-import { DATA_DIR, DISPLAY_SECRET_DIR, RESET_REQUEST_ANNOTATION, diskVolumeName } from './naming.js';
+import {
+  CLOUD_INIT_SECRET_DIR,
+  DATA_DIR,
+  DISPLAY_SECRET_DIR,
+  RESET_REQUEST_ANNOTATION,
+  SYSPREP_SECRET_DIR,
+  diskVolumeName,
+} from './naming.js';
 import { afterQemuEnds } from './run-policy.js';
 
 /** VM-Operator's default when neither maximumCpus nor cpuTopology is given. */
@@ -36,6 +43,7 @@ export function desiredRunnerConfig(vm: VirtualMachine, options: RunnerConfigOpt
     metaData: cloudInitMetaData(vm),
     ...(spec.cloudInit.userData && { userData: spec.cloudInit.userData }),
     ...(spec.cloudInit.networkConfig && { networkConfig: spec.cloudInit.networkConfig }),
+    ...(spec.cloudInit.secretRef && { secretDir: CLOUD_INIT_SECRET_DIR }),
   };
   const maximum = maximumCpus(def);
   const resetRequest = vm.metadata.annotations?.[RESET_REQUEST_ANNOTATION];
@@ -48,6 +56,7 @@ export function desiredRunnerConfig(vm: VirtualMachine, options: RunnerConfigOpt
       ...(resetRequest && { resetRequest }),
       ...(options.hasDisplaySecret && { displaySecretDir: DISPLAY_SECRET_DIR }),
       ...(cloudInit && { cloudInit }),
+      ...(spec.sysprep && { sysprepDir: SYSPREP_SECRET_DIR }),
       vm: {
         name: vm.metadata.name,
         ...(def.machineUuid && { uuid: def.machineUuid }),
@@ -133,6 +142,8 @@ export function specPathOfRunnerField(field: string): string {
   if (field === 'displaySecretDir') return 'spec.vm.display.spice (display Secret)';
   const drive = /^vm\.drives\[(\d+)\]\.file$/.exec(field);
   if (drive) return `spec.vm.disks[${drive[1]}].cdrom.image`;
+  if (field === 'cloudInit.secretDir') return 'spec.cloudInit.secretRef';
+  if (field === 'sysprepDir') return 'spec.sysprep.secretRef';
   if (field.startsWith('cloudInit')) return `spec.${field}`;
   const vmField = /^vm\.([A-Za-z]+)(.*)$/.exec(field);
   if (vmField) return `spec.vm.${RENAMED_VM_FIELDS[vmField[1]!] ?? vmField[1]}${vmField[2]}`;

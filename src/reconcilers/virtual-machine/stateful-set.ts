@@ -11,6 +11,8 @@ import {
   CONFIG_DIR,
   DATA_DIR,
   DISPLAY_SECRET_DIR,
+  CLOUD_INIT_SECRET_DIR,
+  SYSPREP_SECRET_DIR,
   IMAGE_REPOSITORY_CLAIM,
   IMAGE_REPOSITORY_DIR,
   LABEL_INSTANCE,
@@ -164,6 +166,16 @@ export function desiredStatefulSet(vm: VirtualMachine, options: StatefulSetOptio
   if (options.displaySecretName) {
     volumes.push({ name: 'display-secret', secret: { secretName: options.displaySecretName } });
     volumeMounts.push({ name: 'display-secret', mountPath: DISPLAY_SECRET_DIR, readOnly: true });
+  }
+  // Provisioning Secrets reach the runner as files only: never the ConfigMap, status or the queue.
+  const secretVolumes = [
+    ['cloud-init-secret', vm.spec.cloudInit?.secretRef?.name, CLOUD_INIT_SECRET_DIR],
+    ['sysprep-secret', vm.spec.sysprep?.secretRef.name, SYSPREP_SECRET_DIR],
+  ] as const;
+  for (const [volume, secretName, mountPath] of secretVolumes) {
+    if (!secretName) continue;
+    volumes.push({ name: volume, secret: { secretName } });
+    volumeMounts.push({ name: volume, mountPath, readOnly: true });
   }
   if (options.hasImageRepository) {
     volumes.push({

@@ -14,6 +14,8 @@ export interface TemplateContext extends RunnerPaths {
   firmwareVars?: string;
   /** Set when cloudInit is configured: the NoCloud image to attach. */
   cloudInit?: { image: string };
+  /** Set when sysprepDir is configured: the CD image with the Windows answer files. */
+  sysprep?: { image: string };
   hasDisplayPassword: boolean;
   agentPort: { id: string; name: string };
 }
@@ -40,6 +42,7 @@ export function templateContext(input: {
     firmwareRom: firmware.rom,
     firmwareVars: firmware.vars,
     cloudInit: settings.cloudInit ? { image: paths.cloudInitImage } : undefined,
+    sysprep: settings.sysprepDir ? { image: paths.sysprepImage } : undefined,
     hasDisplayPassword: input.hasDisplayPassword,
     agentPort: { id: AGENT_PORT_ID, name: AGENT_PORT_NAME },
   };

@@ -100,6 +100,25 @@ spec:
     expect(await applyError(manifest)).toMatch(/spec\.permissions\[0\].*either a user or a role/);
   });
 
+  it('refuses inline userData beside cloudInit.secretRef (it comes from the Secret); accepts secretRef with metaData, and sysprep', async () => {
+    const withCloudInit = (cloudInit: string) =>
+      vmManifest(namespace, 'provisioned', 'maximumCpus: 2').replace(
+        'spec:\n',
+        `spec:\n  cloudInit: ${cloudInit}\n`,
+      );
+    expect(await applyError(withCloudInit('{secretRef: {name: s}, userData: {a: 1}}'))).toMatch(
+      /spec\.cloudInit\.secretRef.*userData and networkConfig come from the Secret/,
+    );
+    expect(
+      await applyError(
+        withCloudInit('{secretRef: {name: s}, metaData: {local-hostname: h}}').replace(
+          'spec:\n',
+          'spec:\n  sysprep: {secretRef: {name: answers}}\n',
+        ),
+      ),
+    ).toBe('');
+  });
+
   it('refuses a name longer than 52 characters, which no runner pod could carry in its labels', async () => {
     const longest = 'a'.repeat(52);
     expect(await applyError(vmManifest(namespace, longest, 'maximumCpus: 2'))).toBe('');

@@ -36,6 +36,22 @@ describe('restart-awaiting changes', () => {
     expect(restartAwaitingChanges(vmWith(), pod, undefined)).toEqual([]);
   });
 
+  it('a different cloud-init Secret waits for a restart (it is a volume of the pod)', () => {
+    const started = vmWith({ cloudInit: { secretRef: { name: 'a' } } });
+    const pod = podFor(started);
+    expect(restartAwaitingChanges(started, pod, undefined)).toEqual([]);
+    expect(
+      restartAwaitingChanges(vmWith({ cloudInit: { secretRef: { name: 'b' } } }), pod, undefined),
+    ).toEqual([
+      {
+        operation: 'replace',
+        path: 'spec.cloudInit.secretRef',
+        currentValue: { name: 'a' },
+        desiredValue: { name: 'b' },
+      },
+    ]);
+  });
+
   it("maps the runner's config changes to spec paths, sizes as quantities", () => {
     const vm = vmWith();
     const snapshot = {

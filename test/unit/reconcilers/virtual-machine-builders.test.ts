@@ -9,6 +9,11 @@ import {
   validateRunnerConfig,
 } from '../../../src/reconcilers/virtual-machine/runner-config.js';
 import { desiredStatefulSet } from '../../../src/reconcilers/virtual-machine/stateful-set.js';
+import {
+  CLOUD_INIT_SECRET_DIR,
+  SYSPREP_SECRET_DIR,
+} from '../../../src/reconcilers/virtual-machine/naming.js';
+import { provisioningSecretErrors } from '../../../src/reconcilers/virtual-machine/provisioning-secrets.js';
 import { deriveStatus } from '../../../src/reconcilers/virtual-machine/status.js';
 
 const seed = parse(readFileSync('examples/local-path-test-vm.yaml', 'utf8'));
@@ -162,6 +167,31 @@ describe('desiredStatefulSet', () => {
     });
   });
 
+  it('mounts the cloud-init and sysprep Secrets as volumes, and the runner config names only their directories', () => {
+    const vm = vmFrom((raw) => {
+      raw.spec.cloudInit = { secretRef: { name: 'vm-cloud-init' }, metaData: { 'local-hostname': 'h' } };
+      raw.spec.sysprep = { secretRef: { name: 'vm-answers' } };
+    });
+    const pod = desiredStatefulSet(vm, options).spec!.template.spec!;
+    expect(pod.volumes).toContainEqual({
+      name: 'cloud-init-secret',
+      secret: { secretName: 'vm-cloud-init' },
+    });
+    expect(pod.volumes).toContainEqual({ name: 'sysprep-secret', secret: { secretName: 'vm-answers' } });
+    expect(pod.containers[0]!.volumeMounts).toEqual(
+      expect.arrayContaining([
+        { name: 'cloud-init-secret', mountPath: CLOUD_INIT_SECRET_DIR, readOnly: true },
+        { name: 'sysprep-secret', mountPath: SYSPREP_SECRET_DIR, readOnly: true },
+      ]),
+    );
+    const runner = desiredRunnerConfig(vm, { hasDisplaySecret: false })['/Runner'];
+    expect(runner.cloudInit).toEqual({
+      metaData: { 'local-hostname': 'h' },
+      secretDir: CLOUD_INIT_SECRET_DIR,
+    });
+    expect(runner.sysprepDir).toBe(SYSPREP_SECRET_DIR);
+  });
+
   it('keeps the pod template unchanged when only runtime-changeable fields change (but for the requests)', () => {
     const withoutRequests = (sts: ReturnType<typeof desiredStatefulSet>) => {
       const copy = structuredClone(sts);
@@ -280,5 +310,31 @@ describe('deriveStatus', () => {
       reason: 'InvalidSpec',
       message: 'spec.vm.currentCpus: too many',
     });
+  });
+});
+
+describe('provisioning Secrets', () => {
+  const vm = vmFrom((raw) => {
+    raw.spec.cloudInit = { secretRef: { name: 'init' } };
+    raw.spec.sysprep = { secretRef: { name: 'answers' } };
+  });
+  const secret = (data: Record<string, string>) => ({ data });
+
+  it('are fine with the keys the runner reads, in either spelling', () => {
+    expect(
+      provisioningSecretErrors(vm, {
+        cloudInit: secret({ userdata: 'eA==' }),
+        sysprep: secret({ 'unattend.xml': 'eA==' }),
+      }),
+    ).toEqual([]);
+  });
+
+  it('name the field, the Secret and the keys (never the values) when something is missing', () => {
+    expect(
+      provisioningSecretErrors(vm, { cloudInit: null, sysprep: secret({ 'other.xml': 'c2VjcmV0' }) }),
+    ).toEqual([
+      'spec.cloudInit.secretRef: Secret "init" not found',
+      'spec.sysprep.secretRef: Secret "answers" has none of the keys autounattend.xml, unattend.xml (it has: other.xml)',
+    ]);
   });
 });

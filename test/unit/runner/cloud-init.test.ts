@@ -18,4 +18,30 @@ describe('NoCloud files', () => {
   it('keeps an instance-id the controller set', () => {
     expect(noCloudFiles({ metaData: { 'instance-id': 'v42' } })['meta-data']).toBe('instance-id: v42\n');
   });
+
+  it("uses a Secret's user-data and network-config as written and merges its meta-data over the config's", () => {
+    const files = noCloudFiles(
+      { metaData: { 'local-hostname': 'inline', zone: 'a' }, secretDir: '/secret' },
+      {
+        userData: '#!/bin/sh\necho hi\n',
+        metaData: 'local-hostname: secret\n',
+        networkConfig: 'version: 2\n',
+      },
+    );
+    expect(files['user-data']).toBe('#!/bin/sh\necho hi\n');
+    expect(files['network-config']).toBe('version: 2\n');
+    expect(files['meta-data']).toMatch(/^instance-id: v[0-9a-f]{12}\nlocal-hostname: secret\nzone: a\n$/);
+  });
+
+  it("a changed Secret is a new instance; the secret directory's path alone is not", () => {
+    const id = (userData: string, secretDir = '/a') => noCloudFiles({ secretDir }, { userData })['meta-data'];
+    expect(id('one')).not.toBe(id('two'));
+    expect(id('one', '/a')).toBe(id('one', '/b'));
+  });
+
+  it("refuses a Secret's meta-data that is not a mapping, without quoting it", () => {
+    expect(() => noCloudFiles({}, { userData: 'x', metaData: '- hunter2' })).toThrow(
+      "the Secret's metaData is not a YAML mapping",
+    );
+  });
 });
