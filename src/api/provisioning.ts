@@ -14,8 +14,3 @@ export const DECKHOUSE_CLOUD_INIT_SECRET_TYPE = 'provisioning.virtualization.dec
 
 /** The answer files Windows Setup looks for in the root of removable media. */
 export const SYSPREP_FILES = ['autounattend.xml', 'unattend.xml'] as const;
-
-/** The first of `names` that `has`. */
-export function firstKey(names: readonly string[], has: (name: string) => boolean): string | undefined {
-  return names.find(has);
-}

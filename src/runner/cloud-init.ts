@@ -4,7 +4,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { parse as parseYaml, stringify as toYaml } from 'yaml';
-import { CLOUD_INIT_SECRET_KEYS, firstKey } from '../api/provisioning.js';
+import { CLOUD_INIT_SECRET_KEYS } from '../api/provisioning.js';
 import type { CloudInitConfig } from '../api/runner-config.js';
 import { ConfigError } from './config-error.js';
 import { requireExecutable } from './executable.js';
