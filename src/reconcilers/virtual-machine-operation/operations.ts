@@ -125,8 +125,13 @@ export function completion(op: VirtualMachineOperation, vm: VirtualMachine): Out
   const { type } = op.spec;
   const signalledAt = op.status?.signalledAt ?? '';
   const running = status.conditions?.find((c) => c.type === 'Running');
+  // Failed since the signal: in a runner pod made after it (Running stays False from a failed
+  // start to the next, so its transition time cannot tell), or by a transition after it.
+  const newPod = status.runner?.podUid !== undefined && status.runner.podUid !== op.status?.podUid;
   const failedSince =
-    status.phase === 'Failed' && running && running.lastTransitionTime >= signalledAt.replace(/\.\d+Z$/, 'Z');
+    status.phase === 'Failed' &&
+    running &&
+    (newPod || running.lastTransitionTime >= signalledAt.replace(/\.\d+Z$/, 'Z'));
   const done = (message: string): Outcome => ({ reason: 'OperationCompleted', message });
   const failed = (message: string): Outcome => ({ reason: 'OperationFailed', message });
   switch (type) {
@@ -139,8 +144,7 @@ export function completion(op: VirtualMachineOperation, vm: VirtualMachine): Out
       return status.phase === 'Stopped' ? done('the VM is stopped') : undefined;
     case 'Restart':
     case 'Evict': {
-      const newRunner = status.runner?.podUid !== undefined && status.runner.podUid !== op.status?.podUid;
-      if (newRunner && status.phase === 'Running') {
+      if (newPod && status.phase === 'Running') {
         return done(`the VM runs again, in a new runner pod on ${status.node ?? 'its node'}`);
       }
       if (vm.spec.vm.state !== 'Running') return failed('spec.vm.state was set to Stopped meanwhile');

@@ -153,6 +153,27 @@ describe('completion, read from the VM status', () => {
     expect(completion(start, vm('Running', 'Running'))?.reason).toBe('OperationCompleted');
   });
 
+  it('a Start of a VM in its start back-off fails when the new runner pod fails too (Running stayed False)', () => {
+    const start = op('Start', false, signalled);
+    const failed = (podUid: string) => ({
+      runner: { runId: podUid, seq: 1, podUid },
+      conditions: [
+        {
+          type: 'Running',
+          status: 'False' as const,
+          reason: 'CrashLoopBackOff',
+          message: 'no such CD image; 1 failed start(s) in a row',
+          lastTransitionTime: '2025-12-31T23:59:00Z', // before the signal
+        },
+      ],
+    });
+    expect(completion(start, vm('Running', 'Failed', undefined, failed('old-pod')))).toBeUndefined();
+    expect(completion(start, vm('Running', 'Failed', undefined, failed('new-pod')))).toEqual({
+      reason: 'OperationFailed',
+      message: 'no such CD image; 1 failed start(s) in a row',
+    });
+  });
+
   it('a Reset completes when the runner reports this request carried out', () => {
     const reset = op('Reset', false, signalled);
     expect(completion(reset, vm('Running', 'Running'))).toBeUndefined();
