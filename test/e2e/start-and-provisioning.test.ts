@@ -179,6 +179,33 @@ describe('start failures and provisioning from Secrets', () => {
     await vms.kubectl(['delete', 'vm', 'fixed-live', '--wait=false']);
   });
 
+  it.each(['AlwaysOn', 'AlwaysOnUnlessStoppedManually'])(
+    'runPolicy %s: a start failure backs off too',
+    async (policy) => {
+      const name = policy.toLowerCase();
+      await applyVm(name, `  runPolicy: ${policy}`, '    disks:\n    - cdrom: {image: no-such.iso}\n');
+      await vms.waitForVm(name, (vm) => {
+        expect(running(vm)?.reason).toBe('CrashLoopBackOff');
+        expect(startFailure(vm)?.consecutiveFailCount).toBe(1);
+        expect(vm.spec.vm.state).toBe('Running');
+      });
+      await vms.kubectl(['delete', 'vm', name, '--wait=false']);
+    },
+  );
+
+  it('runPolicy Manual: a start failure stops the VM (no back-off), with the failure in a Warning Event', async () => {
+    await applyVm('manual-start', '  runPolicy: Manual', '    disks:\n    - cdrom: {image: no-such.iso}\n');
+    const stopped = await vms.waitForVm('manual-start', (vm) => {
+      expect(vm.spec.vm.state).toBe('Stopped');
+      expect(vm.status?.phase).toBe('Stopped');
+    });
+    expect(startFailure(stopped)).toBeUndefined();
+    expect((await vms.eventMessages('manual-start')).join('\n')).toMatch(
+      /StoppedAfterFailure: CD image .*no-such\.iso does not exist; runPolicy Manual keeps the VM off/,
+    );
+    await vms.kubectl(['delete', 'vm', 'manual-start', '--wait=false']);
+  });
+
   it.each([
     [
       'no node matches',
