@@ -1,7 +1,9 @@
 // `vmop vm`: a user's verbs for VMs on any cluster (through the kubeconfig, with the user's own
 // RBAC): start/stop/restart/reset/evict create VirtualMachineOperations, list shows the VMs.
 // Also installed as the kubectl plugin `kubectl vmop` (bin/kubectl-vmop).
-import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { spawn } from 'node:child_process';
+import { writeFile } from 'node:fs/promises';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
@@ -17,6 +19,10 @@ import { readableApiError } from '../kube/clients.js';
 import { loadKubeConfig } from '../kube/config.js';
 import { OPERATION_VM_LABEL } from '../reconcilers/virtual-machine-operation/operations.js';
 import { formatDuration, renderTable } from '../util/table.js';
+import { connectionFile, spiceEndpoint } from '../console/connection-file.js';
+import { displaySecretOf, setOneTimePassword } from '../console/one-time-password.js';
+import { vmApiRef } from '../reconcilers/virtual-machine/naming.js';
+import { findExecutable } from '../runner/executable.js';
 
 interface VmCliOptions {
   kubeconfig?: string;
@@ -26,6 +32,13 @@ interface VmCliOptions {
   wait?: boolean;
   timeout: number;
   output: 'table' | 'json';
+}
+
+interface ConsoleOptions extends VmCliOptions {
+  spice?: boolean;
+  file?: string;
+  open?: boolean;
+  validity: number;
 }
 
 const VERBS: Array<{ verb: string; type: OperationType; what: string; force?: boolean }> = [
@@ -56,7 +69,11 @@ function context(options: VmCliOptions) {
   const kubeConfig: KubeConfig = loadKubeConfig(options.kubeconfig);
   const namespace =
     options.namespace ?? kubeConfig.getContextObject(kubeConfig.getCurrentContext())?.namespace ?? 'default';
-  return { api: kubeConfig.makeApiClient(CustomObjectsApi), namespace };
+  return {
+    api: kubeConfig.makeApiClient(CustomObjectsApi),
+    core: kubeConfig.makeApiClient(CoreV1Api),
+    namespace,
+  };
 }
 
 async function createOperation(name: string, type: OperationType, options: VmCliOptions, command: Command) {
@@ -158,6 +175,43 @@ async function list(options: VmCliOptions) {
   );
 }
 
+/**
+ * `vmop vm console NAME --spice`: a one-time password (the user's own right to patch the VM's
+ * display Secret), then a `.vv` file for remote-viewer. The password is never printed.
+ */
+async function spiceConsole(name: string, options: ConsoleOptions, command: Command) {
+  const { api, core, namespace } = context(options);
+  const vm = VirtualMachine.parse(await api.getNamespacedCustomObject(vmApiRef(namespace, name)));
+  const pod = await core.readNamespacedPod({ name: `${name}-0`, namespace }).catch(() => undefined);
+  const endpoint = spiceEndpoint(vm, pod);
+  if (typeof endpoint === 'string') command.error(`vmop vm: ${endpoint}`, { exitCode: 1 });
+  if (vm.status?.phase !== 'Running') {
+    command.error(`vmop vm: VM ${name} is ${vm.status?.phase ?? 'not running'}, not Running`, {
+      exitCode: 1,
+    });
+  }
+  const secret = await displaySecretOf(core, namespace, name);
+  let password: string | undefined;
+  if (secret) {
+    const timeoutMs = options.timeout;
+    password = await setOneTimePassword(
+      { core, customObjects: api, namespace, vm, validitySeconds: options.validity / 1000, timeoutMs },
+      secret,
+    );
+  } else {
+    console.error(`warning: VM ${name} has no display Secret: its console is not locked`);
+  }
+  const file = options.file ?? `${name}.vv`;
+  await writeFile(file, connectionFile(endpoint, `${namespace}/${name}`, password), { mode: 0o600 });
+  const valid = password ? `; its password works for ${formatDuration(options.validity)}` : '';
+  console.log(`${file} written (${endpoint.host}:${endpoint.port})${valid}`);
+  if (options.open) {
+    const viewer = findExecutable(['remote-viewer'], process.env.PATH);
+    if (!viewer) command.error('vmop vm: remote-viewer (virt-viewer) is not installed', { exitCode: 1 });
+    spawn(viewer, [file], { stdio: 'ignore', detached: true }).unref();
+  }
+}
+
 /** Runs a subcommand, turning the apiserver's refusals into one readable line. */
 function action<A extends unknown[]>(command: Command, run: (...args: A) => Promise<void>) {
   return async (...args: A) => {
@@ -199,4 +253,26 @@ export function register(program: Command): void {
       new Option('-o, --output <format>', 'output format').choices(['table', 'json']).default('table'),
     );
   listCommand.action(action(listCommand, () => list(listCommand.optsWithGlobals<VmCliOptions>())));
+
+  const consoleCommand = vm
+    .command('console <name>')
+    .description("A VM's console: with --spice, a one-time password and a virt-viewer .vv file")
+    .requiredOption('--spice', 'the SPICE display (the serial console is not offered yet)')
+    .option('-o, --file <file>', '.vv file to write (default: NAME.vv)')
+    .option('--open', 'open it with remote-viewer')
+    .addOption(
+      new Option('--validity <duration>', 'how long the password works once set')
+        .default(10_000, '10s')
+        .argParser(parseTimeout),
+    )
+    .addOption(
+      new Option('-t, --timeout <duration>', 'how long to wait for the runner to set it')
+        .default(60_000, '60s')
+        .argParser(parseTimeout),
+    );
+  consoleCommand.action(
+    action(consoleCommand, (name: string) =>
+      spiceConsole(name, consoleCommand.optsWithGlobals<ConsoleOptions>(), consoleCommand),
+    ),
+  );
 }

@@ -1,7 +1,9 @@
 // The packaged product as users install it: the Helm chart with the images built from the
 // Dockerfile, on a real single-node Kubernetes (kubelet, containerd, CoreDNS, local volumes).
 import { execFile } from 'node:child_process';
-import { readdir, readFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCluster, type Cluster } from '../../src/devenv/cluster.js';
@@ -228,26 +230,27 @@ type: kubernetes.io/service-account-token
     expect(await vms.eventReasons(VM)).toContain('Started');
   });
 
+  // A real SPICE link handshake against qemu, from inside the node's network namespace (the
+  // runner pod's host network), where the test guest's SPICE listens on 127.0.0.1:5930.
+  const login = async (password: string): Promise<number> => {
+    const { stdout } = await run('nsenter', [
+      `--net=${cluster.network.netnsPath}`,
+      '--',
+      process.execPath,
+      '--import',
+      'tsx',
+      'test/support/spice-login-cli.ts',
+      '5930',
+      password,
+    ]);
+    return (JSON.parse(stdout) as { result: number }).result;
+  };
+
   it("a new SPICE VM's console is locked by a generated display Secret; a fresh password set in it connects", async () => {
     const secretName = `${VM}-display-secret`;
     const secret = JSON.parse(await vms.kubectl(['get', 'secret', secretName, '-o', 'json']));
     expect(secret.metadata.annotations).toMatchObject({ 'vmoperator.jdrupes.org/generated': 'true' });
     const generated = Buffer.from(secret.data['display-password'], 'base64').toString();
-    // A real SPICE link handshake against qemu, from inside the node's network namespace (the
-    // runner pod's host network), where the test guest's SPICE listens on 127.0.0.1:5930.
-    const login = async (password: string): Promise<number> => {
-      const { stdout } = await run('nsenter', [
-        `--net=${cluster.network.netnsPath}`,
-        '--',
-        process.execPath,
-        '--import',
-        'tsx',
-        'test/support/spice-login-cli.ts',
-        '5930',
-        password,
-      ]);
-      return (JSON.parse(stdout) as { result: number }).result;
-    };
     expect(await login(generated)).toBe(SPICE_LINK_PERMISSION_DENIED); // it expired at once
     expect(await login('guessed')).toBe(SPICE_LINK_PERMISSION_DENIED);
 
@@ -268,6 +271,34 @@ type: kubernetes.io/service-account-token
       120_000,
     );
     expect(await login('console-now')).toBe(SPICE_LINK_OK);
+  });
+
+  it('`vmop vm console --spice` writes a .vv file whose one-time password connects, then expires', async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'vmop-console-'));
+    const file = path.join(dir, 'console.vv');
+    const { stdout } = await run('bin/vmop', [
+      ...['vm', 'console', VM, '--spice', '-o', file, '--validity', '10s'],
+      ...['--kubeconfig', cluster.kubeconfigPath, '-n', VM_NAMESPACE],
+    ]);
+    const vv = Object.fromEntries(
+      (await readFile(file, 'utf8'))
+        .split('\n')
+        .filter((line) => line.includes('='))
+        .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]),
+    );
+    expect((await stat(file)).mode & 0o777).toBe(0o600);
+    const hostIP = await vms.kubectl(['get', 'pod', `${VM}-0`, '-o', 'jsonpath={.status.hostIP}']);
+    expect(vv).toMatchObject({ type: 'spice', host: hostIP, port: '5930', 'delete-this-file': '1' });
+    expect(vv.password).toMatch(/^[\w-]{16}$/);
+    expect(stdout).not.toContain(vv.password);
+    expect(await vms.kubectl(['get', 'vm', VM, '-o', 'json'])).not.toContain(vv.password);
+    expect(await login(vv.password!)).toBe(SPICE_LINK_OK);
+    await eventually(
+      async () => expect(await login(vv.password!)).toBe(SPICE_LINK_PERMISSION_DENIED),
+      60_000,
+      1000,
+    );
+    await rm(dir, { recursive: true, force: true });
   });
 
   it('a VM in a namespace made after the install runs too: the manager gives it its runner credential', async () => {
