@@ -1,4 +1,18 @@
-import { Command, Option } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
+
+/** A flag's value as a JSON object, or a clear error naming the expected form. */
+function jsonObject(value: string): Record<string, unknown> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch {
+    parsed = undefined;
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new InvalidArgumentError('a JSON object, e.g. {"team":"a"}');
+  }
+  return parsed as Record<string, unknown>;
+}
 import {
   DEFAULT_RUNNER_IMAGE,
   ManagerOptions,
@@ -53,6 +67,13 @@ export function register(program: Command): void {
         "leave config volume refreshes to kubelet's sync (benchmarks)",
       ).hideHelp(),
     )
+    .option('--load-balancer-service', 'a LoadBalancer Service for the SPICE port of every VM')
+    .option('--load-balancer-service-labels <json>', "the Services' labels (a JSON object)", jsonObject)
+    .option(
+      '--load-balancer-service-annotations <json>',
+      "the Services' annotations (a JSON object)",
+      jsonObject,
+    )
     .option('--resync-interval <seconds>', 'how often all VMs are reconciled anyway', Number, 600)
     .action(async (flags) => {
       const parsed = ManagerOptions.safeParse({
@@ -68,6 +89,11 @@ export function register(program: Command): void {
         cpuOvercommit: flags.cpuOvercommit,
         ramOvercommit: flags.ramOvercommit,
         configNudge: flags.configNudge,
+        loadBalancerService: {
+          enabled: flags.loadBalancerService ?? false,
+          labels: flags.loadBalancerServiceLabels,
+          annotations: flags.loadBalancerServiceAnnotations,
+        },
         resyncIntervalMs: flags.resyncInterval * 1000,
       });
       if (!parsed.success) {

@@ -38,6 +38,14 @@ export const ManagerOptions = z.object({
   runnerRedisUrl: RedisUrlSchema.optional(),
   cpuOvercommit: z.number().positive().default(DEFAULT_OVERCOMMIT.cpu),
   ramOvercommit: z.number().positive().default(DEFAULT_OVERCOMMIT.ram),
+  /** A LoadBalancer Service for every VM with SPICE (VM-Operator's loadBalancerService), with these labels/annotations. */
+  loadBalancerService: z
+    .object({
+      enabled: z.boolean().default(false),
+      labels: z.record(z.string(), z.string()).default({}),
+      annotations: z.record(z.string(), z.string()).default({}),
+    })
+    .default({ enabled: false, labels: {}, annotations: {} }),
   /** Off only to measure what users would get without it (bench:changes). */
   configNudge: z.boolean().default(true),
   resyncIntervalMs: z
@@ -83,6 +91,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     },
     runnerRedisUrl: options.runnerRedisUrl ?? options.redisUrl,
     overcommit: { cpu: options.cpuOvercommit, ram: options.ramOvercommit },
+    loadBalancer: options.loadBalancerService,
     configNudge: options.configNudge,
     logger,
   });

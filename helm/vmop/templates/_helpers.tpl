@@ -64,6 +64,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: [""]
   resources: [configmaps, secrets]
   verbs: [get, list, watch, create, patch]
+# LoadBalancer Services of VMs' SPICE ports (loadBalancerService)
+- apiGroups: [""]
+  resources: [services]
+  verbs: [get, create, patch, delete]
 - apiGroups: [""]
   resources: [pods]
   # delete: Restart and Stop --force operations end the runner pod (the StatefulSet makes a new one).

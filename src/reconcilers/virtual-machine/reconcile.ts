@@ -54,6 +54,7 @@ import {
   runnerSecretName,
 } from './runner-identity.js';
 import { desiredStatefulSet, type Overcommit, type RunnerImage } from './stateful-set.js';
+import { desiredLoadBalancerService, type LoadBalancerDefaults } from './load-balancer-service.js';
 import { policyStop } from './run-policy.js';
 import { startRetryInMs } from './start-backoff.js';
 import { provisioningSecretErrors, provisioningSecretNames } from './provisioning-secrets.js';
@@ -65,6 +66,8 @@ export interface VmReconcilerOptions {
   /** The Redis URL (with the runner's credential) runners publish to; it goes into each VM's runner Secret. */
   runnerRedisUrl: string;
   overcommit?: Overcommit;
+  /** The manager's LoadBalancer Service setting (default: none unless a VM asks for one). */
+  loadBalancer?: LoadBalancerDefaults;
   /** Nudge kubelet to refresh a changed config volume at once (default); off only to measure kubelet's own sync. */
   configNudge?: boolean;
   /** The runner's latest snapshot of a VM key (from Redis), if any. */
@@ -294,7 +297,30 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       } else if (await apply(sts, currentSts)) {
         writes.push('StatefulSet');
       }
+      await reconcileLoadBalancer(vm);
     };
+
+    async function reconcileLoadBalancer(vm: VirtualMachine): Promise<void> {
+      const desired = desiredLoadBalancerService(vm, options.loadBalancer ?? { enabled: false });
+      const current = await readOptional(() => clients.core.readNamespacedService({ name, namespace }));
+      const ours = current?.metadata?.ownerReferences?.some((ref) => ref.uid === vm.metadata.uid);
+      if (!desired) {
+        if (!current || !ours) return;
+        await clients.core.deleteNamespacedService({ name, namespace }).catch((err: unknown) => {
+          if (!isNotFound(err)) throw err;
+        });
+        writes.push('Service (deleted)');
+        return;
+      }
+      // Exact metadata: a label or annotation taken out of the spec goes (server-side apply drops it).
+      const sameMetadata =
+        current &&
+        isDeepStrictEqual(current.metadata?.labels ?? {}, desired.metadata!.labels) &&
+        isDeepStrictEqual(current.metadata?.annotations ?? {}, desired.metadata!.annotations);
+      if (sameMetadata && isSubset(desired, current)) return;
+      await apply(desired, undefined);
+      writes.push('Service');
+    }
 
     if (specErrors.length === 0 && rejected === undefined) {
       try {
