@@ -164,6 +164,8 @@ describe('the Helm chart on a real node', () => {
       ['create', 'virtualmachineoperations.vmoperator.jdrupes.org'],
       ['patch', 'virtualmachineoperations.vmoperator.jdrupes.org/status'],
       ['create', 'serviceaccounts'],
+      ['create', 'services'],
+      ['delete', 'services'],
       ['get', 'persistentvolumeclaims'],
       ['create', 'events'],
       ['patch', 'events'],
@@ -190,6 +192,9 @@ describe('the Helm chart on a real node', () => {
 
   it("the admission policy confines the manager's writes to the objects of VMs", async () => {
     expect(await asManager(['create', 'configmap', 'not-a-vms'])).toMatch(/writes only objects of VMs/);
+    expect(await asManager(['create', 'service', 'clusterip', 'not-a-vms', '--tcp=80'])).toMatch(
+      /writes only objects of VMs/,
+    );
     const tokenSecret = `apiVersion: v1
 kind: Secret
 metadata:
