@@ -3,6 +3,7 @@ import { WorkKeySchema } from '../queue/index.js';
 import { createLogger } from '../util/logger.js';
 import { logPublisher, redisPublisher } from '../runner/publish.js';
 import { EXIT_BAD_CONFIG, VmRunner } from '../runner/runner.js';
+import { relaySerialConsole } from '../console/serial-relay.js';
 
 export const DEFAULT_CONFIG_PATH = '/etc/opt/vmrunner/config.yaml';
 
@@ -59,5 +60,14 @@ export function register(program: Command): void {
     )
     .action(async (options: RunnerCliOptions) => {
       process.exit(await runRunner(options));
+    });
+
+  // Inside a runner pod, for `vmop vm console` (through the exec API): not for people.
+  program
+    .command('serial-console', { hidden: true })
+    .description("Relay the terminal to this runner's VM serial console (what `vmop vm console` runs)")
+    .option('-c, --config <path>', 'the runner config file', DEFAULT_CONFIG_PATH)
+    .action(async (options: { config: string }) => {
+      process.exit(await relaySerialConsole(options.config));
     });
 }

@@ -1,7 +1,8 @@
 // `vmop vm`: a user's verbs for VMs on any cluster (through the kubeconfig, with the user's own
 // RBAC): start/stop/restart/reset/evict create VirtualMachineOperations, list shows the VMs.
 // Also installed as the kubectl plugin `kubectl vmop` (bin/kubectl-vmop).
-import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, Exec, type KubeConfig } from '@kubernetes/client-node';
+import { PassThrough } from 'node:stream';
 import { spawn } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { Command, InvalidArgumentError, Option } from 'commander';
@@ -70,6 +71,7 @@ function context(options: VmCliOptions) {
   const namespace =
     options.namespace ?? kubeConfig.getContextObject(kubeConfig.getCurrentContext())?.namespace ?? 'default';
   return {
+    kubeConfig,
     api: kubeConfig.makeApiClient(CustomObjectsApi),
     core: kubeConfig.makeApiClient(CoreV1Api),
     namespace,
@@ -212,6 +214,58 @@ async function spiceConsole(name: string, options: ConsoleOptions, command: Comm
   }
 }
 
+/** What `vmop vm console` runs in the runner container (the image's CLI). */
+const SERIAL_RELAY = ['node', '/opt/vmop/dist/cli/main.js', 'serial-console'];
+/** ^] leaves the serial console, as in telnet and virsh. */
+const ESCAPE = 0x1d;
+
+/**
+ * `vmop vm console NAME`: the terminal on the guest's serial console, through the exec API into
+ * the runner pod (the user's own pods/exec right). Raw mode locally; ^] leaves.
+ */
+async function serialConsole(name: string, options: ConsoleOptions) {
+  const { kubeConfig, namespace } = context(options);
+  const toGuest = new PassThrough();
+  const local = process.stdin;
+  const raw = local.isTTY === true;
+  process.stderr.write(`vmop: serial console of ${namespace}/${name}; ^] leaves\r\n`);
+  let socket: { close(): void } | undefined;
+  const ended = new Promise<string | undefined>((resolve) => {
+    local.on('data', (chunk: Buffer) => {
+      const escape = chunk.indexOf(ESCAPE);
+      if (escape < 0) return void toGuest.write(chunk);
+      if (escape > 0) toGuest.write(chunk.subarray(0, escape));
+      resolve(undefined);
+    });
+    local.on('end', () => resolve(undefined));
+    new Exec(kubeConfig)
+      .exec(
+        namespace,
+        `${name}-0`,
+        'runner',
+        SERIAL_RELAY,
+        process.stdout,
+        process.stderr,
+        toGuest,
+        true,
+        (status) =>
+          resolve(status.status === 'Success' ? undefined : (status.message ?? 'the console session failed')),
+      )
+      .then((ws) => {
+        socket = ws;
+        ws.on('close', () => resolve(undefined));
+      })
+      .catch((err: unknown) => resolve((readableApiError(err) as Error).message));
+  });
+  if (raw) local.setRawMode(true);
+  const failure = await ended;
+  if (raw) local.setRawMode(false);
+  local.pause();
+  socket?.close();
+  process.stderr.write(`\r\nvmop: ${failure ? `console ended: ${failure}` : 'left the console'}\r\n`);
+  process.exit(failure ? 1 : 0);
+}
+
 /** Runs a subcommand, turning the apiserver's refusals into one readable line. */
 function action<A extends unknown[]>(command: Command, run: (...args: A) => Promise<void>) {
   return async (...args: A) => {
@@ -256,8 +310,10 @@ export function register(program: Command): void {
 
   const consoleCommand = vm
     .command('console <name>')
-    .description("A VM's console: with --spice, a one-time password and a virt-viewer .vv file")
-    .requiredOption('--spice', 'the SPICE display (the serial console is not offered yet)')
+    .description(
+      "A VM's serial console in this terminal (^] leaves); with --spice a one-time password and a virt-viewer .vv file",
+    )
+    .option('--spice', 'the SPICE display instead')
     .option('-o, --file <file>', '.vv file to write (default: NAME.vv)')
     .option('--open', 'open it with remote-viewer')
     .addOption(
@@ -271,8 +327,9 @@ export function register(program: Command): void {
         .argParser(parseTimeout),
     );
   consoleCommand.action(
-    action(consoleCommand, (name: string) =>
-      spiceConsole(name, consoleCommand.optsWithGlobals<ConsoleOptions>(), consoleCommand),
-    ),
+    action(consoleCommand, (name: string) => {
+      const options = consoleCommand.optsWithGlobals<ConsoleOptions>();
+      return options.spice ? spiceConsole(name, options, consoleCommand) : serialConsole(name, options);
+    }),
   );
 }

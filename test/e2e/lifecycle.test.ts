@@ -96,6 +96,38 @@ describe('vmop end to end', () => {
     await vms.waitForConsole('e2e', 'VMOP-GUEST-READY');
   });
 
+  it('`vmop vm console` in a real terminal (tmux): replays the output, the shell answers, a second session displaces the first, ^] leaves', async () => {
+    const server = `vmop-e2e-${process.pid}`;
+    const tmux = (...args: string[]) => run('tmux', ['-L', server, ...args]);
+    const pane = async (session: string) =>
+      (await tmux('capture-pane', '-p', '-J', '-S', '-200', '-t', session)).stdout;
+    const paneShows = (session: string, text: string) =>
+      eventually(async () => expect(await pane(session)).toContain(text), 60_000, 250);
+    const open = (session: string) =>
+      tmux(
+        ...['new-session', '-d', '-s', session, '-x', '160', '-y', '40'],
+        `${path.resolve('bin/vmop')} vm console e2e --kubeconfig ${state.kubeconfig} -n ${NAMESPACE}; echo console-exited-$?; sleep 600`,
+      );
+    try {
+      await open('first');
+      await paneShows('first', 'VMOP-GUEST-READY'); // the recent output, replayed
+      await tmux('send-keys', '-t', 'first', 'echo answer-$((6*7))', 'Enter');
+      await paneShows('first', 'answer-42');
+
+      await open('second');
+      await paneShows('first', '[vmop: this console session was taken over by another one]');
+      await paneShows('first', 'console-exited-0');
+      await tmux('send-keys', '-t', 'second', 'echo second-$((20+22))', 'Enter');
+      await paneShows('second', 'second-42');
+
+      await tmux('send-keys', '-t', 'second', 'C-]');
+      await paneShows('second', 'vmop: left the console');
+      await paneShows('second', 'console-exited-0');
+    } finally {
+      await tmux('kill-server').catch(() => undefined);
+    }
+  });
+
   it('currentRam: the guest balloon shrinks and status.ram follows', async () => {
     await vms.patchVm('e2e', { currentRam: '192Mi' });
     await vms.waitForVm('e2e', (vm) => expect(vm.status?.ram).toBe('192Mi'), 30_000);
