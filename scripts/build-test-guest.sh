@@ -12,7 +12,9 @@ busybox="$(command -v busybox)"
 # the vmop agent's virtio-serial port, the ACPI power button as an input event device, and vfat for
 # the cloud-init (NoCloud) drive.
 modules=(virtio_pci virtio_balloon virtio_blk virtio_scsi sr_mod isofs virtio_console button evdev
-  vfat nls_cp437 nls_ascii nls_utf8)
+  vfat nls_cp437 nls_ascii nls_utf8 virtio_net)
+# Debian's qemu-guest-agent, with the shared libraries it needs, so tests speak the real protocol.
+guest_agent=/usr/sbin/qemu-ga
 
 log() { echo "[build-test-guest] $*" >&2; }
 
@@ -27,6 +29,7 @@ inputs_hash() {
   {
     cat "${BASH_SOURCE[0]}"
     "$busybox" | head -n 1
+    sha256sum "$guest_agent"
     (cd "$guest_files" && find . -type f | LC_ALL=C sort | while read -r file; do echo "$file"; cat "$file"; done)
   } | sha256sum | cut -c1-12
 }
@@ -62,6 +65,12 @@ build() {
   cp "$busybox" "$root/bin/busybox"
   for name in $("$busybox" --list); do
     [[ -e "$root/bin/$name" ]] || ln -s busybox "$root/bin/$name"
+  done
+  [[ -x "$guest_agent" ]] || { log "no $guest_agent: install qemu-guest-agent"; exit 1; }
+  cp "$guest_agent" "$root/bin/qemu-ga"
+  ldd "$guest_agent" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' | while read -r path; do
+    mkdir -p "$root$(dirname "$path")"
+    cp -L "$path" "$root$path"
   done
   module_paths "$kver" | while read -r path; do
     name="$(basename "$path")"

@@ -140,6 +140,7 @@ export function virtualMachineCrd() {
         priority: 1,
       },
       { name: 'Run policy', type: 'string', jsonPath: '.spec.runPolicy', priority: 1 },
+      { name: 'IP', type: 'string', jsonPath: '.status.ipAddresses[0]', priority: 1 },
       { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
     ],
     spec: VirtualMachineSpec,

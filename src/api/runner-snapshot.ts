@@ -77,6 +77,16 @@ export const RunnerSnapshot = z.object({
     .optional(),
   /** Why the runner failed, when phase is failed. */
   message: z.string().optional(),
+  /** What qemu-guest-agent tells, while it runs in the guest. */
+  guestAgent: z
+    .object({
+      connected: z.boolean(),
+      /** guest-get-osinfo, as the agent returns it (id, name, pretty-name, version, kernel-release, …). */
+      osinfo: z.record(z.string(), z.unknown()).optional(),
+      /** The guest's IP addresses (guest-network-get-interfaces), without loopback and link-local ones. */
+      addresses: z.array(z.string()).optional(),
+    })
+    .optional(),
   /** Set with phase failed when qemu never ran the guest (a start failure: the start back-off counts it). */
   startFailed: z.boolean().optional(),
   /** Set with phase failed when the config names something that is not there. */

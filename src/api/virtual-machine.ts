@@ -342,6 +342,10 @@ export const VirtualMachineStatus = z.object({
   /** Spec changes the running VM has not taken yet: they apply when it restarts. */
   restartAwaitingChanges: z.array(RestartAwaitingChange).optional(),
   startFailure: StartFailure.optional(),
+  /** The guest's OS as qemu-guest-agent tells it (guest-get-osinfo: id, name, pretty-name, version, kernel-release, …). */
+  osinfo: z.record(z.string(), z.unknown()).meta({ 'x-kubernetes-preserve-unknown-fields': true }).optional(),
+  /** The guest's IP addresses (from qemu-guest-agent; no loopback or link-local ones). */
+  ipAddresses: z.array(z.string()).optional(),
   /** How often the runner container of the current pod restarted (kubelet's restartCount). */
   runnerRestarts: z.number().int().optional(),
   /**

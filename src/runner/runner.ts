@@ -33,12 +33,13 @@ import {
   systemPowerdown,
   systemReset,
 } from './qmp/commands.js';
-import { DeviceDeletedData, TrayMovedData, type VmEvent } from './qmp/events.js';
+import { DeviceDeletedData, TrayMovedData, VserportChangeData, type VmEvent } from './qmp/events.js';
+import { GuestAgentController } from './guest-agent/controller.js';
 import { foldEvent, type SnapshotState } from './snapshot/fold.js';
 import { SnapshotStore, type PublishSnapshot } from './snapshot/store.js';
 import { startSwtpm } from './swtpm.js';
 import { buildSysprepImage } from './sysprep.js';
-import { AGENT_PORT_ID, templateContext } from './template/context.js';
+import { AGENT_PORT_ID, GUEST_AGENT_PORT_ID, templateContext } from './template/context.js';
 import { templateForVm, templateSearchPath } from './template/locate.js';
 import { executableCandidates, flattenArguments } from './template/process-definitions.js';
 import { renderProcessDefinitions } from './template/render.js';
@@ -62,6 +63,8 @@ const QUIT_GRACE_MS = 10_000;
 /** How long swtpm gets to follow qemu (it terminates when qemu goes away) before it is stopped. */
 const SWTPM_GRACE_MS = 5_000;
 const QMP_CONNECT_TIMEOUT_MS = 30_000;
+/** After asking the guest agent to shut down, how long before the ACPI power button is pressed too. */
+const AGENT_SHUTDOWN_GRACE_MS = 10_000;
 
 /** A process to start: the executable found and its argv. */
 interface ProcessLaunch {
@@ -112,6 +115,7 @@ export class VmRunner {
   private cpus?: CpuController;
   private cdroms?: CdromController;
   private display?: DisplayController;
+  private guestAgent?: GuestAgentController;
   private watch?: FileWatch;
   private startedWithDisplayPassword = false;
   private displayPasswordNeedsRestart = false;
@@ -369,6 +373,7 @@ export class VmRunner {
     this.cpus = new CpuController(qmp, this.logger);
     this.cdroms = new CdromController(qmp, this.store, this.paths.imageRepository, this.logger);
     this.display = new DisplayController(qmp, this.logger);
+    this.guestAgent = new GuestAgentController(this.paths.guestAgentSocket, this.store, this.logger);
     await this.cpus.setCpus(vm.currentCpus);
     await balloon(qmp, vm.currentRam ?? vm.maximumRam);
     if (this.startedWithDisplayPassword) await this.applyDisplayPassword(secret.password, secret.expiry);
@@ -392,12 +397,26 @@ export class VmRunner {
     }
     this.store.update((state) => ({ ...state, phase: 'stopping' }), { event: 'RUNNER_STOPPING' });
     this.logger.info({ powerdownTimeout: this.powerdownTimeoutSeconds }, 'powering the guest down');
-    await systemPowerdown(qmp).catch((err: unknown) => this.logger.warn({ err }, 'system_powerdown failed'));
+    // VM-Operator's order: the guest agent, then the ACPI power button, then powerdownTimeout.
+    const pressPowerButton = () =>
+      systemPowerdown(qmp).catch((err: unknown) => this.logger.warn({ err }, 'system_powerdown failed'));
+    let buttonPressed = false;
+    if (await this.guestAgent?.shutdown()) {
+      this.logger.info('asked the guest agent to power the guest down');
+    } else {
+      await pressPowerButton();
+      buttonPressed = true;
+    }
     // powerdownTimeout may change while we wait: look at it again every second.
     const since = Date.now();
     while (!qemu.hasExited()) {
       const remaining = this.powerdownTimeoutSeconds * 1000 - (Date.now() - since);
       if (remaining <= 0) break;
+      if (!buttonPressed && Date.now() - since >= AGENT_SHUTDOWN_GRACE_MS) {
+        this.logger.info('the guest agent did not power the guest down; pressing the power button');
+        await pressPowerButton();
+        buttonPressed = true;
+      }
       await Promise.race([qemu.exited, sleep(Math.min(remaining, 1000))]);
     }
     if (qemu.hasExited()) return;
@@ -416,6 +435,7 @@ export class VmRunner {
 
   private async cleanUp(): Promise<void> {
     this.watch?.close();
+    this.guestAgent?.close();
     await this.serial;
     await this.qmp?.close();
     const swtpm = this.swtpm;
@@ -466,6 +486,15 @@ export class VmRunner {
   private onEvent(event: QmpEvent) {
     this.store.update((state) => foldEvent(state, event, eventTime(event), AGENT_PORT_ID), event);
     switch (event.event) {
+      case 'VSERPORT_CHANGE': {
+        const data = VserportChangeData.safeParse(event.data);
+        if (data.success && data.data.id === GUEST_AGENT_PORT_ID) {
+          this.guestAgent
+            ?.portChanged(data.data.open)
+            .catch((err: unknown) => this.logger.warn({ err }, 'the guest agent does not answer'));
+        }
+        return;
+      }
       case 'DEVICE_TRAY_MOVED': {
         const data = TrayMovedData.safeParse(event.data);
         if (data.success)

@@ -86,13 +86,21 @@ describe('vmop end to end', () => {
     await vms.kubectl(['delete', 'vm', 'test-guest', '--wait=false']);
   });
 
-  it('boots a VM: status Running and Booted, with the CPUs and RAM of the spec', async () => {
-    await applyVm('e2e');
+  it('boots a VM: status Running and Booted, with the CPUs and RAM of the spec, and what the guest agent says', async () => {
+    // User networking, so the guest has an address for its agent to report.
+    await vms.apply(testGuestManifest('e2e', NAMESPACE).replace('networks: []', 'networks: [{user: {}}]'));
     const vm = await vms.waitForVm('e2e', (vm) => {
       expect(vm.status?.phase).toBe('Running');
       expect(vms.condition(vm, 'Booted')?.status).toBe('True');
+      expect(vms.condition(vm, 'AgentConnected')?.status).toBe('True');
+      expect((vm.status as { ipAddresses?: string[] }).ipAddresses?.[0]).toBe('10.0.2.15');
     });
     expect(vm.status).toMatchObject({ cpus: 1, ram: '256Mi', node: state.cluster.node });
+    expect((vm.status as { osinfo?: object }).osinfo).toMatchObject({
+      id: 'vmop-test-guest',
+      'pretty-name': 'vmop test guest',
+    });
+    expect(await vms.kubectl(['get', 'vm', 'e2e', '-o', 'wide'])).toMatch(/\s10\.0\.2\.15\s/);
     await vms.waitForConsole('e2e', 'VMOP-GUEST-READY');
   });
 
@@ -151,7 +159,7 @@ describe('vmop end to end', () => {
     state = status; // afterAll checks that the restarted manager is gone after `dev down`
   });
 
-  it("state Stopped: kubelet's SIGTERM makes the runner press the power button, status Stopped", async () => {
+  it("state Stopped: kubelet's SIGTERM makes the runner power the guest down (guest agent), status Stopped", async () => {
     await vms.patchVm('e2e', { state: 'Stopped' });
     const vm = await vms.waitForVm('e2e', (vm) => expect(vm.status?.phase).toBe('Stopped'));
     expect(vm.status?.lastShutdown).toMatchObject({ guestInitiated: true, reason: 'guest-shutdown' });

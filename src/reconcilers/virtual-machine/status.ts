@@ -341,10 +341,30 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
     reason: facts.reason,
     message: facts.message,
   };
+  const agent = facts.phase === 'Running' ? snapshot?.guestAgent : undefined;
+  // Booted as VM-Operator means it (the guest agent answers), or the vmop agent port opened.
   const booted: ConditionFacts =
-    facts.phase === 'Running' && snapshot?.booted
-      ? { type: 'Booted', status: 'True', reason: 'GuestBooted', message: 'the guest opened its agent port' }
+    facts.phase === 'Running' && (snapshot?.booted || agent?.connected)
+      ? {
+          type: 'Booted',
+          status: 'True',
+          reason: 'GuestBooted',
+          message: agent?.connected ? 'the guest agent answers' : 'the guest opened its agent port',
+        }
       : { type: 'Booted', status: 'False', reason: 'NotBooted', message: 'the guest has not (yet) booted' };
+  const agentConnected: ConditionFacts = agent?.connected
+    ? {
+        type: 'AgentConnected',
+        status: 'True',
+        reason: 'AgentConnected',
+        message: 'qemu-guest-agent answers',
+      }
+    : {
+        type: 'AgentConnected',
+        status: 'False',
+        reason: 'AgentNotConnected',
+        message: 'qemu-guest-agent does not run in the guest (or the guest does not run)',
+      };
   const reporting: ConditionFacts = snapshot
     ? RUNNER_REPORTING
     : {
@@ -369,7 +389,16 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
   return {
     phase: facts.phase,
     observedGeneration: generation,
-    conditions: conditions([specValid, running, booted, reporting, awaitingRestartCondition(vm, awaiting)]),
+    conditions: conditions([
+      specValid,
+      running,
+      booted,
+      agentConnected,
+      reporting,
+      awaitingRestartCondition(vm, awaiting),
+    ]),
+    ...(agent?.osinfo && { osinfo: agent.osinfo }),
+    ...(agent?.connected && agent.addresses?.length && { ipAddresses: agent.addresses }),
     ...(pod?.spec?.nodeName && facts.phase !== 'Stopped' && { node: pod.spec.nodeName }),
     ...(snapshot && !noQemu && { cpus: snapshot.cpus, ram: formatBytes(snapshot.ram) }),
     ...(noQemu && { cpus: 0, ram: '0' }),

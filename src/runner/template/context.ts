@@ -6,6 +6,9 @@ import type { RunnerPaths } from '../paths.js';
 /** The device id of the vmop agent's virtio-serial port; its VSERPORT_CHANGE tells that the guest booted. */
 export const AGENT_PORT_ID = 'vmop-agent';
 export const AGENT_PORT_NAME = 'org.jdrupes.vmop_agent.0';
+/** The qemu-guest-agent's virtio-serial port (VSERPORT_CHANGE tells when the agent opens it). */
+export const GUEST_AGENT_PORT_ID = 'channel0';
+export const GUEST_AGENT_PORT_NAME = 'org.qemu.guest_agent.0';
 
 /** What a template sees: the `vm` section (defaults applied, sizes in bytes) plus derived facts. */
 export interface TemplateContext extends RunnerPaths {
@@ -18,6 +21,7 @@ export interface TemplateContext extends RunnerPaths {
   sysprep?: { image: string };
   hasDisplayPassword: boolean;
   agentPort: { id: string; name: string };
+  guestAgentPort: { id: string; name: string };
 }
 
 export function templateContext(input: {
@@ -45,5 +49,6 @@ export function templateContext(input: {
     sysprep: settings.sysprepDir ? { image: paths.sysprepImage } : undefined,
     hasDisplayPassword: input.hasDisplayPassword,
     agentPort: { id: AGENT_PORT_ID, name: AGENT_PORT_NAME },
+    guestAgentPort: { id: GUEST_AGENT_PORT_ID, name: GUEST_AGENT_PORT_NAME },
   };
 }

@@ -50,13 +50,13 @@ describe('generated CRD', () => {
     },
   );
 
-  it('is structural where the seeds give a schema; free-form only for userData, networkConfig and change values', () => {
+  it('is structural where the seeds give a schema; free-form only for userData, networkConfig, change values and the guest osinfo', () => {
     const crd = parse(renderCrdYaml(CRDS[0]!));
     const text = JSON.stringify(crd);
     const freeForm = [...text.matchAll(/"(\w+)":\{[^{}]*"x-kubernetes-preserve-unknown-fields":true/g)].map(
       (m) => m[1],
     );
-    expect(freeForm.sort()).toEqual(['currentValue', 'desiredValue', 'networkConfig', 'userData']);
+    expect(freeForm.sort()).toEqual(['currentValue', 'desiredValue', 'networkConfig', 'osinfo', 'userData']);
     expect(text).not.toContain('$schema');
     expect(text).not.toContain('propertyNames');
     const version = crd.spec.versions[0];
@@ -69,6 +69,7 @@ describe('generated CRD', () => {
       'Node',
       'Need restart',
       'Run policy',
+      'IP',
       'Age',
     ]);
   });

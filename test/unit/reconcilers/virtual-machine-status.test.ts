@@ -68,6 +68,33 @@ describe('folding the runner snapshot into status', () => {
     expect(status.conditions?.find((c) => c.type === 'Booted')?.status).toBe('False');
   });
 
+  it('the guest agent: AgentConnected, osinfo and the addresses; Booted without the vmop agent', () => {
+    const osinfo = { id: 'debian', 'pretty-name': 'Debian GNU/Linux 12' };
+    const status = deriveStatus(vmWith(), {
+      pod: runningPod as never,
+      snapshot: snapshot({
+        phase: 'booting',
+        booted: false,
+        guestAgent: { connected: true, osinfo, addresses: ['10.0.2.15', 'fd00::5'] },
+      }),
+      specErrors: [],
+      now,
+    });
+    expect(status).toMatchObject({ phase: 'Running', osinfo, ipAddresses: ['10.0.2.15', 'fd00::5'] });
+    const byType = Object.fromEntries(status.conditions!.map((c) => [c.type, c]));
+    expect(byType.AgentConnected).toMatchObject({ status: 'True', reason: 'AgentConnected' });
+    expect(byType.Booted).toMatchObject({ status: 'True', message: 'the guest agent answers' });
+
+    const gone = deriveStatus(vmWith(), {
+      pod: runningPod as never,
+      snapshot: snapshot({ guestAgent: { connected: false, osinfo } }),
+      specErrors: [],
+      now,
+    });
+    expect(gone.ipAddresses).toBeUndefined();
+    expect(gone.conditions?.find((c) => c.type === 'AgentConnected')?.status).toBe('False');
+  });
+
   it('ignores a snapshot of another pod (a previous incarnation with the same name)', () => {
     const status = deriveStatus(vmWith(), {
       pod: runningPod as never,
