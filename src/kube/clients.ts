@@ -33,6 +33,28 @@ export function isConflict(err: unknown): boolean {
   return err instanceof ApiException && err.code === 409;
 }
 
+/**
+ * Deletes the pod only if it is still the one with `uid`; false when it is gone or was replaced
+ * meanwhile (the uid precondition failed).
+ */
+export async function deletePodByUid(
+  core: CoreV1Api,
+  pod: { name: string; namespace: string; uid: string },
+  options: { gracePeriodSeconds?: number } = {},
+): Promise<boolean> {
+  try {
+    await core.deleteNamespacedPod({
+      name: pod.name,
+      namespace: pod.namespace,
+      body: { preconditions: { uid: pod.uid }, ...options },
+    });
+    return true;
+  } catch (err) {
+    if (isNotFound(err) || isConflict(err)) return false;
+    throw err;
+  }
+}
+
 /** Resolves to undefined when the object does not exist. */
 export async function readOptional<T>(read: () => Promise<T>): Promise<T | undefined> {
   try {

@@ -7,6 +7,7 @@ import {
 } from '../../api/virtual-machine-operation.js';
 import { API_VERSION, type RunPolicy, type VirtualMachine } from '../../api/virtual-machine.js';
 import { ownerReference } from '../virtual-machine/naming.js';
+import { kubeTime } from '../../kube/time.js';
 
 /** On an operation: the VM it is for (to list a VM's operations). */
 export const OPERATION_VM_LABEL = 'vmoperator.jdrupes.org/vm';
@@ -129,9 +130,7 @@ export function completion(op: VirtualMachineOperation, vm: VirtualMachine): Out
   // start to the next, so its transition time cannot tell), or by a transition after it.
   const newPod = status.runner?.podUid !== undefined && status.runner.podUid !== op.status?.podUid;
   const failedSince =
-    status.phase === 'Failed' &&
-    running &&
-    (newPod || running.lastTransitionTime >= signalledAt.replace(/\.\d+Z$/, 'Z'));
+    status.phase === 'Failed' && running && (newPod || running.lastTransitionTime >= kubeTime(signalledAt));
   const done = (message: string): Outcome => ({ reason: 'OperationCompleted', message });
   const failed = (message: string): Outcome => ({ reason: 'OperationFailed', message });
   switch (type) {

@@ -19,10 +19,17 @@ import {
   type OperationStatus,
 } from '../../api/virtual-machine-operation.js';
 import { VirtualMachine, type Condition } from '../../api/virtual-machine.js';
-import { isConflict, isNotFound, readOptional, type KubeClients } from '../../kube/clients.js';
+import {
+  deletePodByUid,
+  isConflict,
+  isNotFound,
+  readOptional,
+  type KubeClients,
+} from '../../kube/clients.js';
 import type { HandlerResult } from '../../queue/index.js';
 import type { Logger } from '../../util/logger.js';
 import { eventRecorder } from '../events.js';
+import { kubeTime } from '../../kube/time.js';
 import {
   OPERATION_ANNOTATION,
   RESET_REQUEST_ANNOTATION,
@@ -39,7 +46,6 @@ export interface OperationReconcilerOptions {
 
 const startsAfresh = (op: VirtualMachineOperation) => op.spec.type === 'Start' || op.spec.type === 'Restart';
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
-const timestamp = (date: Date) => date.toISOString().replace(/\.\d+Z$/, 'Z');
 
 export function createOperationReconciler(options: OperationReconcilerOptions) {
   const { clients, logger } = options;
@@ -61,7 +67,7 @@ export function createOperationReconciler(options: OperationReconcilerOptions) {
   }
 
   function conditions(completed: Condition['status'], outcome: Outcome, signalSent: Condition['status']) {
-    const time = timestamp(now());
+    const time = kubeTime(now());
     return [
       { type: 'Completed', status: completed, lastTransitionTime: time, ...outcome },
       {
@@ -170,21 +176,17 @@ export function createOperationReconciler(options: OperationReconcilerOptions) {
     if (!uid || (!signal.deletePod && !signal.evictPod)) return;
     const name = `${vm.metadata.name}-0`;
     const namespace = vm.metadata.namespace!;
-    const preconditions = { uid };
+    if (!signal.evictPod) {
+      // Gone already, or a newer pod is there: done either way.
+      await deletePodByUid(clients.core, { name, namespace, uid }, signal.deletePod);
+      return;
+    }
     try {
-      if (signal.evictPod) {
-        await clients.core.createNamespacedPodEviction({
-          name,
-          namespace,
-          body: { metadata: { name, namespace }, deleteOptions: { preconditions } },
-        });
-      } else {
-        await clients.core.deleteNamespacedPod({
-          name,
-          namespace,
-          body: { preconditions, ...signal.deletePod },
-        });
-      }
+      await clients.core.createNamespacedPodEviction({
+        name,
+        namespace,
+        body: { metadata: { name, namespace }, deleteOptions: { preconditions: { uid } } },
+      });
     } catch (err) {
       // Gone already, or a newer pod is there (the uid precondition failed): done either way.
       if (!isNotFound(err) && !isConflict(err)) throw err;

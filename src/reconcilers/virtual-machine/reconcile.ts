@@ -20,6 +20,7 @@ import { configDigest } from '../../api/runner-config.js';
 import { TerminalError, type HandlerResult } from '../../queue/index.js';
 import {
   apiserverRejection,
+  deletePodByUid,
   isConflict,
   isNotFound,
   readOptional,
@@ -150,21 +151,6 @@ export function createVmReconciler(options: VmReconcilerOptions) {
         name: body.metadata!.name!,
         namespace: vm.metadata.namespace!,
       });
-    }
-  }
-
-  /** Replaces a runner pod that waits after a failed start (its StatefulSet makes a new one). */
-  async function retryStart(pod: V1Pod): Promise<boolean> {
-    try {
-      await clients.core.deleteNamespacedPod({
-        name: pod.metadata!.name!,
-        namespace: pod.metadata!.namespace!,
-        body: { preconditions: { uid: pod.metadata!.uid! } },
-      });
-      return true;
-    } catch (err) {
-      if (isNotFound(err) || isConflict(err)) return false; // replaced meanwhile
-      throw err;
     }
   }
 
@@ -352,7 +338,9 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       ? undefined
       : startRetryInMs(status.startFailure, ownSnapshot, desiredConfig, now());
     if (retryInMs === 0 && pod && !pod.metadata?.deletionTimestamp) {
-      if (await retryStart(pod)) {
+      // Its StatefulSet makes a new pod, whose runner tries again.
+      const { name: podName, namespace: podNamespace, uid } = pod.metadata!;
+      if (await deletePodByUid(clients.core, { name: podName!, namespace: podNamespace!, uid: uid! })) {
         writes.push('Pod deleted (start retry)');
         const failures = status.startFailure?.consecutiveFailCount ?? 0;
         await recordEvent(vm, {

@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import type { RunnerSnapshot } from '../../api/runner-snapshot.js';
 import type { StartFailure, VirtualMachine } from '../../api/virtual-machine.js';
 import { START_REQUEST_ANNOTATION } from './naming.js';
+import { kubeTime } from '../../kube/time.js';
 
 export const START_BACKOFF = { baseSeconds: 10, maxSeconds: 300 };
 
@@ -25,8 +26,6 @@ function jitterOf(runId: string): number {
 export function isFailedStart(snapshot: RunnerSnapshot | undefined): snapshot is RunnerSnapshot {
   return snapshot?.phase === 'failed' && snapshot.startFailed === true;
 }
-
-const iso = (date: Date) => date.toISOString().replace(/\.\d+Z$/, 'Z');
 
 /**
  * The VM's start-failure record after what its current runner reports (`snapshot`: of the
@@ -52,8 +51,8 @@ export function nextStartFailure(
   return {
     consecutiveFailCount: count,
     lastFailedRunId: snapshot.runId,
-    lastFailureTime: iso(now),
-    retryAfter: iso(new Date(now.getTime() + delayMs)),
+    lastFailureTime: kubeTime(now),
+    retryAfter: kubeTime(new Date(now.getTime() + delayMs)),
     ...(startRequest && { startRequest }),
   };
 }

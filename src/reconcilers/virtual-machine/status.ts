@@ -15,6 +15,7 @@ import type { ObjectEvent } from '../events.js';
 import { restartAwaitingChanges } from './restart-awaiting.js';
 import { specPathOfRunnerField } from './runner-config.js';
 import { isBackingOff, nextStartFailure } from './start-backoff.js';
+import { kubeTime } from '../../kube/time.js';
 
 export interface ObservedState {
   /** The runner pod `<vm>-0`, if it exists. */
@@ -78,9 +79,7 @@ function condition(
 ): Condition {
   const before = previous?.find((c) => c.type === facts.type);
   const lastTransitionTime =
-    before && before.status === facts.status
-      ? before.lastTransitionTime
-      : now.toISOString().replace(/\.\d+Z$/, 'Z');
+    before && before.status === facts.status ? before.lastTransitionTime : kubeTime(now);
   return { ...facts, observedGeneration: generation, lastTransitionTime };
 }
 
