@@ -65,22 +65,31 @@ export async function relaySerialConsole(configPath: string): Promise<number> {
     return 2;
   }
   const paths = runnerPaths(parsed.config['/Runner'], { configPath, env: process.env, cwd: process.cwd() });
+  // Listen before taking over: a newer session may come at any moment, even during the replay.
+  const session: { socket?: Socket; ended: boolean } = { ended: false };
+  let finish: (code: number) => void = () => undefined;
+  const done = new Promise<number>((resolve) => (finish = resolve));
+  const end = (code: number) => {
+    session.ended = true;
+    session.socket?.destroy();
+    finish(code);
+  };
+  process.on('SIGUSR1', () => process.stdout.write(`\r\n${TAKEN_OVER_MESSAGE}\r\n`, () => end(0)));
   await takeOver(path.join(paths.runtimeDir, SESSION_FILE));
   process.stdout.write(await tail(paths.consoleLog, REPLAY_BYTES));
-  const socket = await connectConsole(paths.consoleSocket);
-  return new Promise<number>((resolve) => {
-    const end = (code: number) => {
-      socket.destroy();
-      resolve(code);
-    };
-    process.on('SIGUSR1', () => {
-      process.stdout.write(`\r\n${TAKEN_OVER_MESSAGE}\r\n`, () => end(0));
-    });
-    // Under the exec API's TTY: bytes as they come, no echo (the guest echoes).
-    if (process.stdin.isTTY) process.stdin.setRawMode(true);
-    socket.pipe(process.stdout, { end: false });
-    process.stdin.pipe(socket);
-    process.stdin.on('end', () => end(0));
-    socket.on('close', () => end(0));
-  });
+  if (session.ended) return done;
+  const connected = await connectConsole(paths.consoleSocket);
+  session.socket = connected;
+  // Taken over while connecting: leave qemu's one client slot to the newcomer.
+  if (session.ended) {
+    connected.destroy();
+    return done;
+  }
+  // Under the exec API's TTY: bytes as they come, no echo (the guest echoes).
+  if (process.stdin.isTTY) process.stdin.setRawMode(true);
+  connected.pipe(process.stdout, { end: false });
+  process.stdin.pipe(connected);
+  process.stdin.on('end', () => end(0));
+  connected.on('close', () => end(0));
+  return done;
 }

@@ -9,6 +9,7 @@ export interface RunnerPaths {
   swtpmSocket: string;
   swtpmStateDir: string;
   consoleSocket: string;
+  /** The serial output; in the data volume, so that it outlives the runner pod. */
   consoleLog: string;
   agentSocket: string;
   guestAgentSocket: string;
@@ -62,7 +63,7 @@ export function runnerPaths(
     swtpmSocket: path.join(runtimeDir, 'swtpm-sock'),
     swtpmStateDir: path.join(dataDir, 'swtpm'),
     consoleSocket: path.join(runtimeDir, 'console.sock'),
-    consoleLog: path.join(runtimeDir, 'console.log'),
+    consoleLog: path.join(dataDir, 'console.log'),
     agentSocket: path.join(runtimeDir, 'org.jdrupes.vmop_agent.0'),
     guestAgentSocket: path.join(runtimeDir, 'org.qemu.guest_agent.0'),
     cloudInitImage: path.join(runtimeDir, 'cloud-init.img'),

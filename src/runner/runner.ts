@@ -44,6 +44,7 @@ import { templateForVm, templateSearchPath } from './template/locate.js';
 import { executableCandidates, flattenArguments } from './template/process-definitions.js';
 import { renderProcessDefinitions } from './template/render.js';
 import { machineUuid } from './uuid.js';
+import { keepSerialLogSmall, runMarker, startRunInSerialLog } from './serial-log.js';
 
 export const EXIT_CLEAN = 0;
 export const EXIT_FAILED = 1;
@@ -116,6 +117,7 @@ export class VmRunner {
   private cdroms?: CdromController;
   private display?: DisplayController;
   private guestAgent?: GuestAgentController;
+  private serialLog?: { close(): void };
   private watch?: FileWatch;
   private startedWithDisplayPassword = false;
   private displayPasswordNeedsRestart = false;
@@ -346,8 +348,9 @@ export class VmRunner {
     if (settings.sysprepDir) await buildSysprepImage(paths.sysprepImage, settings.sysprepDir, searchPath);
 
     this.checkStop();
-    await rm(paths.monitorSocket, { force: true });
     const { executable, args, environment } = processes.qemu;
+    await this.startSerialLog(args);
+    await rm(paths.monitorSocket, { force: true });
     this.logger.info({ executable, args, environment: Object.keys(environment) }, 'starting qemu');
     const qemu = await spawnChild('qemu', executable, args, { logger: this.logger, searchPath, environment });
     this.qemu = qemu;
@@ -364,6 +367,23 @@ export class VmRunner {
     this.qmp = await Promise.race([connecting, qemuGone]);
     this.qmp.on('event', (event: QmpEvent) => this.onEvent(event));
     this.checkStop();
+  }
+
+  /**
+   * Marks the run's start in the serial log and keeps the log small. Trimming in place is safe only
+   * when qemu appends (O_APPEND); a template copied before `logappend=on` makes qemu start the log
+   * afresh each run instead, so it is left alone.
+   */
+  private async startSerialLog(qemuArgs: string[]): Promise<void> {
+    const file = this.paths.consoleLog;
+    if (!qemuArgs.some((arg) => arg.includes('logfile=') && arg.includes('logappend=on'))) {
+      this.logger.warn('the template keeps no appended serial log (logappend=on): it is not trimmed');
+      return;
+    }
+    await startRunInSerialLog(file, runMarker(this.store.snapshot.runId, new Date()));
+    this.serialLog = keepSerialLogSmall(file, (err) =>
+      this.logger.warn({ err }, 'cannot trim the serial log'),
+    );
   }
 
   /** Brings the paused VM to its configured CPUs, RAM and display password, then lets it run. */
@@ -436,6 +456,7 @@ export class VmRunner {
   private async cleanUp(): Promise<void> {
     this.watch?.close();
     this.guestAgent?.close();
+    this.serialLog?.close();
     await this.serial;
     await this.qmp?.close();
     const swtpm = this.swtpm;

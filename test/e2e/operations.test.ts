@@ -9,6 +9,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clusterVms, testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
 import { eventually } from '../support/eventually.js';
+import { RUN_MARKER_PREFIX } from '../../src/runner/serial-log.js';
 
 const run = promisify(execFile);
 const NAMESPACE = 'default';
@@ -100,13 +101,20 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
       expect(after.spec.vm.state).toBe('Running');
     });
 
-    it('Restart: a new runner pod runs the VM', async () => {
+    it('Restart: a new runner pod runs the VM; the serial log of the earlier run stays', async () => {
       const before = await podUid('manual');
+      const earlierRun = (await vms.getVm('manual')).status?.runner?.runId;
       const restarted = await vmopVm('restart', 'manual', '--wait');
       expect(restarted).toMatchObject({ code: 0 });
       expect(restarted.stdout).toMatch(/Completed \(the VM runs again, in a new runner pod/);
       expect(await podUid('manual')).not.toBe(before);
-      await bootedRun('manual');
+      const vm = await bootedRun('manual');
+      await vms.waitForConsole('manual', READY);
+      // The log is in the runner-data volume: the earlier run (three boots) comes before the new one.
+      const whole = await vms.wholeConsoleLog('manual');
+      const newRun = whole.indexOf(`${RUN_MARKER_PREFIX}${vm.status?.runner?.runId} started at `);
+      expect(whole.indexOf(`${RUN_MARKER_PREFIX}${earlierRun} started at `)).toBeGreaterThanOrEqual(0);
+      expect(whole.slice(0, newRun).split(READY).length - 1).toBe(3);
     });
 
     it('the guest powers off: the VM stays off', async () => {

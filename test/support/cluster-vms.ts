@@ -4,7 +4,9 @@ import { execFile } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { expect } from 'vitest';
+import { DATA_DIR } from '../../src/reconcilers/virtual-machine/naming.js';
 import { vmDirectoryName } from '../../src/runner/paths.js';
+import { RUN_MARKER_PREFIX } from '../../src/runner/serial-log.js';
 import { eventually } from './eventually.js';
 
 const run = promisify(execFile);
@@ -102,8 +104,13 @@ export function clusterVms(kubeconfig: string, namespace: string) {
     /** The VM's Events as `reason: message`. */
     eventMessages: async (name: string): Promise<string[]> =>
       (await events(name)).map((e) => `${e.reason}: ${e.message}`),
-    /** The guest's serial console output of the current run, read in its runner pod. */
-    consoleLog: (name: string) => exec(name, ['cat', `${runnerDir(name)}/console.log`]).catch(() => ''),
+    /** The guest's serial console log in its runner pod's data volume: every run that it keeps. */
+    wholeConsoleLog: (name: string) => exec(name, ['cat', `${DATA_DIR}/console.log`]).catch(() => ''),
+    /** The guest's serial console output of the current run (from the run's marker on). */
+    async consoleLog(name: string): Promise<string> {
+      const log = await this.wholeConsoleLog(name);
+      return log.slice(Math.max(0, log.lastIndexOf(RUN_MARKER_PREFIX)));
+    },
     async waitForConsole(name: string, text: string, timeoutMs = 120_000): Promise<void> {
       const deadline = Date.now() + timeoutMs;
       for (;;) {

@@ -19,7 +19,7 @@ import {
 describe('runner: qemu-guest-agent', () => {
   let tmp: string;
   let runner: RunnerProcess | undefined;
-  const consoleLog = () => path.join(tmp, 'run', 'console.log');
+  const consoleLog = () => path.join(tmp, 'data', 'console.log');
 
   beforeEach(async () => {
     tmp = await makeTempDir('runner-agent');

@@ -29,7 +29,7 @@ describe('runner: cloud-init and sysprep from Secret volumes, seen by the guest'
   let secret: ProjectedVolume;
   let config: string;
   let runner: RunnerProcess | undefined;
-  const consoleLog = () => path.join(tmp, 'run', 'console.log');
+  const consoleLog = () => path.join(tmp, 'data', 'console.log');
 
   const boot = async () => {
     await rm(consoleLog(), { force: true });

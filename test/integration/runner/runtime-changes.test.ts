@@ -104,7 +104,7 @@ describe('runner: a running VM follows its config', () => {
       cpus: 1,
       drives: { cd0: { tray: 'closed', medium: 'a.iso' } },
     });
-    await waitForConsoleLog(path.join(tmp, 'run/console.log'), 'VMOP-GUEST-READY');
+    await waitForConsoleLog(path.join(tmp, 'data', 'console.log'), 'VMOP-GUEST-READY');
     guestConsole = await openConsole(
       path.join(tmp, 'run/console.sock'),
       path.join(tmp, 'console-client.log'),

@@ -44,7 +44,7 @@ describe('runner: stopping', () => {
     const volume = await ProjectedVolume.create(path.join(tmp, 'etc'), { 'config.yaml': configYaml(config) });
     runner = await startRunner(volume.file('config.yaml'));
     const booted = await runner.waitForSnapshot((snapshot) => snapshot.booted);
-    await waitForConsoleLog(path.join(tmp, 'run/console.log'), 'VMOP-GUEST-READY');
+    await waitForConsoleLog(path.join(tmp, 'data', 'console.log'), 'VMOP-GUEST-READY');
     const guestConsole = await openConsole(path.join(tmp, 'run/console.sock'), path.join(tmp, 'client.log'));
     try {
       expect(await guestConsole.run('touch /run/vmop-ignore-powerbutton')).toBe(0);
@@ -73,7 +73,7 @@ describe('runner: stopping', () => {
     });
     runner = await startRunner(volume.file('config.yaml'));
     await runner.waitForSnapshot((snapshot) => snapshot.booted);
-    await waitForConsoleLog(path.join(tmp, 'run/console.log'), 'VMOP-GUEST-READY');
+    await waitForConsoleLog(path.join(tmp, 'data', 'console.log'), 'VMOP-GUEST-READY');
     const guestConsole = await openConsole(path.join(tmp, 'run/console.sock'), path.join(tmp, 'client.log'));
     guestConsole.type('poweroff -f');
     expect(await runner.exited).toEqual({ code: 0, signal: null });
@@ -87,7 +87,7 @@ describe('runner: stopping', () => {
     const volume = await ProjectedVolume.create(path.join(tmp, 'etc'), { 'config.yaml': configYaml(config) });
     runner = await startRunner(volume.file('config.yaml'));
     const booted = await runner.waitForSnapshot((snapshot) => snapshot.booted);
-    await waitForConsoleLog(path.join(tmp, 'run/console.log'), 'VMOP-GUEST-READY');
+    await waitForConsoleLog(path.join(tmp, 'data', 'console.log'), 'VMOP-GUEST-READY');
     const guestConsole = await openConsole(path.join(tmp, 'run/console.sock'), path.join(tmp, 'client.log'));
     guestConsole.type('poweroff -f');
     await runner.waitForSnapshot(

@@ -62,7 +62,7 @@ describe('runner: TPM, cloud-init and display password', () => {
     });
     runner = await startRunner(volume.file('config.yaml'));
     await runner.waitForSnapshot((snapshot) => snapshot.booted);
-    await waitForConsoleLog(path.join(runDir(), 'console.log'), 'VMOP-GUEST-READY');
+    await waitForConsoleLog(path.join(tmp, 'data', 'console.log'), 'VMOP-GUEST-READY');
     guestConsole = await openConsole(path.join(runDir(), 'console.sock'), path.join(tmp, 'client.log'));
     swtpmPids = await pidsWithArgument(`dir=${path.join(tmp, 'data', 'swtpm')}`);
   });

@@ -50,6 +50,12 @@ const valuesOf = (argv: string[], option: string) =>
   argv.flatMap((arg, index) => (arg === option ? [argv[index + 1]!] : []));
 
 describe.each(['standard-vm.liquid', 'test-guest.liquid'])('template %s', (template) => {
+  it('keeps the serial log in the data directory, appended to (so that the runner may trim it)', async () => {
+    const chardevs = valuesOf((await render(template, settingsFor({}))).qemu, '-chardev');
+    const serial = chardevs.find((chardev) => chardev.startsWith('socket,id=console,'));
+    expect(serial).toContain(',logfile=/var/lib/vm/console.log,logappend=on');
+  });
+
   it('names its accelerator: KVM for the standard VM type, TCG only where the template says so', async () => {
     const { qemu } = await render(template, settingsFor({}));
     expect(valuesOf(qemu, '-accel')).toEqual([template === 'test-guest.liquid' ? 'tcg' : 'kvm']);

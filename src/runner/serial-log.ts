@@ -1,0 +1,67 @@
+// The guest's serial output, kept by qemu (chardev `logfile`, `logappend=on`) in the runner's data
+// volume so that it outlives a runner pod. The runner marks where each run begins and keeps the
+// file small: the data volume is 1Mi and also holds the firmware variables and the TPM state.
+import { appendFile, open, stat } from 'node:fs/promises';
+
+/** Above this size the log is cut back to its last KEEP bytes. */
+export const SERIAL_LOG_LIMIT_BYTES = 128 * 1024;
+export const SERIAL_LOG_KEEP_BYTES = 64 * 1024;
+/** How often the runner looks at the size (a guest writes at most a few 100 KB/s to a serial port). */
+export const SERIAL_LOG_CHECK_MS = 5_000;
+
+export const RUN_MARKER_PREFIX = '[vmop: run ';
+
+/** The line that opens a run's output; `vmop vm console` replays it with the output. */
+export function runMarker(runId: string, startedAt: Date): string {
+  return `${RUN_MARKER_PREFIX}${runId} started at ${startedAt.toISOString()}]`;
+}
+
+/**
+ * Cuts the log back to its last `keep` bytes (from a line start) when it is larger than `limit`.
+ * The cut is made in place, because qemu keeps the file open: it writes with O_APPEND, so its next
+ * write lands at the new end. What qemu writes during the cut itself (a few milliseconds) is lost,
+ * as with logrotate's copytruncate.
+ */
+export async function trimSerialLog(
+  file: string,
+  limit = SERIAL_LOG_LIMIT_BYTES,
+  keep = SERIAL_LOG_KEEP_BYTES,
+): Promise<boolean> {
+  const size = await stat(file).then(
+    (s) => s.size,
+    () => 0,
+  );
+  if (size <= limit) return false;
+  const handle = await open(file, 'r+');
+  try {
+    const tail = Buffer.alloc(keep);
+    const { bytesRead } = await handle.read(tail, 0, keep, size - keep);
+    const newline = tail.subarray(0, bytesRead).indexOf('\n');
+    const kept = newline >= 0 ? tail.subarray(newline + 1, bytesRead) : tail.subarray(0, bytesRead);
+    await handle.write(kept, 0, kept.length, 0);
+    await handle.truncate(kept.length);
+  } finally {
+    await handle.close();
+  }
+  return true;
+}
+
+/** Opens a run's part of the log: trimmed first, then the marker on a line of its own. */
+export async function startRunInSerialLog(file: string, marker: string): Promise<void> {
+  await trimSerialLog(file);
+  await appendFile(file, `\r\n${marker}\r\n`);
+}
+
+/** Trims the log every SERIAL_LOG_CHECK_MS while the VM runs; close() ends it. */
+export function keepSerialLogSmall(file: string, onError: (err: unknown) => void): { close(): void } {
+  let busy = false;
+  const timer = setInterval(() => {
+    if (busy) return;
+    busy = true;
+    trimSerialLog(file)
+      .catch(onError)
+      .finally(() => (busy = false));
+  }, SERIAL_LOG_CHECK_MS);
+  timer.unref();
+  return { close: () => clearInterval(timer) };
+}

@@ -1,0 +1,94 @@
+// The serial log with real qemu: kept in the data directory (the runner-data volume in a pod),
+// cut back while qemu writes to it, and still there, with a new run's marker, after the runner
+// process is replaced.
+import { readFile, rm, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { RunnerConfigInput } from '../../../src/api/runner-config.js';
+import { RUN_MARKER_PREFIX, SERIAL_LOG_LIMIT_BYTES } from '../../../src/runner/serial-log.js';
+import { eventually } from '../../support/eventually.js';
+import {
+  configYaml,
+  makeImageRepository,
+  makeTempDir,
+  openConsole,
+  ProjectedVolume,
+  startRunner,
+  waitForConsoleLog,
+  type RunnerProcess,
+} from './harness.js';
+
+const LINES = 30_000; // about 170 KB of output, more than the limit
+
+describe('runner: the serial log', () => {
+  let tmp: string;
+  let runner: RunnerProcess | undefined;
+  const logFile = () => path.join(tmp, 'data', 'console.log');
+  const markers = (log: string) => log.split(RUN_MARKER_PREFIX).length - 1;
+
+  beforeEach(async () => {
+    tmp = await makeTempDir('runner-serial-log');
+  });
+  afterEach(async () => {
+    await runner?.stop();
+    runner = undefined;
+    await rm(tmp, { recursive: true, force: true });
+  });
+
+  const start = async () => {
+    const config: RunnerConfigInput = {
+      '/Runner': {
+        dataDir: path.join(tmp, 'data'),
+        runtimeDir: path.join(tmp, 'run'),
+        template: 'test-guest.liquid',
+        imageRepository: await makeImageRepository(path.join(tmp, 'images')),
+        vm: { name: 'serial', maximumRam: '256Mi', powerdownTimeout: 30 },
+      },
+    };
+    const volume = await ProjectedVolume.create(path.join(tmp, 'etc'), { 'config.yaml': configYaml(config) });
+    runner = await startRunner(volume.file('config.yaml'));
+    return runner.waitForSnapshot((snapshot) => snapshot.phase === 'booting' || snapshot.phase === 'running');
+  };
+
+  it('is cut back to its limit while the guest writes, and outlives the runner', async () => {
+    const first = await start();
+    await waitForConsoleLog(logFile(), 'VMOP-GUEST-READY');
+    expect(await readFile(logFile(), 'utf8')).toContain(`${RUN_MARKER_PREFIX}${first.runId} started at `);
+
+    const guestConsole = await openConsole(
+      path.join(tmp, 'run', 'console.sock'),
+      path.join(tmp, 'client.log'),
+    );
+    try {
+      expect(await guestConsole.run(`seq 1 ${LINES}`)).toBe(0);
+    } finally {
+      guestConsole.close();
+    }
+    // The runner looks every few seconds; until then the file may be larger.
+    const trimmed = await eventually(async () => {
+      const log = await readFile(logFile(), 'utf8');
+      expect(log).toMatch(new RegExp(`\\n${LINES}\\r?\\n`));
+      expect((await stat(logFile())).size).toBeLessThanOrEqual(SERIAL_LOG_LIMIT_BYTES);
+      return log;
+    }, 60_000);
+    expect(trimmed).not.toContain('\0'); // qemu appends: no hole where the cut-away part was
+    expect(trimmed).not.toContain(RUN_MARKER_PREFIX); // the run's start was cut away with the rest
+    const [firstLine, secondLine] = trimmed.split('\n');
+    expect(firstLine).toMatch(/^\d+\r?$/); // cut at a line start
+    expect(Number(secondLine)).toBe(Number(firstLine) + 1);
+
+    runner!.kill('SIGTERM');
+    expect(await runner!.exited).toMatchObject({ code: 0 });
+    runner = undefined;
+
+    const second = await start();
+    expect(second.runId).not.toBe(first.runId);
+    await eventually(async () => {
+      const log = await readFile(logFile(), 'utf8');
+      const secondRun = log.indexOf(`${RUN_MARKER_PREFIX}${second.runId} started at `);
+      expect(secondRun).toBeGreaterThan(log.indexOf(`\n${LINES}`)); // the first run's output stays, before it
+      expect(log.slice(secondRun)).toContain('VMOP-GUEST-READY');
+      expect(markers(log)).toBe(1);
+    }, 120_000);
+  });
+});
