@@ -28,6 +28,7 @@ describe('runner: the serial log', () => {
 
   beforeEach(async () => {
     tmp = await makeTempDir('runner-serial-log');
+    configFile = undefined;
   });
   afterEach(async () => {
     await runner?.stop();
@@ -35,18 +36,24 @@ describe('runner: the serial log', () => {
     await rm(tmp, { recursive: true, force: true });
   });
 
+  let configFile: string | undefined;
   const start = async () => {
-    const config: RunnerConfigInput = {
-      '/Runner': {
-        dataDir: path.join(tmp, 'data'),
-        runtimeDir: path.join(tmp, 'run'),
-        template: 'test-guest.liquid',
-        imageRepository: await makeImageRepository(path.join(tmp, 'images')),
-        vm: { name: 'serial', maximumRam: '256Mi', powerdownTimeout: 30 },
-      },
-    };
-    const volume = await ProjectedVolume.create(path.join(tmp, 'etc'), { 'config.yaml': configYaml(config) });
-    runner = await startRunner(volume.file('config.yaml'));
+    if (!configFile) {
+      const config: RunnerConfigInput = {
+        '/Runner': {
+          dataDir: path.join(tmp, 'data'),
+          runtimeDir: path.join(tmp, 'run'),
+          template: 'test-guest.liquid',
+          imageRepository: await makeImageRepository(path.join(tmp, 'images')),
+          vm: { name: 'serial', maximumRam: '256Mi', network: [{ type: 'user' }], powerdownTimeout: 30 },
+        },
+      };
+      const volume = await ProjectedVolume.create(path.join(tmp, 'etc'), {
+        'config.yaml': configYaml(config),
+      });
+      configFile = volume.file('config.yaml');
+    }
+    runner = await startRunner(configFile);
     return runner.waitForSnapshot((snapshot) => snapshot.phase === 'booting' || snapshot.phase === 'running');
   };
 
