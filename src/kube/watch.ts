@@ -24,6 +24,8 @@ export interface WatchSpec<T extends KubernetesObject> {
 }
 
 export interface WatchHandlers<T> {
+  /** Called first for every object put in the cache; may drop what nobody reads (it changes the cached object). */
+  trim?(object: T): void;
   /** Added or changed. */
   upsert?(object: T): void;
   deleted?(object: T): void;
@@ -34,6 +36,8 @@ export interface ObjectWatch<T> {
   start(): Promise<void>;
   stop(): Promise<void>;
   get(name: string, namespace?: string): T | undefined;
+  /** The cached objects, of one namespace or of all. */
+  list(namespace?: string): readonly T[];
 }
 
 export function watchObjects<T extends KubernetesObject>(
@@ -50,6 +54,10 @@ export function watchObjects<T extends KubernetesObject>(
     spec.labelSelector,
     spec.fieldSelector,
   );
+  if (handlers.trim) {
+    informer.on('add', handlers.trim);
+    informer.on('update', handlers.trim);
+  }
   if (handlers.upsert) {
     informer.on('add', handlers.upsert);
     informer.on('update', handlers.upsert);
@@ -95,5 +103,6 @@ export function watchObjects<T extends KubernetesObject>(
       await informer.stop();
     },
     get: (name, namespace) => informer.get(name, namespace),
+    list: (namespace) => informer.list(namespace),
   };
 }

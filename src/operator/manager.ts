@@ -1,10 +1,9 @@
 // The manager process: watches → keyed work queue → reconcilers (of VMs and their operations). Any number of replicas may run
 // against one queue; the queue keeps each key to one handler at a time, so no leader election.
-import { KubernetesObjectApi } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { z } from 'zod';
-import { API_VERSION, KIND } from '../api/virtual-machine.js';
+import { KIND } from '../api/virtual-machine.js';
 import { makeKubeClients, readableApiError } from '../kube/clients.js';
 import { loadKubeConfig } from '../kube/config.js';
 import { TerminalError, openWorkQueue, startWorkers, type KeyHandler } from '../queue/index.js';
@@ -17,7 +16,8 @@ import { OPERATION_KIND, operationKey } from '../api/virtual-machine-operation.j
 import { createLogger } from '../util/logger.js';
 import { serveHttpEndpoints } from './http-endpoints.js';
 import { snapshotReader } from './snapshots.js';
-import { createWatchEdge } from './watch-edge.js';
+import { generationMarks } from './generation-marks.js';
+import { createWatchEdge, type WatchEventSummary } from './watch-edge.js';
 
 export const DEFAULT_RUNNER_IMAGE = 'ghcr.io/vmop/vmop-runner:latest';
 
@@ -82,8 +82,21 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     logger.warn("no --runner-redis-url: runners publish with the manager's own Redis credential");
   }
   const clients = makeKubeClients(kubeConfig);
+  const queue = openWorkQueue({ redisUrl: options.redisUrl });
+  const marks = generationMarks(redis);
+  // A VM's spec change raises its mark before its key is enqueued, so no replica acts on an older spec.
+  const enqueue = async (key: string, event: WatchEventSummary) => {
+    if (event.kind === KIND && event.uid && key.startsWith('vm:')) {
+      if (event.type === 'deleted') await marks.forget(key, event.uid);
+      else if (event.generation) await marks.raise(key, event.uid, event.generation);
+    }
+    await queue.add(key, { event });
+  };
+  const watches = createWatchEdge(kubeConfig, namespaces, enqueue, logger);
   const reconcileVm = createVmReconciler({
     clients,
+    cache: watches.cache,
+    newestGeneration: (key, uid) => marks.newest(key, uid),
     readSnapshot: snapshotReader(redis, logger),
     defaultRunnerImage: {
       image: options.runnerImage,
@@ -95,7 +108,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     configNudge: options.configNudge,
     logger,
   });
-  const reconcileOperation = createOperationReconciler({ clients, logger });
+  const reconcileOperation = createOperationReconciler({ clients, cache: watches.cache, logger });
   const handler: KeyHandler = async (key, { attempt }) => {
     const reconcile = key.startsWith('vm:')
       ? reconcileVm
@@ -113,18 +126,13 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     }
   };
 
-  const queue = openWorkQueue({ redisUrl: options.redisUrl });
-  const objects = KubernetesObjectApi.makeApiClient(kubeConfig);
   const enqueueAll = async () => {
-    const list = (kind: string, key: (namespace: string, name: string) => string) =>
-      Promise.all(
-        (namespaces ?? [undefined]).map(async (namespace) =>
-          (await objects.list(API_VERSION, kind, namespace)).items.map((item) =>
-            key(item.metadata!.namespace!, item.metadata!.name!),
-          ),
-        ),
-      );
-    const keys = [...(await list(KIND, vmKey)), ...(await list(OPERATION_KIND, operationKey))].flat();
+    const list = (
+      kind: typeof KIND | typeof OPERATION_KIND,
+      key: (namespace: string, name: string) => string,
+    ) =>
+      watches.cache.list(kind, undefined).map((item) => key(item.metadata!.namespace!, item.metadata!.name!));
+    const keys = [...list(KIND, vmKey), ...list(OPERATION_KIND, operationKey)];
     await queue.addMany(keys, { event: { type: 'RESYNC' } });
     logger.info({ keys: keys.length }, 'resync enqueued all VMs and operations');
   };
@@ -132,6 +140,8 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
   // Served first: a manager waiting for Redis (or the apiserver) is alive, just not ready.
   let ready = false;
   const endpoints = await serveHttpEndpoints(options.metricsPort, options.metricsHost, registry, () => ready);
+  // The caches first: a reconcile on an empty cache would find nothing to do.
+  await watches.start();
   const workers = await startWorkers({
     redisUrl: options.redisUrl,
     handler,
@@ -143,8 +153,6 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     metrics: registry,
   });
 
-  const watches = createWatchEdge(kubeConfig, namespaces, (key, event) => queue.add(key, { event }), logger);
-  await watches.start();
   ready = true;
   logger.info({ namespaces: namespaces ?? 'all', metricsPort: endpoints.port }, 'manager started');
 

@@ -1,5 +1,14 @@
-// The watch edge: turns every change of a VirtualMachine, or of an object that belongs to one,
-// into the VM's work-queue key. Payloads are summaries for inspection; reconcilers re-read state.
+// The watch edge: one informer per kind (VirtualMachines, their operations, and by label the
+// objects that belong to VMs) whose caches reconciles read instead of the apiserver, and whose
+// changes become the VM's work-queue key.
+//
+// Why reading a cache is safe: a cache lags the apiserver only by the watch's delay, and every
+// replica enqueues the key again once its own watch has the change, so some reconcile always runs
+// on the newest state. Until then, a stale read must not do harm: a status write carries the VM's
+// resourceVersion (a stale one is refused, and the key retried), the run-policy stop does too, and
+// a replica whose cached VM is older than a spec change some replica has seen waits for its cache
+// before it applies anything (the generation marks, see generation-marks.ts). Owned objects are
+// written by server-side apply, so a write from a stale cache can only restore what the spec said.
 import {
   KubernetesObjectApi,
   type KubeConfig,
@@ -8,8 +17,10 @@ import {
 } from '@kubernetes/client-node';
 import { GROUP, KIND, PLURAL, VERSION } from '../api/virtual-machine.js';
 import { OPERATION_KIND, OPERATION_PLURAL, operationKey } from '../api/virtual-machine-operation.js';
+import { hasLabels, trimForCache, type CachedKind, type ObjectCache } from '../kube/object-cache.js';
 import {
   APP_NAME,
+  IMAGE_REPOSITORY_CLAIM,
   LABEL_INSTANCE,
   LABEL_MANAGED_BY,
   LABEL_NAME,
@@ -17,7 +28,7 @@ import {
   OPERATION_ANNOTATION,
   vmKey,
 } from '../reconcilers/virtual-machine/naming.js';
-import { watchObjects } from '../kube/watch.js';
+import { watchObjects, type ObjectWatch } from '../kube/watch.js';
 import type { Logger } from '../util/logger.js';
 
 /** What caused a key to be enqueued, kept in the job for inspection only. */
@@ -26,6 +37,9 @@ export interface WatchEventSummary {
   kind: string;
   name: string;
   resourceVersion?: string;
+  /** A VM's, for the generation marks. */
+  uid?: string;
+  generation?: number;
 }
 
 export type KeySink = (key: string, event: WatchEventSummary) => Promise<void>;
@@ -34,6 +48,7 @@ export interface WatchEdge {
   /** Resolves when every watch has listed its objects once. */
   start(): Promise<void>;
   stop(): Promise<void>;
+  cache: ObjectCache;
 }
 
 const OWNED = `${LABEL_NAME}=${APP_NAME},${LABEL_MANAGED_BY}=${MANAGED_BY}`;
@@ -42,53 +57,96 @@ const VM_SECRETS = `${LABEL_NAME}=${APP_NAME}`;
 
 /**
  * The keys an object's change concerns: a VM's (and its operation's in flight, which waits for
- * the VM's status), an operation's, or that of the VM an owned object belongs to.
+ * the VM's status), an operation's, or that of the VM an owned object belongs to. `vmUnchanged`:
+ * the change is to the VM's status alone (vmop's own write, as a rule), which no VM reconcile
+ * needs to see.
  */
-export function keysOfObject(object: KubernetesObject): string[] {
+export function keysOfObject(object: KubernetesObject, vmUnchanged = false): string[] {
   const { metadata } = object;
   const namespace = metadata?.namespace;
   if (!namespace || !metadata?.name) return [];
   if (object.kind === OPERATION_KIND) return [operationKey(namespace, metadata.name)];
   if (object.kind === KIND) {
     const operation = metadata.annotations?.[OPERATION_ANNOTATION];
-    return [vmKey(namespace, metadata.name), ...(operation ? [operationKey(namespace, operation)] : [])];
+    return [
+      ...(vmUnchanged ? [] : [vmKey(namespace, metadata.name)]),
+      ...(operation ? [operationKey(namespace, operation)] : []),
+    ];
   }
   const labels = metadata.labels ?? {};
   const instance = labels[LABEL_INSTANCE];
   return labels[LABEL_NAME] === APP_NAME && instance ? [vmKey(namespace, instance)] : [];
 }
 
+/** What a VM reconcile reads of a VM besides its status; the same fingerprint means no new work. */
+export function vmFingerprint(object: KubernetesObject & { spec?: unknown }): string {
+  const { metadata } = object;
+  return JSON.stringify([
+    metadata?.generation,
+    metadata?.labels,
+    metadata?.annotations,
+    metadata?.deletionTimestamp,
+    metadata?.finalizers,
+  ]);
+}
+
 /** What is watched: the VMs and their operations, and by label the objects that belong to VMs. */
-const WATCHED = [
+const WATCHED: Array<{
+  apiVersion: string;
+  kind: CachedKind;
+  plural: string;
+  labelSelector?: string;
+  fieldSelector?: string;
+}> = [
   { apiVersion: `${GROUP}/${VERSION}`, kind: KIND, plural: PLURAL },
   { apiVersion: `${GROUP}/${VERSION}`, kind: OPERATION_KIND, plural: OPERATION_PLURAL },
   { apiVersion: 'apps/v1', kind: 'StatefulSet', plural: 'statefulsets', labelSelector: OWNED },
   { apiVersion: 'v1', kind: 'ConfigMap', plural: 'configmaps', labelSelector: OWNED },
   { apiVersion: 'v1', kind: 'Pod', plural: 'pods', labelSelector: OWNED },
   { apiVersion: 'v1', kind: 'Secret', plural: 'secrets', labelSelector: VM_SECRETS },
+  { apiVersion: 'v1', kind: 'Service', plural: 'services', labelSelector: OWNED },
+  { apiVersion: 'v1', kind: 'ServiceAccount', plural: 'serviceaccounts', labelSelector: OWNED },
+  {
+    apiVersion: 'v1',
+    kind: 'PersistentVolumeClaim',
+    plural: 'persistentvolumeclaims',
+    fieldSelector: `metadata.name=${IMAGE_REPOSITORY_CLAIM}`,
+  },
 ];
 
 interface WatchSpec {
-  kind: string;
+  kind: CachedKind;
   path: string;
   labelSelector?: string;
+  fieldSelector?: string;
   list: () => Promise<KubernetesListObject<KubernetesObject>>;
 }
 
 function watchSpecs(objects: KubernetesObjectApi, namespace: string | undefined): WatchSpec[] {
-  return WATCHED.map(({ apiVersion, kind, plural, labelSelector }) => ({
+  return WATCHED.map(({ apiVersion, kind, plural, labelSelector, fieldSelector }) => ({
     kind,
     path: `${apiVersion.includes('/') ? '/apis' : '/api'}/${apiVersion}${namespace ? `/namespaces/${namespace}` : ''}/${plural}`,
     labelSelector,
+    fieldSelector,
     // Without a namespace, list covers all namespaces.
     list: () =>
-      objects.list(apiVersion, kind, namespace, undefined, undefined, undefined, undefined, labelSelector),
+      objects.list(
+        apiVersion,
+        kind,
+        namespace,
+        undefined,
+        undefined,
+        undefined,
+        fieldSelector,
+        labelSelector,
+      ),
   }));
 }
 
 /**
- * Watches VMs, their operations and, by label, the objects that belong to them (StatefulSets, ConfigMaps, Pods,
- * display and runner Secrets) in the given namespaces (all when undefined): list, then watch from that
+ * Watches VMs, their operations and, by label, the objects that belong to them (StatefulSets,
+ * ConfigMaps, Pods, Services, display and runner Secrets, the runner ServiceAccount) and the image
+ * repository claim, in the given namespaces (all when undefined): list, then watch from that
  * resourceVersion. A watch that fails (the apiserver restarting, 429s under load) is restarted
  * with backoff, never ending the process.
  */
@@ -100,15 +158,29 @@ export function createWatchEdge(
 ): WatchEdge {
   const objects = KubernetesObjectApi.makeApiClient(kubeConfig);
   const specs = (namespaces ?? [undefined]).flatMap((namespace) => watchSpecs(objects, namespace));
+  /** The last fingerprint of each VM (by uid): a status-only change enqueues no VM reconcile. */
+  const vmFingerprints = new Map<string, string>();
   const forward = (spec: WatchSpec, type: WatchEventSummary['type']) => (object: KubernetesObject) => {
-    const keys = keysOfObject({ ...object, kind: spec.kind }); // list items carry no kind
+    const typed = { ...object, kind: spec.kind }; // list items carry no kind
+    const { name, uid, generation, resourceVersion } = object.metadata!;
+    let vmUnchanged = false;
+    if (spec.kind === KIND && uid) {
+      if (type === 'deleted') {
+        vmFingerprints.delete(uid);
+      } else {
+        const fingerprint = vmFingerprint(object);
+        vmUnchanged = vmFingerprints.get(uid) === fingerprint;
+        vmFingerprints.set(uid, fingerprint);
+      }
+    }
     const event = {
       type,
       kind: spec.kind,
-      name: object.metadata!.name!,
-      resourceVersion: object.metadata?.resourceVersion,
+      name: name!,
+      resourceVersion,
+      ...(spec.kind === KIND && { uid, generation }),
     };
-    for (const key of keys) {
+    for (const key of keysOfObject(typed, vmUnchanged)) {
       // A lost add is recovered by the resync that follows a Redis reconnect.
       sink(key, event).catch((err: unknown) => logger.warn({ err, key }, 'could not enqueue a watch event'));
     }
@@ -118,11 +190,33 @@ export function createWatchEdge(
     watch: watchObjects(
       kubeConfig,
       spec,
-      { upsert: forward(spec, 'changed'), deleted: forward(spec, 'deleted') },
+      { trim: trimForCache, upsert: forward(spec, 'changed'), deleted: forward(spec, 'deleted') },
       logger,
     ),
   }));
+  const watchesOf = new Map<CachedKind, ObjectWatch<KubernetesObject>[]>();
+  for (const { spec, watch } of watches)
+    watchesOf.set(spec.kind, [...(watchesOf.get(spec.kind) ?? []), watch]);
+  const cache: ObjectCache = {
+    get<T extends KubernetesObject>(kind: CachedKind, namespace: string, name: string) {
+      for (const watch of watchesOf.get(kind) ?? []) {
+        const found = watch.get(name, namespace);
+        if (found) return found as T;
+      }
+      return undefined;
+    },
+    list<T extends KubernetesObject>(
+      kind: CachedKind,
+      namespace: string | undefined,
+      labels: Record<string, string> = {},
+    ) {
+      return (watchesOf.get(kind) ?? []).flatMap(
+        (watch) => watch.list(namespace).filter((object) => hasLabels(object, labels)) as T[],
+      );
+    },
+  };
   return {
+    cache,
     async start() {
       await Promise.all(
         watches.map(async ({ spec, watch }) => {

@@ -1,7 +1,7 @@
 // Kubernetes Events on vmop's objects, counted in one series per (object, type, reason, message).
 import { PatchStrategy, setHeaderOptions, type V1ObjectReference } from '@kubernetes/client-node';
 import { createHash } from 'node:crypto';
-import { readOptional, type KubeClients } from '../kube/clients.js';
+import { isConflict, type KubeClients } from '../kube/clients.js';
 import type { Logger } from '../util/logger.js';
 import { FIELD_MANAGER } from './virtual-machine/naming.js';
 
@@ -35,28 +35,31 @@ export function eventRecorder(clients: KubeClients, logger: Logger, now: () => D
       .slice(0, 16);
     const name = `${object.name}.${series}`;
     const count = event.count ?? 1;
-    const existing = await readOptional(() => clients.core.readNamespacedEvent({ name, namespace }));
-    if (existing) {
-      await clients.core.patchNamespacedEvent(
-        { name, namespace, body: { count: (existing.count ?? 1) + count, lastTimestamp: time } },
-        mergePatch,
-      );
+    try {
+      await clients.core.createNamespacedEvent({
+        namespace,
+        body: {
+          metadata: { name, namespace },
+          involvedObject: object,
+          type: event.type,
+          reason: event.reason,
+          message: event.message,
+          source: { component: FIELD_MANAGER },
+          firstTimestamp: time,
+          lastTimestamp: time,
+          count,
+        },
+      });
       return;
+    } catch (err) {
+      if (!isConflict(err)) throw err;
     }
-    await clients.core.createNamespacedEvent({
-      namespace,
-      body: {
-        metadata: { name, namespace },
-        involvedObject: object,
-        type: event.type,
-        reason: event.reason,
-        message: event.message,
-        source: { component: FIELD_MANAGER },
-        firstTimestamp: time,
-        lastTimestamp: time,
-        count,
-      },
-    });
+    // A repeat (rarer than a first Event, so it pays the read): counted in the existing series.
+    const existing = await clients.core.readNamespacedEvent({ name, namespace });
+    await clients.core.patchNamespacedEvent(
+      { name, namespace, body: { count: (existing.count ?? 1) + count, lastTimestamp: time } },
+      mergePatch,
+    );
   }
   return (object, event) =>
     write(object, event).catch((err: unknown) =>

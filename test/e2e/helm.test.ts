@@ -164,9 +164,12 @@ describe('the Helm chart on a real node', () => {
       ['create', 'virtualmachineoperations.vmoperator.jdrupes.org'],
       ['patch', 'virtualmachineoperations.vmoperator.jdrupes.org/status'],
       ['create', 'serviceaccounts'],
+      ['watch', 'serviceaccounts'],
       ['create', 'services'],
       ['delete', 'services'],
+      ['watch', 'services'],
       ['get', 'persistentvolumeclaims'],
+      ['watch', 'persistentvolumeclaims'],
       ['create', 'events'],
       ['patch', 'events'],
     ];

@@ -67,7 +67,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 # LoadBalancer Services of VMs' SPICE ports (loadBalancerService)
 - apiGroups: [""]
   resources: [services]
-  verbs: [get, create, patch, delete]
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [""]
   resources: [pods]
   # delete: Restart and Stop --force operations end the runner pod (the StatefulSet makes a new one).
@@ -78,10 +78,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   verbs: [create]
 - apiGroups: [""]
   resources: [serviceaccounts]
-  verbs: [get, create, patch]
+  verbs: [get, list, watch, create, patch]
 - apiGroups: [""]
   resources: [persistentvolumeclaims]
-  verbs: [get]
+  verbs: [get, list, watch]
 - apiGroups: [""]
   resources: [events]
   # get and patch: a repeated Event is counted in one series instead of being created again.

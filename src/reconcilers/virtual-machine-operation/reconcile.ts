@@ -1,6 +1,7 @@
 // The idempotent reconcile of one VirtualMachineOperation key: check, signal the VM once, then
 // read the outcome from the VM's status; finished operations are cleaned up.
-import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { PatchStrategy, setHeaderOptions, type KubernetesObject, type V1Pod } from '@kubernetes/client-node';
+import type { ObjectCache } from '../../kube/object-cache.js';
 import {
   KEEP_FINISHED,
   OPERATION_VM_LABEL,
@@ -11,6 +12,7 @@ import {
   type Outcome,
 } from './operations.js';
 import {
+  OPERATION_KIND,
   VirtualMachineOperation,
   operationApiRef,
   isFinished,
@@ -18,7 +20,7 @@ import {
   type OperationPhase,
   type OperationStatus,
 } from '../../api/virtual-machine-operation.js';
-import { VirtualMachine, type Condition } from '../../api/virtual-machine.js';
+import { KIND, VirtualMachine, type Condition } from '../../api/virtual-machine.js';
 import {
   deletePodByUid,
   isConflict,
@@ -40,6 +42,8 @@ import {
 
 export interface OperationReconcilerOptions {
   clients: KubeClients;
+  /** The watches' caches (see watch-edge.ts). */
+  cache: ObjectCache;
   logger: Logger;
   now?: () => Date;
 }
@@ -48,15 +52,25 @@ const startsAfresh = (op: VirtualMachineOperation) => op.spec.type === 'Start' |
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
 export function createOperationReconciler(options: OperationReconcilerOptions) {
-  const { clients, logger } = options;
+  const { clients, cache, logger } = options;
   const now = options.now ?? (() => new Date());
   const record = eventRecorder(clients, logger, now);
 
-  async function readOperation(namespace: string, name: string) {
-    const raw = await readOptional(() =>
-      clients.customObjects.getNamespacedCustomObject(operationApiRef(namespace, name)),
-    );
+  /** The cached operation (a copy); not cached: gone, or its watch event is still to come. */
+  function readOperation(namespace: string, name: string) {
+    const raw = cache.get(OPERATION_KIND, namespace, name);
     return raw && VirtualMachineOperation.parse(raw);
+  }
+
+  /**
+   * The VM: cached, or read when the cache has none, so that an operation made with its VM in one
+   * apply is not failed with VirtualMachineNotFound before the VM's watch event came.
+   */
+  async function readVm(namespace: string, name: string): Promise<KubernetesObject | undefined> {
+    return (
+      cache.get(KIND, namespace, name) ??
+      (await readOptional(() => clients.customObjects.getNamespacedCustomObject(vmApiRef(namespace, name))))
+    );
   }
 
   async function writeStatus(op: VirtualMachineOperation, status: OperationStatus): Promise<void> {
@@ -130,11 +144,8 @@ export function createOperationReconciler(options: OperationReconcilerOptions) {
   /** Keeps the newest KEEP_FINISHED.count finished operations of the VM. */
   async function removeOldOperations(vm: VirtualMachine): Promise<void> {
     const namespace = vm.metadata.namespace!;
-    const list = (await clients.customObjects.listNamespacedCustomObject({
-      ...operationApiRef(namespace),
-      labelSelector: `${OPERATION_VM_LABEL}=${vm.metadata.name}`,
-    })) as { items: unknown[] };
-    const finished = list.items
+    const finished = cache
+      .list(OPERATION_KIND, namespace, { [OPERATION_VM_LABEL]: vm.metadata.name })
       .map((item) => VirtualMachineOperation.safeParse(item))
       .flatMap((parsed) => (parsed.success && isFinished(parsed.data) ? [parsed.data] : []))
       .sort((a, b) => (b.status?.completedAt ?? '').localeCompare(a.status?.completedAt ?? ''));
@@ -196,9 +207,7 @@ export function createOperationReconciler(options: OperationReconcilerOptions) {
   /** Tells the VM: its state, the in-flight annotation and a reset request, in one guarded write. */
   async function signal(op: VirtualMachineOperation, vm: VirtualMachine): Promise<void> {
     const { state, reset } = signalFor(op, vm);
-    const pod = await readOptional(() =>
-      clients.core.readNamespacedPod({ name: `${vm.metadata.name}-0`, namespace: vm.metadata.namespace! }),
-    );
+    const pod = cache.get<V1Pod>('Pod', vm.metadata.namespace!, `${vm.metadata.name}-0`);
     await clients.customObjects.patchNamespacedCustomObject(
       {
         ...vmApiRef(vm.metadata.namespace!, vm.metadata.name),
@@ -244,7 +253,7 @@ export function createOperationReconciler(options: OperationReconcilerOptions) {
 
   return async function reconcileOperation(key: string): Promise<HandlerResult> {
     const { namespace, name } = parseOperationKey(key);
-    const op = await readOperation(namespace, name);
+    const op = readOperation(namespace, name);
     if (!op || op.metadata.deletionTimestamp) return;
     if (isFinished(op)) {
       const age = now().getTime() - new Date(op.status?.completedAt ?? 0).getTime();
@@ -252,9 +261,7 @@ export function createOperationReconciler(options: OperationReconcilerOptions) {
       await deleteOperation(namespace, name);
       return;
     }
-    const vmRaw = await readOptional(() =>
-      clients.customObjects.getNamespacedCustomObject(vmApiRef(namespace, op.spec.virtualMachineName)),
-    );
+    const vmRaw = await readVm(namespace, op.spec.virtualMachineName);
     if (!vmRaw) {
       return finish(op, undefined, 'Failed', {
         reason: 'VirtualMachineNotFound',
@@ -272,7 +279,7 @@ export function createOperationReconciler(options: OperationReconcilerOptions) {
       return finish(op, vm, outcome.reason === 'OperationCompleted' ? 'Completed' : 'Failed', outcome);
     }
     if (holder && holder !== name) {
-      const active = await readOperation(namespace, holder);
+      const active = readOperation(namespace, holder);
       if (active && !isFinished(active)) {
         if (!supersedes(active, op)) {
           return finish(op, vm, 'Failed', {

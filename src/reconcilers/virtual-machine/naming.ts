@@ -44,9 +44,15 @@ export function vmLabels(vmName: string): Record<string, string> {
   return { [LABEL_NAME]: APP_NAME, [LABEL_INSTANCE]: vmName, [LABEL_MANAGED_BY]: MANAGED_BY };
 }
 
-/** Selects a VM's display-password Secret (its name is the user's choice). */
+/** The labels that make a Secret a VM's display-password Secret (its name is the user's choice). */
+export function displaySecretLabels(vmName: string): Record<string, string> {
+  return { [LABEL_NAME]: APP_NAME, [LABEL_COMPONENT]: 'display-secret', [LABEL_INSTANCE]: vmName };
+}
+
 export function displaySecretSelector(vmName: string): string {
-  return `${LABEL_NAME}=${APP_NAME},${LABEL_COMPONENT}=display-secret,${LABEL_INSTANCE}=${vmName}`;
+  return Object.entries(displaySecretLabels(vmName))
+    .map(([key, value]) => `${key}=${value}`)
+    .join(',');
 }
 
 /**

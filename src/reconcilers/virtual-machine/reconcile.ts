@@ -3,18 +3,18 @@ import {
   PatchStrategy,
   setHeaderOptions,
   type KubernetesObject,
+  type V1ConfigMap,
+  type V1PersistentVolumeClaim,
   type V1Pod,
   type V1Secret,
+  type V1Service,
+  type V1ServiceAccount,
   type V1StatefulSet,
 } from '@kubernetes/client-node';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
-import {
-  GROUP,
-  PLURAL,
-  VERSION,
-  VirtualMachine,
-  type VirtualMachineStatus,
-} from '../../api/virtual-machine.js';
+import { KIND, VirtualMachine, type VirtualMachineStatus } from '../../api/virtual-machine.js';
+import type { ObjectCache } from '../../kube/object-cache.js';
 import type { RunnerSnapshot } from '../../api/runner-snapshot.js';
 import { configDigest } from '../../api/runner-config.js';
 import { TerminalError, type HandlerResult } from '../../queue/index.js';
@@ -43,7 +43,7 @@ import {
   OPERATION_ANNOTATION,
   FIELD_MANAGER,
   IMAGE_REPOSITORY_CLAIM,
-  displaySecretSelector,
+  displaySecretLabels,
   parseVmKey,
   vmApiRef,
 } from './naming.js';
@@ -63,6 +63,10 @@ import { currentSnapshot, deriveStatus, rejectionMessage, transitionEvents } fro
 
 export interface VmReconcilerOptions {
   clients: KubeClients;
+  /** The watches' caches: every read but of a VM's provisioning Secrets comes from here. */
+  cache: ObjectCache;
+  /** The newest generation of the VM any replica has seen (generation-marks.ts); 0 when unknown. */
+  newestGeneration?: (key: string, uid: string) => Promise<number>;
   defaultRunnerImage: RunnerImage;
   /** The Redis URL (with the runner's credential) runners publish to; it goes into each VM's runner Secret. */
   runnerRedisUrl: string;
@@ -79,6 +83,8 @@ export interface VmReconcilerOptions {
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 const SECRET_RECHECK_MS = 15_000;
+/** How long a reconcile waits for a cache behind a seen spec change, and when it tries again. */
+const STALE_CACHE = { waitMs: 1_000, pollMs: 20, retryMs: 500 };
 
 /** Spec problems the CRD schema cannot express; reported in the SpecValid condition. */
 function semanticErrors(vm: VirtualMachine): string[] {
@@ -99,8 +105,23 @@ function immutablePartsDiffer(desired: V1StatefulSet, current: V1StatefulSet): b
 }
 
 export function createVmReconciler(options: VmReconcilerOptions) {
-  const { clients, logger } = options;
+  const { clients, cache, logger } = options;
   const now = options.now ?? (() => new Date());
+
+  /** The cached VM, once the cache has the newest spec generation any replica has seen. */
+  async function freshVm(key: string, namespace: string, name: string) {
+    const cached = () => cache.get<KubernetesObject>(KIND, namespace, name);
+    let raw = cached();
+    const uid = raw?.metadata?.uid;
+    if (!raw || !uid || !options.newestGeneration) return { raw };
+    const newest = await options.newestGeneration(key, uid);
+    for (let waited = 0; (raw?.metadata?.generation ?? 0) < newest; waited += STALE_CACHE.pollMs) {
+      if (waited >= STALE_CACHE.waitMs) return { raw: undefined, stale: true };
+      await sleep(STALE_CACHE.pollMs);
+      raw = cached();
+    }
+    return { raw };
+  }
 
   /** Server-side applies `object` unless `current` has it already; returns the applied object, if written. */
   async function apply<T extends KubernetesObject>(
@@ -169,25 +190,20 @@ export function createVmReconciler(options: VmReconcilerOptions) {
 
   return async function reconcileVirtualMachine(key: string): Promise<HandlerResult> {
     const { namespace, name } = parseVmKey(key);
-    const raw = await readOptional(() =>
-      clients.customObjects.getNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        plural: PLURAL,
-        namespace,
-        name,
-      }),
-    );
+    const { raw, stale } = await freshVm(key, namespace, name);
+    if (stale) {
+      logger.info({ key }, 'the cached VM is older than a seen change; trying again');
+      return { requeueAfter: STALE_CACHE.retryMs };
+    }
+    // Not cached: gone, or not seen yet (its watch event brings the key back).
     if (!raw || raw.metadata?.deletionTimestamp) return; // owned objects go by garbage collection
-    const vm = VirtualMachine.parse(raw);
+    const vm = VirtualMachine.parse(raw); // a copy: cached objects are never changed
 
     const writes: string[] = [];
     let rejected: string | undefined;
-    const secrets = await clients.core.listNamespacedSecret({
-      namespace,
-      labelSelector: displaySecretSelector(name),
-    });
-    let displaySecret = chooseDisplaySecret(secrets.items);
+    let displaySecret = chooseDisplaySecret(
+      cache.list<V1Secret>('Secret', namespace, displaySecretLabels(name)),
+    );
     if (!displaySecret && wantsGeneratedDisplaySecret(vm)) {
       try {
         displaySecret = await createGeneratedDisplaySecret(vm);
@@ -199,6 +215,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     }
     const displaySecretName = displaySecret?.metadata?.name;
     const runnerConfig = desiredRunnerConfig(vm, { hasDisplaySecret: displaySecretName !== undefined });
+    // The user's Secrets carry no vmop label, so they are not cached: read when referenced.
     const readSecret = (secretName: string | undefined) =>
       secretName
         ? readOptional(() => clients.core.readNamespacedSecret({ name: secretName, namespace })).then(
@@ -216,14 +233,12 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     let requeueAfter: number | undefined = secretErrors.length > 0 ? SECRET_RECHECK_MS : undefined;
     let snapshotRead: Promise<RunnerSnapshot | undefined> | undefined;
     const readSnapshot = () => (snapshotRead ??= options.readSnapshot?.(key) ?? Promise.resolve(undefined));
-    const pod = await readOptional(() => clients.core.readNamespacedPod({ name: `${name}-0`, namespace }));
+    const pod = cache.get<V1Pod>('Pod', namespace, `${name}-0`);
     const configMap = desiredConfigMap(vm, runnerConfig);
     const desiredConfig = configDigest(configMap.data![CONFIG_FILE_KEY]!);
     /** The ConfigMap, runner Secret and ServiceAccount, StatefulSet; and the config nudge. */
     const applyOwnedObjects = async (): Promise<HandlerResult> => {
-      const currentConfigMap = await readOptional(() =>
-        clients.core.readNamespacedConfigMap({ name, namespace }),
-      );
+      const currentConfigMap = cache.get<V1ConfigMap>('ConfigMap', namespace, name);
       const appliedConfigMap = await apply(configMap, currentConfigMap);
       if (appliedConfigMap) writes.push('ConfigMap');
       const configMapVersion = (appliedConfigMap ?? currentConfigMap)?.metadata?.resourceVersion ?? '';
@@ -245,22 +260,22 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       }
 
       const secretName = runnerSecretName(name);
-      const currentSecret = await readOptional(() =>
-        clients.core.readNamespacedSecret({ name: secretName, namespace }),
-      );
+      const currentSecret = cache.get<V1Secret>('Secret', namespace, secretName);
       if (await apply(desiredRunnerSecret(vm, options.runnerRedisUrl), currentSecret)) writes.push('Secret');
-      const currentServiceAccount = await readOptional(() =>
-        clients.core.readNamespacedServiceAccount({ name: RUNNER_SERVICE_ACCOUNT, namespace }),
+      const currentServiceAccount = cache.get<V1ServiceAccount>(
+        'ServiceAccount',
+        namespace,
+        RUNNER_SERVICE_ACCOUNT,
       );
       if (await apply(desiredRunnerServiceAccount(namespace), currentServiceAccount))
         writes.push('ServiceAccount');
 
-      const imageRepository = await readOptional(() =>
-        clients.core.readNamespacedPersistentVolumeClaim({ name: IMAGE_REPOSITORY_CLAIM, namespace }),
+      const imageRepository = cache.get<V1PersistentVolumeClaim>(
+        'PersistentVolumeClaim',
+        namespace,
+        IMAGE_REPOSITORY_CLAIM,
       );
-      const currentSts = await readOptional(() =>
-        clients.apps.readNamespacedStatefulSet({ name, namespace }),
-      );
+      const currentSts = cache.get<V1StatefulSet>('StatefulSet', namespace, name);
       const sts = desiredStatefulSet(vm, {
         defaultRunnerImage: options.defaultRunnerImage,
         displaySecretName,
@@ -288,7 +303,12 @@ export function createVmReconciler(options: VmReconcilerOptions) {
 
     async function reconcileLoadBalancer(vm: VirtualMachine): Promise<void> {
       const desired = desiredLoadBalancerService(vm, options.loadBalancer ?? { enabled: false });
-      const current = await readOptional(() => clients.core.readNamespacedService({ name, namespace }));
+      // Only Services with vmop's labels are cached: before creating one, look for a foreign one.
+      const current =
+        cache.get<V1Service>('Service', namespace, name) ??
+        (desired
+          ? await readOptional(() => clients.core.readNamespacedService({ name, namespace }))
+          : undefined);
       const ours = current?.metadata?.ownerReferences?.some((ref) => ref.uid === vm.metadata.uid);
       if (!desired) {
         if (!current || !ours) return;
@@ -323,11 +343,19 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     const status = deriveStatus(vm, observed);
     let resourceVersion = vm.metadata.resourceVersion;
     if (!isDeepStrictEqual(JSON.parse(JSON.stringify(status)), vm.status ?? {})) {
-      const body = { status: statusPatch(vm.status, status) };
-      const written = (await clients.customObjects.patchNamespacedCustomObjectStatus(
-        { ...vmApiRef(namespace, name), body },
-        mergePatch,
-      )) as KubernetesObject;
+      // Guarded: a status derived from a cached VM older than the apiserver's is refused.
+      const body = { metadata: { resourceVersion }, status: statusPatch(vm.status, status) };
+      let written: KubernetesObject;
+      try {
+        written = (await clients.customObjects.patchNamespacedCustomObjectStatus(
+          { ...vmApiRef(namespace, name), body },
+          mergePatch,
+        )) as KubernetesObject;
+      } catch (err) {
+        if (!isConflict(err)) throw err;
+        logger.debug({ key }, 'the status was written meanwhile; trying again on the newer VM');
+        return { requeueAfter: STALE_CACHE.retryMs };
+      }
       resourceVersion = written.metadata?.resourceVersion;
       writes.push('status');
       for (const event of transitionEvents(vm.status, status, vm.spec.vm.state)) await recordEvent(vm, event);

@@ -1,0 +1,44 @@
+// What the manager's watches hold, read by reconciles instead of the apiserver. A cache may lag
+// the apiserver by the watch's delay; src/operator/watch-edge.ts says why that is safe.
+import type { KubernetesObject } from '@kubernetes/client-node';
+
+export const CACHED_KINDS = [
+  'VirtualMachine',
+  'VirtualMachineOperation',
+  'StatefulSet',
+  'ConfigMap',
+  'Pod',
+  'Secret',
+  'Service',
+  'ServiceAccount',
+  'PersistentVolumeClaim',
+] as const;
+export type CachedKind = (typeof CACHED_KINDS)[number];
+
+export interface ObjectCache {
+  get<T extends KubernetesObject>(kind: CachedKind, namespace: string, name: string): T | undefined;
+  /** The cached objects of a namespace (or all) whose labels include all of `labels`. */
+  list<T extends KubernetesObject>(
+    kind: CachedKind,
+    namespace: string | undefined,
+    labels?: Record<string, string>,
+  ): T[];
+}
+
+export function hasLabels(object: KubernetesObject, labels: Record<string, string>): boolean {
+  const own = object.metadata?.labels ?? {};
+  return Object.entries(labels).every(([key, value]) => own[key] === value);
+}
+
+/**
+ * Drops what no reconcile reads and what makes cached objects large: managedFields and kubectl's
+ * last-applied copy of the whole object (client-go informers offer the same as a transform).
+ */
+export function trimForCache(object: KubernetesObject): void {
+  const metadata = object.metadata;
+  if (!metadata) return;
+  delete metadata.managedFields;
+  if (metadata.annotations?.['kubectl.kubernetes.io/last-applied-configuration'] !== undefined) {
+    delete metadata.annotations['kubectl.kubernetes.io/last-applied-configuration'];
+  }
+}

@@ -1,0 +1,143 @@
+// The watch edge against a real apiserver: its caches hold what reconciles read (trimmed of
+// managedFields), and a change to a VM's status alone enqueues no VM reconcile, while every other
+// change does. One watch stream delivers a VM's changes in order, so "no key between these two
+// changes" is a sure observation, not a timing one.
+import { CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { GROUP, KIND, PLURAL, VERSION } from '../../../src/api/virtual-machine.js';
+import { installCrds } from '../../../src/devenv/install-crds.js';
+import { createWatchEdge, type WatchEdge, type WatchEventSummary } from '../../../src/operator/watch-edge.js';
+import { createLogger } from '../../../src/util/logger.js';
+import { eventually } from '../../support/eventually.js';
+import { createTestNamespace, kubectl, sharedKubeConfig, type TestNamespace } from '../../support/kube.js';
+
+const kubeConfig = sharedKubeConfig();
+const customObjects = kubeConfig.makeApiClient(CustomObjectsApi);
+const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+describe('watch edge (real apiserver)', () => {
+  let namespace: TestNamespace;
+  let edge: WatchEdge;
+  const enqueued: Array<{ key: string; event: WatchEventSummary }> = [];
+  const ns = () => namespace.name;
+  const vmRef = (name: string) => ({ group: GROUP, version: VERSION, plural: PLURAL, namespace: ns(), name });
+  const keysFor = (name: string) => enqueued.filter((e) => e.event.kind === KIND && e.event.name === name);
+
+  beforeAll(async () => {
+    await installCrds(kubeConfig);
+    namespace = await createTestNamespace(kubeConfig, 'vmop-watch-edge');
+    const logger = createLogger('test', {});
+    edge = createWatchEdge(
+      kubeConfig,
+      [ns()],
+      async (key, event) => void enqueued.push({ key, event }),
+      logger,
+    );
+    await edge.start();
+  });
+  afterAll(async () => {
+    await edge?.stop();
+    await namespace?.cleanup();
+  });
+
+  it('a status-only change enqueues no VM reconcile; a spec or annotation change does', async () => {
+    await kubectl(
+      ['apply', '-f', '-'],
+      `apiVersion: vmoperator.jdrupes.org/v1
+kind: VirtualMachine
+metadata: {name: quiet, namespace: ${ns()}}
+spec:
+  vm: {state: Stopped, maximumRam: 256Mi}
+`,
+    );
+    await eventually(() => expect(keysFor('quiet').length).toBe(1));
+    const cached = edge.cache.get(KIND, ns(), 'quiet');
+    expect(cached?.metadata?.generation).toBe(1);
+    expect(cached?.metadata?.managedFields).toBeUndefined(); // trimmed: nobody reads it
+    expect(
+      cached?.metadata?.annotations?.['kubectl.kubernetes.io/last-applied-configuration'],
+    ).toBeUndefined();
+
+    await customObjects.patchNamespacedCustomObjectStatus(
+      { ...vmRef('quiet'), body: { status: { phase: 'Stopped' } } },
+      mergePatch,
+    );
+    const annotated = (await customObjects.patchNamespacedCustomObject(
+      { ...vmRef('quiet'), body: { metadata: { annotations: { note: 'a' } } } },
+      mergePatch,
+    )) as { metadata: { resourceVersion: string } };
+    await eventually(() =>
+      expect(keysFor('quiet').map((e) => e.event.resourceVersion)).toContain(
+        annotated.metadata.resourceVersion,
+      ),
+    );
+    // The status write came before the annotation in the same watch stream, and enqueued nothing.
+    expect(keysFor('quiet').map((e) => e.key)).toEqual([`vm:${ns()}/quiet`, `vm:${ns()}/quiet`]);
+    expect((edge.cache.get(KIND, ns(), 'quiet') as { status?: { phase?: string } }).status?.phase).toBe(
+      'Stopped',
+    );
+
+    await customObjects.patchNamespacedCustomObject(
+      { ...vmRef('quiet'), body: { spec: { vm: { currentCpus: 1 } } } },
+      mergePatch,
+    );
+    await eventually(() => expect(keysFor('quiet').length).toBe(3));
+    expect(keysFor('quiet')[2]!.event.generation).toBe(2);
+  });
+
+  it("a status-only change of a VM with an operation in flight still enqueues the operation's key", async () => {
+    await kubectl(
+      ['apply', '-f', '-'],
+      `apiVersion: vmoperator.jdrupes.org/v1
+kind: VirtualMachine
+metadata: {name: busy, namespace: ${ns()}, annotations: {vmoperator.jdrupes.org/operation: busy-start}}
+spec:
+  vm: {state: Stopped, maximumRam: 256Mi}
+`,
+    );
+    await eventually(() =>
+      expect(keysFor('busy').map((e) => e.key)).toEqual([`vm:${ns()}/busy`, `vmop:${ns()}/busy-start`]),
+    );
+    await customObjects.patchNamespacedCustomObjectStatus(
+      { ...vmRef('busy'), body: { status: { phase: 'Running' } } },
+      mergePatch,
+    );
+    await eventually(() =>
+      expect(
+        keysFor('busy')
+          .map((e) => e.key)
+          .slice(2),
+      ).toEqual([`vmop:${ns()}/busy-start`]),
+    );
+  });
+
+  it('caches the objects that belong to VMs, and lists them by label', async () => {
+    await kubectl(
+      ['apply', '-f', '-'],
+      `apiVersion: v1
+kind: Secret
+metadata:
+  name: quiet-display
+  namespace: ${ns()}
+  labels: {app.kubernetes.io/name: vm-runner, app.kubernetes.io/component: display-secret, app.kubernetes.io/instance: quiet}
+stringData: {display-password: x}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: unrelated, namespace: ${ns()}}
+stringData: {a: b}
+`,
+    );
+    await eventually(() =>
+      expect(
+        edge.cache
+          .list('Secret', ns(), {
+            'app.kubernetes.io/component': 'display-secret',
+            'app.kubernetes.io/instance': 'quiet',
+          })
+          .map((s) => s.metadata?.name),
+      ).toEqual(['quiet-display']),
+    );
+    expect(edge.cache.get('Secret', ns(), 'unrelated')).toBeUndefined(); // not vmop's: not watched
+  });
+});
