@@ -20,11 +20,11 @@ export interface ManagerProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Runs `vmop manager` as its own process (as a replica would run), with debug logs. */
-export function startManagerProcess(args: string[]): ManagerProcess {
+/** Runs `vmop manager` as its own process (as a replica would run), with debug logs unless told. */
+export function startManagerProcess(args: string[], options: { logLevel?: string } = {}): ManagerProcess {
   const child = spawn('bin/vmop', ['manager', '--metrics-port', '0', ...args], {
     stdio: ['ignore', 'ignore', 'pipe'],
-    env: { ...process.env, VMOP_LOG_LEVEL: 'debug' },
+    env: { ...process.env, VMOP_LOG_LEVEL: options.logLevel ?? 'debug' },
   });
   const logs: LogLine[] = [];
   const waiters = new Set<(line: LogLine) => void>();

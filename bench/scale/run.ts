@@ -1,0 +1,260 @@
+// npm run bench:scale — 1000 VMs created at once (Stopped: no QEMU, no node needed), reconciled
+// by 1, 2 and 4 manager replicas, beside a raw client that writes the same objects (built by the
+// same functions) with the same concurrency, in one run. Prints time to converge, VMs/s, the
+// apiserver's own request counts per VM created and per no-op resync, manager memory per cached
+// VM, and status latency with 10 and 100 VMs publishing.
+// Real parts: control plane (apiserver, etcd, kube-controller-manager), Redis, manager processes.
+import {
+  CustomObjectsApi,
+  KubernetesObjectApi,
+  PatchStrategy,
+  setHeaderOptions,
+  Watch,
+  type KubeConfig,
+  type KubernetesObject,
+} from '@kubernetes/client-node';
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { configDigest } from '../../src/api/runner-config.js';
+import { GROUP, PLURAL, VERSION, VirtualMachine } from '../../src/api/virtual-machine.js';
+import { startControlPlane } from '../../src/devenv/control-plane.js';
+import { installCrds } from '../../src/devenv/install-crds.js';
+import { startRedis } from '../../src/devenv/redis.js';
+import { DEFAULT_RUNNER_IMAGE } from '../../src/operator/manager.js';
+import { KeyQueue } from '../../src/queue/producer.js';
+import { CONFIG_FILE_KEY, desiredConfigMap } from '../../src/reconcilers/virtual-machine/config-map.js';
+import { FIELD_MANAGER, vmKey } from '../../src/reconcilers/virtual-machine/naming.js';
+import { desiredRunnerConfig } from '../../src/reconcilers/virtual-machine/runner-config.js';
+import {
+  desiredRunnerSecret,
+  desiredRunnerServiceAccount,
+} from '../../src/reconcilers/virtual-machine/runner-identity.js';
+import { desiredStatefulSet } from '../../src/reconcilers/virtual-machine/stateful-set.js';
+import { deriveStatus } from '../../src/reconcilers/virtual-machine/status.js';
+import { createLogger } from '../../src/util/logger.js';
+import { startManagerProcess, type ManagerProcess } from '../../test/support/manager-process.js';
+import { measureStatusLatency, type StatusLatency } from '../status/measure.js';
+import { readRequestTotals, requestDelta, type RequestDelta } from '../support/apiserver-requests.js';
+
+const VMS = Number(process.env.BENCH_VMS ?? 1000);
+/** Requests in flight at once, for the raw client and for creating the VMs vmop reconciles. */
+const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32);
+const REPLICAS = (process.env.BENCH_REPLICAS ?? '1,2,4').split(',').map(Number);
+const STATUS_VMS = (process.env.BENCH_STATUS_VMS ?? '10,100').split(',').map(Number);
+const logger = createLogger('bench', {});
+logger.level = 'warn';
+const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+interface Row {
+  who: string;
+  seconds: number;
+  created: RequestDelta;
+  resync?: RequestDelta;
+  rssPerVmKb?: number;
+}
+
+const vmManifest = (namespace: string, name: string) => ({
+  apiVersion: `${GROUP}/${VERSION}`,
+  kind: 'VirtualMachine',
+  metadata: { name, namespace },
+  spec: { vm: { state: 'Stopped', maximumCpus: 4, currentCpus: 1, maximumRam: '256Mi' } },
+});
+
+/** Runs `work` for every item with at most `limit` at once. */
+async function withConcurrency<T>(items: T[], limit: number, work: (item: T) => Promise<void>) {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: limit }, async () => {
+      while (next < items.length) await work(items[next++]!);
+    }),
+  );
+}
+
+const kubectl = (kubeconfigPath: string, args: string[]) =>
+  execFileSync('kubectl', ['--kubeconfig', kubeconfigPath, ...args], { encoding: 'utf8' });
+
+const rssKb = (pid: number) =>
+  Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN);
+
+/** The raw client: creates each VM and writes what vmop would write for it, nothing else. */
+async function measureRaw(kubeConfig: KubeConfig, kubeconfigPath: string): Promise<Row> {
+  const namespace = `scale-raw-${Date.now()}`;
+  kubectl(kubeconfigPath, ['create', 'namespace', namespace]);
+  const customObjects = kubeConfig.makeApiClient(CustomObjectsApi);
+  const objects = KubernetesObjectApi.makeApiClient(kubeConfig);
+  const apply = (object: KubernetesObject) =>
+    objects.patch(object, undefined, undefined, FIELD_MANAGER, true, PatchStrategy.ServerSideApply);
+  const before = readRequestTotals(kubeconfigPath);
+  const start = performance.now();
+  await apply(desiredRunnerServiceAccount(namespace));
+  await withConcurrency(names(), CONCURRENCY, async (name) => {
+    const vm = VirtualMachine.parse(
+      await customObjects.createNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        plural: PLURAL,
+        namespace,
+        body: vmManifest(namespace, name),
+      }),
+    );
+    const configMap = desiredConfigMap(vm, desiredRunnerConfig(vm, { hasDisplaySecret: false }));
+    await apply(configMap);
+    await apply(desiredRunnerSecret(vm, 'redis://runner@redis:6379'));
+    await apply(
+      desiredStatefulSet(vm, {
+        defaultRunnerImage: { image: DEFAULT_RUNNER_IMAGE },
+        displaySecretName: undefined,
+        hasImageRepository: false,
+      }),
+    );
+    const status = deriveStatus(vm, {
+      pod: undefined,
+      snapshot: undefined,
+      specErrors: [],
+      rejected: undefined,
+      configDigest: configDigest(configMap.data![CONFIG_FILE_KEY]!),
+      now: new Date(),
+    });
+    await customObjects.patchNamespacedCustomObjectStatus(
+      { group: GROUP, version: VERSION, plural: PLURAL, namespace, name, body: { status } },
+      mergePatch,
+    );
+  });
+  const seconds = (performance.now() - start) / 1000;
+  const created = requestDelta(before, readRequestTotals(kubeconfigPath));
+  kubectl(kubeconfigPath, ['delete', 'namespace', namespace, '--wait=false']);
+  return { who: 'raw client', seconds, created };
+}
+
+const names = () => Array.from({ length: VMS }, (_, i) => `vm-${i}`);
+
+/** Resolves when every VM in the namespace has a status for its generation (one watch, no polling). */
+function allConverged(kubeConfig: KubeConfig, namespace: string): { done: Promise<void>; stop(): void } {
+  const converged = new Set<string>();
+  let resolve: () => void = () => undefined;
+  const done = new Promise<void>((r) => (resolve = r));
+  const request = new Watch(kubeConfig).watch(
+    `/apis/${GROUP}/${VERSION}/namespaces/${namespace}/${PLURAL}`,
+    {},
+    (
+      _type,
+      vm: { metadata: { name: string; generation: number }; status?: { observedGeneration?: number } },
+    ) => {
+      if (vm.status?.observedGeneration === vm.metadata.generation) converged.add(vm.metadata.name);
+      if (converged.size >= VMS) resolve();
+    },
+    () => undefined,
+  );
+  return { done, stop: () => void request.then((r) => r.abort()) };
+}
+
+/** Waits until the queue has had nothing waiting or running for a while. */
+async function queueIdle(queue: KeyQueue): Promise<void> {
+  let quietSince = Date.now();
+  for (;;) {
+    const counts = await queue.queue.getJobCounts('waiting', 'active', 'prioritized');
+    const busy = Object.values(counts).some((n) => n > 0);
+    if (busy) quietSince = Date.now();
+    else if (Date.now() - quietSince > 3_000) return;
+    await sleep(250);
+  }
+}
+
+async function measureVmop(kubeConfig: KubeConfig, kubeconfigPath: string, replicas: number): Promise<Row> {
+  const namespace = `scale-${replicas}-${Date.now()}`;
+  kubectl(kubeconfigPath, ['create', 'namespace', namespace]);
+  const redis = await startRedis();
+  const managers: ManagerProcess[] = Array.from({ length: replicas }, () =>
+    // Info, as users run it (a line per reconcile that writes).
+    startManagerProcess(['--kubeconfig', kubeconfigPath, '--redis', redis.url, '-n', namespace], {
+      logLevel: 'info',
+    }),
+  );
+  await Promise.all(managers.map((m) => m.waitForLog((l) => l.msg === 'manager started')));
+  await sleep(2000); // let start-up settle before the memory baseline
+  const rssBefore = managers.map((m) => rssKb(m.pid));
+  const customObjects = kubeConfig.makeApiClient(CustomObjectsApi);
+  const watcher = allConverged(kubeConfig, namespace);
+  await sleep(500); // the bench's own watch request is not the managers'
+  const before = readRequestTotals(kubeconfigPath);
+  const start = performance.now();
+  await withConcurrency(names(), CONCURRENCY, async (name) => {
+    await customObjects.createNamespacedCustomObject({
+      group: GROUP,
+      version: VERSION,
+      plural: PLURAL,
+      namespace,
+      body: vmManifest(namespace, name),
+    });
+  });
+  await watcher.done;
+  const seconds = (performance.now() - start) / 1000;
+  watcher.stop();
+  const queue = new KeyQueue({ redisUrl: redis.url });
+  await queueIdle(queue);
+  const afterCreate = readRequestTotals(kubeconfigPath);
+  const created = requestDelta(before, afterCreate);
+  const rssAfter = managers.map((m) => rssKb(m.pid));
+  const rssPerVmKb = rssAfter.reduce((sum, rss, i) => sum + (rss - rssBefore[i]!), 0) / managers.length / VMS;
+
+  // A no-op resync: every key once more, as the periodic resync enqueues them.
+  await queue.addMany(
+    names().map((name) => vmKey(namespace, name)),
+    { event: { type: 'RESYNC' } },
+  );
+  await sleep(500);
+  await queueIdle(queue);
+  const resync = requestDelta(afterCreate, readRequestTotals(kubeconfigPath));
+
+  await queue.close();
+  for (const manager of managers) await manager.stop();
+  await redis.stop();
+  kubectl(kubeconfigPath, ['delete', 'namespace', namespace, '--wait=false']);
+  return { who: `vmop, ${replicas} replica${replicas > 1 ? 's' : ''}`, seconds, created, resync, rssPerVmKb };
+}
+
+const controlPlane = await startControlPlane({ logger });
+try {
+  const { kubeConfig, kubeconfigPath } = controlPlane;
+  await installCrds(kubeConfig);
+  const raw = await measureRaw(kubeConfig, kubeconfigPath);
+  const rows: Row[] = [raw];
+  for (const replicas of REPLICAS) rows.push(await measureVmop(kubeConfig, kubeconfigPath, replicas));
+  const latencies: Array<StatusLatency & { vms: number }> = [];
+  for (const vms of STATUS_VMS) {
+    latencies.push({
+      vms,
+      ...(await measureStatusLatency(kubeConfig, kubeconfigPath, { replicas: 1, vms, changes: 5 * vms })),
+    });
+  }
+
+  const perVm = (n: number) => (n / VMS).toFixed(2);
+  console.log(`\n${VMS} Stopped VMs created at once, ${CONCURRENCY} requests in flight (2 cores)\n`);
+  console.log(
+    '| who | converged in | VMs/s | vs raw | reads/VM created | writes/VM created | reads/VM resync | writes/VM resync | manager RSS/VM |',
+  );
+  console.log('|---|---|---|---|---|---|---|---|---|');
+  for (const row of rows) {
+    // The VM's own create is the client's, not vmop's: writes per VM are what follows it.
+    const writes = row.created.writes - VMS;
+    const reads = row.created.reads;
+    console.log(
+      `| ${row.who} | ${row.seconds.toFixed(1)} s | ${(VMS / row.seconds).toFixed(1)} | ${(raw.seconds / row.seconds).toFixed(2)} | ` +
+        `${perVm(reads)} | ${perVm(writes)} | ${row.resync ? perVm(row.resync.reads) : '–'} | ` +
+        `${row.resync ? perVm(row.resync.writes) : '–'} | ${row.rssPerVmKb !== undefined ? `${row.rssPerVmKb.toFixed(1)} KB` : '–'} |`,
+    );
+  }
+  console.log('\nRequests by verb and resource (VMs created):');
+  for (const row of rows) console.log(`  ${row.who}: ${JSON.stringify(row.created.series)}`);
+  console.log('\nSnapshot change → status, 1 replica:\n');
+  console.log('| VMs publishing | changes | status p50 | status p99 |');
+  console.log('|---|---|---|---|');
+  for (const l of latencies)
+    console.log(`| ${l.vms} | ${l.changes} | ${l.statusP50.toFixed(1)} ms | ${l.statusP99.toFixed(1)} ms |`);
+  console.log(
+    "\n(requests from apiserver_request_total for vmop's resources; writes/VM exclude the VM's own create)",
+  );
+} finally {
+  await controlPlane.stop();
+}
