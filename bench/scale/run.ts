@@ -5,6 +5,7 @@
 // VM, and status latency with 10 and 100 VMs publishing.
 // Real parts: control plane (apiserver, etcd, kube-controller-manager), Redis, manager processes.
 import {
+  CoreV1Api,
   CustomObjectsApi,
   KubernetesObjectApi,
   PatchStrategy,
@@ -24,6 +25,7 @@ import { startRedis } from '../../src/devenv/redis.js';
 import { DEFAULT_RUNNER_IMAGE } from '../../src/operator/manager.js';
 import { KeyQueue } from '../../src/queue/producer.js';
 import { CONFIG_FILE_KEY, desiredConfigMap } from '../../src/reconcilers/virtual-machine/config-map.js';
+import { generatedDisplaySecret } from '../../src/reconcilers/virtual-machine/display-secret.js';
 import { FIELD_MANAGER, vmKey } from '../../src/reconcilers/virtual-machine/naming.js';
 import { desiredRunnerConfig } from '../../src/reconcilers/virtual-machine/runner-config.js';
 import {
@@ -41,7 +43,7 @@ const VMS = Number(process.env.BENCH_VMS ?? 1000);
 /** Requests in flight at once, for the raw client and for creating the VMs vmop reconciles. */
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32);
 const REPLICAS = (process.env.BENCH_REPLICAS ?? '1,2,4').split(',').map(Number);
-const STATUS_VMS = (process.env.BENCH_STATUS_VMS ?? '10,100').split(',').map(Number);
+const STATUS_VMS = (process.env.BENCH_STATUS_VMS ?? '10,100').split(',').filter(Boolean).map(Number);
 const logger = createLogger('bench', {});
 logger.level = 'warn';
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
@@ -74,6 +76,10 @@ async function withConcurrency<T>(items: T[], limit: number, work: (item: T) => 
 const kubectl = (kubeconfigPath: string, args: string[]) =>
   execFileSync('kubectl', ['--kubeconfig', kubeconfigPath, ...args], { encoding: 'utf8' });
 
+/** Waits until it is gone: the garbage collector's deletes and reads would count in the next row. */
+const deleteNamespace = (kubeconfigPath: string, namespace: string) =>
+  kubectl(kubeconfigPath, ['delete', 'namespace', namespace, '--wait=true', '--timeout=600s']);
+
 const rssKb = (pid: number) =>
   Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN);
 
@@ -82,6 +88,7 @@ async function measureRaw(kubeConfig: KubeConfig, kubeconfigPath: string): Promi
   const namespace = `scale-raw-${Date.now()}`;
   kubectl(kubeconfigPath, ['create', 'namespace', namespace]);
   const customObjects = kubeConfig.makeApiClient(CustomObjectsApi);
+  const core = kubeConfig.makeApiClient(CoreV1Api);
   const objects = KubernetesObjectApi.makeApiClient(kubeConfig);
   const apply = (object: KubernetesObject) =>
     objects.patch(object, undefined, undefined, FIELD_MANAGER, true, PatchStrategy.ServerSideApply);
@@ -98,13 +105,15 @@ async function measureRaw(kubeConfig: KubeConfig, kubeconfigPath: string): Promi
         body: vmManifest(namespace, name),
       }),
     );
-    const configMap = desiredConfigMap(vm, desiredRunnerConfig(vm, { hasDisplaySecret: false }));
+    // A VM's default display is SPICE, locked by a generated Secret (issue 12).
+    const displaySecret = await core.createNamespacedSecret({ namespace, body: generatedDisplaySecret(vm) });
+    const configMap = desiredConfigMap(vm, desiredRunnerConfig(vm, { hasDisplaySecret: true }));
     await apply(configMap);
     await apply(desiredRunnerSecret(vm, 'redis://runner@redis:6379'));
     await apply(
       desiredStatefulSet(vm, {
         defaultRunnerImage: { image: DEFAULT_RUNNER_IMAGE },
-        displaySecretName: undefined,
+        displaySecretName: displaySecret.metadata!.name,
         hasImageRepository: false,
       }),
     );
@@ -123,7 +132,7 @@ async function measureRaw(kubeConfig: KubeConfig, kubeconfigPath: string): Promi
   });
   const seconds = (performance.now() - start) / 1000;
   const created = requestDelta(before, readRequestTotals(kubeconfigPath));
-  kubectl(kubeconfigPath, ['delete', 'namespace', namespace, '--wait=false']);
+  deleteNamespace(kubeconfigPath, namespace);
   return { who: 'raw client', seconds, created };
 }
 
@@ -210,7 +219,7 @@ async function measureVmop(kubeConfig: KubeConfig, kubeconfigPath: string, repli
   await queue.close();
   for (const manager of managers) await manager.stop();
   await redis.stop();
-  kubectl(kubeconfigPath, ['delete', 'namespace', namespace, '--wait=false']);
+  deleteNamespace(kubeconfigPath, namespace);
   return { who: `vmop, ${replicas} replica${replicas > 1 ? 's' : ''}`, seconds, created, resync, rssPerVmKb };
 }
 

@@ -14,7 +14,7 @@ import {
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
 import { KIND, VirtualMachine, type VirtualMachineStatus } from '../../api/virtual-machine.js';
-import type { ObjectCache } from '../../kube/object-cache.js';
+import { trimForCache, type ObjectCache } from '../../kube/object-cache.js';
 import type { RunnerSnapshot } from '../../api/runner-snapshot.js';
 import { configDigest } from '../../api/runner-config.js';
 import { TerminalError, type HandlerResult } from '../../queue/index.js';
@@ -83,8 +83,17 @@ export interface VmReconcilerOptions {
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 const SECRET_RECHECK_MS = 15_000;
-/** How long a reconcile waits for a cache behind a seen spec change, and when it tries again. */
-const STALE_CACHE = { waitMs: 1_000, pollMs: 20, retryMs: 500 };
+/** How long a reconcile waits for a cache behind a seen change, and when it tries again. */
+const STALE_CACHE = { waitMs: 1_000, pollMs: 10, retryMs: 500, attempts: 3 };
+/** A status write refused for an older resourceVersion: reconcile again on the newer VM. */
+const STATUS_CONFLICT = Symbol('status conflict');
+/** How long vmop's own last write of a VM stands in for the cache, which has it by then. */
+const OWN_WRITE_TTL_MS = 5_000;
+
+/** etcd's resourceVersions are increasing integers (Kubernetes 1.35 makes that a rule). */
+type Versioned = { metadata?: { resourceVersion?: string } } | undefined;
+const isNewer = (a: Versioned, b: Versioned) =>
+  Number(a?.metadata?.resourceVersion) > Number(b?.metadata?.resourceVersion);
 
 /** Spec problems the CRD schema cannot express; reported in the SpecValid condition. */
 function semanticErrors(vm: VirtualMachine): string[] {
@@ -108,9 +117,27 @@ export function createVmReconciler(options: VmReconcilerOptions) {
   const { clients, cache, logger } = options;
   const now = options.now ?? (() => new Date());
 
+  /**
+   * The VMs as this replica last wrote them (the status patch's answer), until its watch brings
+   * them: the next reconcile, e.g. for the runner's next snapshot, must not start from before it.
+   */
+  const ownWrites = new Map<string, KubernetesObject>();
+  function rememberOwnWrite(key: string, vm: KubernetesObject) {
+    ownWrites.set(key, vm);
+    setTimeout(() => ownWrites.get(key) === vm && ownWrites.delete(key), OWN_WRITE_TTL_MS).unref();
+  }
+
+  /** The VM: vmop's own write while the cache is older, else the cached one. */
+  function cachedVm(key: string, namespace: string, name: string): KubernetesObject | undefined {
+    const cached = cache.get<KubernetesObject>(KIND, namespace, name);
+    const own = ownWrites.get(key);
+    if (own && own.metadata?.uid === cached?.metadata?.uid && isNewer(own, cached)) return own;
+    return cached;
+  }
+
   /** The cached VM, once the cache has the newest spec generation any replica has seen. */
   async function freshVm(key: string, namespace: string, name: string) {
-    const cached = () => cache.get<KubernetesObject>(KIND, namespace, name);
+    const cached = () => cachedVm(key, namespace, name);
     let raw = cached();
     const uid = raw?.metadata?.uid;
     if (!raw || !uid || !options.newestGeneration) return { raw };
@@ -189,6 +216,14 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     );
 
   return async function reconcileVirtualMachine(key: string): Promise<HandlerResult> {
+    for (let attempt = 1; ; attempt++) {
+      const result = await reconcileOnce(key);
+      if (result !== STATUS_CONFLICT) return result;
+      if (attempt >= STALE_CACHE.attempts) return { requeueAfter: STALE_CACHE.retryMs };
+    }
+  };
+
+  async function reconcileOnce(key: string): Promise<HandlerResult | typeof STATUS_CONFLICT> {
     const { namespace, name } = parseVmKey(key);
     const { raw, stale } = await freshVm(key, namespace, name);
     if (stale) {
@@ -353,9 +388,15 @@ export function createVmReconciler(options: VmReconcilerOptions) {
         )) as KubernetesObject;
       } catch (err) {
         if (!isConflict(err)) throw err;
-        logger.debug({ key }, 'the status was written meanwhile; trying again on the newer VM');
-        return { requeueAfter: STALE_CACHE.retryMs };
+        logger.debug({ key }, 'the VM changed meanwhile; reconciling again once the cache has it');
+        for (let waited = 0; waited < STALE_CACHE.waitMs; waited += STALE_CACHE.pollMs) {
+          if (isNewer(cachedVm(key, namespace, name), vm)) break;
+          await sleep(STALE_CACHE.pollMs);
+        }
+        return STATUS_CONFLICT;
       }
+      trimForCache(written);
+      rememberOwnWrite(key, written);
       resourceVersion = written.metadata?.resourceVersion;
       writes.push('status');
       for (const event of transitionEvents(vm.status, status, vm.spec.vm.state)) await recordEvent(vm, event);
@@ -417,7 +458,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       throw new TerminalError(message);
     }
     if (requeueAfter !== undefined) return { requeueAfter };
-  };
+  }
 }
 
 /**
