@@ -56,15 +56,22 @@ interface Row {
   rssPerVmKb?: number;
 }
 
-const vmManifest = (namespace: string, name: string) => ({
-  apiVersion: `${GROUP}/${VERSION}`,
-  kind: 'VirtualMachine',
-  metadata: { name, namespace },
-  spec: { vm: { state: 'Stopped', maximumCpus: 4, currentCpus: 1, maximumRam: '256Mi' } },
-});
+const createVm = (customObjects: CustomObjectsApi, namespace: string, name: string): Promise<unknown> =>
+  customObjects.createNamespacedCustomObject({
+    group: GROUP,
+    version: VERSION,
+    plural: PLURAL,
+    namespace,
+    body: {
+      apiVersion: `${GROUP}/${VERSION}`,
+      kind: 'VirtualMachine',
+      metadata: { name, namespace },
+      spec: { vm: { state: 'Stopped', maximumCpus: 4, currentCpus: 1, maximumRam: '256Mi' } },
+    },
+  });
 
 /** Runs `work` for every item with at most `limit` at once. */
-async function withConcurrency<T>(items: T[], limit: number, work: (item: T) => Promise<void>) {
+async function withConcurrency<T>(items: T[], limit: number, work: (item: T) => Promise<unknown>) {
   let next = 0;
   await Promise.all(
     Array.from({ length: limit }, async () => {
@@ -96,15 +103,7 @@ async function measureRaw(kubeConfig: KubeConfig, kubeconfigPath: string): Promi
   const start = performance.now();
   await apply(desiredRunnerServiceAccount(namespace));
   await withConcurrency(names(), CONCURRENCY, async (name) => {
-    const vm = VirtualMachine.parse(
-      await customObjects.createNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        plural: PLURAL,
-        namespace,
-        body: vmManifest(namespace, name),
-      }),
-    );
+    const vm = VirtualMachine.parse(await createVm(customObjects, namespace, name));
     // A VM's default display is SPICE, locked by a generated Secret (issue 12).
     const displaySecret = await core.createNamespacedSecret({ namespace, body: generatedDisplaySecret(vm) });
     const configMap = desiredConfigMap(vm, desiredRunnerConfig(vm, { hasDisplaySecret: true }));
@@ -188,15 +187,7 @@ async function measureVmop(kubeConfig: KubeConfig, kubeconfigPath: string, repli
   await sleep(500); // the bench's own watch request is not the managers'
   const before = readRequestTotals(kubeconfigPath);
   const start = performance.now();
-  await withConcurrency(names(), CONCURRENCY, async (name) => {
-    await customObjects.createNamespacedCustomObject({
-      group: GROUP,
-      version: VERSION,
-      plural: PLURAL,
-      namespace,
-      body: vmManifest(namespace, name),
-    });
-  });
+  await withConcurrency(names(), CONCURRENCY, (name) => createVm(customObjects, namespace, name));
   await watcher.done;
   const seconds = (performance.now() - start) / 1000;
   watcher.stop();
