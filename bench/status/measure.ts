@@ -21,6 +21,9 @@ export interface StatusLatency {
   statusP99: number;
   queueP50: number;
   queueP99: number;
+  /** How long the reconcile itself took. */
+  handlerP50: number;
+  handlerP99: number;
 }
 
 const quantile = (sorted: number[], q: number) =>
@@ -118,7 +121,9 @@ export async function measureStatusLatency(
     () => undefined,
   );
 
-  const before = histogramBuckets(await scrape(managers), 'vmop_queue_enqueue_to_start_seconds');
+  const texts = await scrape(managers);
+  const before = histogramBuckets(texts, 'vmop_queue_enqueue_to_start_seconds');
+  const handlerBefore = histogramBuckets(texts, 'vmop_queue_handler_duration_seconds');
   const latencies: number[] = [];
   await Promise.all(
     names.map(async (name, index) => {
@@ -146,7 +151,9 @@ export async function measureStatusLatency(
       await publisher.close();
     }),
   );
-  const after = histogramBuckets(await scrape(managers), 'vmop_queue_enqueue_to_start_seconds');
+  const textsAfter = await scrape(managers);
+  const after = histogramBuckets(textsAfter, 'vmop_queue_enqueue_to_start_seconds');
+  const handlerAfter = histogramBuckets(textsAfter, 'vmop_queue_handler_duration_seconds');
   watch.abort();
   for (const manager of managers) await manager.stop();
   await redis.stop();
@@ -159,5 +166,7 @@ export async function measureStatusLatency(
     statusP99: quantile(sorted, 0.99),
     queueP50: histogramQuantile(before, after, 0.5) * 1000,
     queueP99: histogramQuantile(before, after, 0.99) * 1000,
+    handlerP50: histogramQuantile(handlerBefore, handlerAfter, 0.5) * 1000,
+    handlerP99: histogramQuantile(handlerBefore, handlerAfter, 0.99) * 1000,
   };
 }

@@ -39,7 +39,7 @@ export function register(program: Command): void {
     .addOption(
       new Option('--redis <url>', 'Redis URL of the work queue').env('REDIS_URL').makeOptionMandatory(),
     )
-    .option('--concurrency <n>', 'keys reconciled at once by this replica', Number, 4)
+    .option('--concurrency <n>', 'keys reconciled at once by this replica', Number, 16)
     .option(
       '--rate-limit <per-second>',
       'reconciles per second across all replicas (default: unlimited)',

@@ -27,7 +27,7 @@ export const ManagerOptions = z.object({
   /** Namespaces to watch; all when empty. */
   namespaces: z.array(z.string().min(1)).default([]),
   redisUrl: z.string().url(),
-  concurrency: z.number().int().positive().default(4),
+  concurrency: z.number().int().positive().default(16),
   /** Reconciles per second across all replicas; unlimited when absent. */
   rateLimitPerSecond: z.number().positive().optional(),
   metricsPort: z.number().int().min(0).max(65535).default(8080),
