@@ -102,13 +102,13 @@ async function measureRaw(kubeConfig: KubeConfig, kubeconfigPath: string): Promi
   const before = readRequestTotals(kubeconfigPath);
   const start = performance.now();
   await apply(desiredRunnerServiceAccount(namespace));
+  await apply(desiredRunnerSecret(namespace, 'redis://runner@redis:6379'));
   await withConcurrency(names(), CONCURRENCY, async (name) => {
     const vm = VirtualMachine.parse(await createVm(customObjects, namespace, name));
     // A VM's default display is SPICE, locked by a generated Secret (issue 12).
     const displaySecret = await core.createNamespacedSecret({ namespace, body: generatedDisplaySecret(vm) });
     const configMap = desiredConfigMap(vm, desiredRunnerConfig(vm, { hasDisplaySecret: true }));
     await apply(configMap);
-    await apply(desiredRunnerSecret(vm, 'redis://runner@redis:6379'));
     await apply(
       desiredStatefulSet(vm, {
         defaultRunnerImage: { image: DEFAULT_RUNNER_IMAGE },

@@ -315,7 +315,7 @@ type: kubernetes.io/service-account-token
     const team = clusterVms(cluster.kubeconfigPath, 'team-b');
     await team.apply(testGuestManifest('late', 'team-b'));
     await team.waitForVm('late', (vm) => expect(team.condition(vm, 'Booted')?.status).toBe('True'));
-    const secret = JSON.parse(await team.kubectl(['get', 'secret', 'late-runner-redis', '-o', 'json']));
+    const secret = JSON.parse(await team.kubectl(['get', 'secret', 'vm-runner-redis', '-o', 'json']));
     // The runner's own Redis user, not the manager's.
     expect(Buffer.from(secret.data.url, 'base64').toString()).toMatch(/^redis:\/\/vmop-runner:/);
     expect(

@@ -52,7 +52,7 @@ import {
   RUNNER_SERVICE_ACCOUNT,
   desiredRunnerSecret,
   desiredRunnerServiceAccount,
-  runnerSecretName,
+  RUNNER_SECRET,
 } from './runner-identity.js';
 import { desiredStatefulSet, type Overcommit, type RunnerImage } from './stateful-set.js';
 import { desiredLoadBalancerService, type LoadBalancerDefaults } from './load-balancer-service.js';
@@ -164,6 +164,21 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       true,
       PatchStrategy.ServerSideApply,
     )) as T;
+  }
+
+  /**
+   * apply() for an object of the namespace that all its VMs need: reconciles of many new VMs at
+   * once, before the watch has it, write it once (per replica), not once each.
+   */
+  const sharedApplies = new Map<string, Promise<KubernetesObject | undefined>>();
+  function applyShared<T extends KubernetesObject>(object: T, current: T | undefined) {
+    if (current && isSubset(object, current)) return Promise.resolve(undefined);
+    const id = `${object.kind}/${object.metadata!.namespace}/${object.metadata!.name}`;
+    const pending = sharedApplies.get(id);
+    if (pending) return pending.then(() => undefined); // written by the reconcile that started it
+    const applying = apply(object, undefined).finally(() => sharedApplies.delete(id));
+    sharedApplies.set(id, applying);
+    return applying;
   }
 
   /** Creates an operation; false when it exists already (made by an earlier reconcile or another replica). */
@@ -294,15 +309,15 @@ export function createVmReconciler(options: VmReconcilerOptions) {
         requeueAfter = nudge.retryAfterMs;
       }
 
-      const secretName = runnerSecretName(name);
-      const currentSecret = cache.get<V1Secret>('Secret', namespace, secretName);
-      if (await apply(desiredRunnerSecret(vm, options.runnerRedisUrl), currentSecret)) writes.push('Secret');
+      const currentSecret = cache.get<V1Secret>('Secret', namespace, RUNNER_SECRET);
+      if (await applyShared(desiredRunnerSecret(namespace, options.runnerRedisUrl), currentSecret))
+        writes.push('runner Secret');
       const currentServiceAccount = cache.get<V1ServiceAccount>(
         'ServiceAccount',
         namespace,
         RUNNER_SERVICE_ACCOUNT,
       );
-      if (await apply(desiredRunnerServiceAccount(namespace), currentServiceAccount))
+      if (await applyShared(desiredRunnerServiceAccount(namespace), currentServiceAccount))
         writes.push('ServiceAccount');
 
       const imageRepository = cache.get<V1PersistentVolumeClaim>(

@@ -28,7 +28,7 @@ import {
 import { parseMemorySize } from '../../api/runner-config.js';
 import { podSpecOfVm } from './restart-awaiting.js';
 import { maximumCpus } from './runner-config.js';
-import { RUNNER_REDIS_URL_KEY, RUNNER_SERVICE_ACCOUNT, runnerSecretName } from './runner-identity.js';
+import { RUNNER_REDIS_URL_KEY, RUNNER_SECRET, RUNNER_SERVICE_ACCOUNT } from './runner-identity.js';
 
 export interface StatefulSetOptions {
   /** The runner image (and pull policy) when the VM does not name one. */
@@ -190,7 +190,7 @@ export function desiredStatefulSet(vm: VirtualMachine, options: StatefulSetOptio
     { name: 'VMOP_POD_UID', valueFrom: { fieldRef: { fieldPath: 'metadata.uid' } } },
     {
       name: 'VMOP_REDIS_URL',
-      valueFrom: { secretKeyRef: { name: runnerSecretName(name), key: RUNNER_REDIS_URL_KEY } },
+      valueFrom: { secretKeyRef: { name: RUNNER_SECRET, key: RUNNER_REDIS_URL_KEY } },
     },
   ];
   const { spec } = vm;

@@ -80,6 +80,15 @@ describe('VirtualMachine controller (one manager process, real apiserver and Red
       return current;
     });
     expect(vm.status.observedGeneration).toBe(vm.metadata.generation);
+    // The runner's Redis credential: one Secret for the namespace, named by the pod's env.
+    const env = sts.spec?.template.spec?.containers.find((c) => c.name === 'runner')?.env ?? [];
+    expect(env.find((e) => e.valueFrom?.secretKeyRef)?.valueFrom?.secretKeyRef).toEqual({
+      name: 'vm-runner-redis',
+      key: 'url',
+    });
+    const secret = await core.readNamespacedSecret({ name: 'vm-runner-redis', namespace: NAMESPACE });
+    expect(Buffer.from(secret.data!.url!, 'base64').toString()).toBe(redis.url);
+    expect(secret.metadata?.ownerReferences).toBeUndefined();
   });
 
   it("locks a SPICE VM's console with a generated display Secret, and prefers the user's own", async () => {

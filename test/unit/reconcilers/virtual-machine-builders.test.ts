@@ -71,7 +71,7 @@ describe('desiredStatefulSet', () => {
     expect(pod).toMatchObject({ hostNetwork: true, dnsPolicy: 'ClusterFirstWithHostNet' });
     expect(runner.env).toContainEqual({
       name: 'VMOP_REDIS_URL',
-      valueFrom: { secretKeyRef: { name: 'test-vm-runner-redis', key: 'url' } },
+      valueFrom: { secretKeyRef: { name: 'vm-runner-redis', key: 'url' } },
     });
   });
 
