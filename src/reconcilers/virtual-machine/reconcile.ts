@@ -68,7 +68,7 @@ export interface VmReconcilerOptions {
   /** The newest generation of the VM any replica has seen (generation-marks.ts); 0 when unknown. */
   newestGeneration?: (key: string, uid: string) => Promise<number>;
   defaultRunnerImage: RunnerImage;
-  /** The Redis URL (with the runner's credential) runners publish to; it goes into each VM's runner Secret. */
+  /** The Redis URL (with the runner's credential) runners publish to; it goes into each namespace's runner Secret. */
   runnerRedisUrl: string;
   overcommit?: Overcommit;
   /** The manager's LoadBalancer Service setting (default: none unless a VM asks for one). */
@@ -90,7 +90,10 @@ const STATUS_CONFLICT = Symbol('status conflict');
 /** How long vmop's own last write of a VM stands in for the cache, which has it by then. */
 const OWN_WRITE_TTL_MS = 5_000;
 
-/** etcd's resourceVersions are increasing integers (Kubernetes 1.35 makes that a rule). */
+/**
+ * resourceVersions from etcd are increasing integers; relied on only to prefer vmop's own newer
+ * write of a VM to its cached copy, or to wait for the cache after a refused write.
+ */
 type Versioned = { metadata?: { resourceVersion?: string } } | undefined;
 const isNewer = (a: Versioned, b: Versioned) =>
   Number(a?.metadata?.resourceVersion) > Number(b?.metadata?.resourceVersion);
