@@ -91,7 +91,7 @@ export function vmFingerprint(object: KubernetesObject & { spec?: unknown }): st
 }
 
 /** What is watched: the VMs and their operations, and by label the objects that belong to VMs. */
-const WATCHED: Array<{
+export const WATCHED: Array<{
   apiVersion: string;
   kind: CachedKind;
   plural: string;
