@@ -2,33 +2,18 @@
 // runner container, it replays the recent serial output, then relays the terminal to qemu's
 // serial console socket. One session at a time: a new one takes over, and the one displaced is
 // told so (its relay ends).
-import { createReadStream } from 'node:fs';
-import { readFile, stat, writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseRunnerConfig } from '../api/runner-config.js';
 import { runnerPaths } from '../runner/paths.js';
+import { serialLogTail } from '../runner/serial-log.js';
 
 /** How much of the serial log is shown before the live console. */
 export const REPLAY_BYTES = 16 * 1024;
 export const TAKEN_OVER_MESSAGE = '[vmop: this console session was taken over by another one]';
 const SESSION_FILE = 'console.session';
-
-/** The last `bytes` of a file (from a line start where possible). */
-async function tail(file: string, bytes: number): Promise<string> {
-  const size = await stat(file).then(
-    (s) => s.size,
-    () => 0,
-  );
-  if (size === 0) return '';
-  const start = Math.max(0, size - bytes);
-  const chunks: Buffer[] = [];
-  for await (const chunk of createReadStream(file, { start })) chunks.push(chunk as Buffer);
-  const text = Buffer.concat(chunks).toString('utf8');
-  const newline = text.indexOf('\n');
-  return start > 0 && newline >= 0 ? text.slice(newline + 1) : text;
-}
 
 /** Ends the session this one replaces (its relay prints TAKEN_OVER_MESSAGE and exits). */
 async function takeOver(sessionFile: string): Promise<void> {
@@ -76,7 +61,7 @@ export async function relaySerialConsole(configPath: string): Promise<number> {
   };
   process.on('SIGUSR1', () => process.stdout.write(`\r\n${TAKEN_OVER_MESSAGE}\r\n`, () => end(0)));
   await takeOver(path.join(paths.runtimeDir, SESSION_FILE));
-  process.stdout.write(await tail(paths.consoleLog, REPLAY_BYTES));
+  process.stdout.write(await serialLogTail(paths.consoleLog, REPLAY_BYTES));
   if (session.ended) return done;
   const connected = await connectConsole(paths.consoleSocket);
   session.socket = connected;

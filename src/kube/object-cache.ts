@@ -2,18 +2,16 @@
 // the apiserver by the watch's delay; src/operator/watch-edge.ts says why that is safe.
 import type { KubernetesObject } from '@kubernetes/client-node';
 
-export const CACHED_KINDS = [
-  'VirtualMachine',
-  'VirtualMachineOperation',
-  'StatefulSet',
-  'ConfigMap',
-  'Pod',
-  'Secret',
-  'Service',
-  'ServiceAccount',
-  'PersistentVolumeClaim',
-] as const;
-export type CachedKind = (typeof CACHED_KINDS)[number];
+export type CachedKind =
+  | 'VirtualMachine'
+  | 'VirtualMachineOperation'
+  | 'StatefulSet'
+  | 'ConfigMap'
+  | 'Pod'
+  | 'Secret'
+  | 'Service'
+  | 'ServiceAccount'
+  | 'PersistentVolumeClaim';
 
 export interface ObjectCache {
   get<T extends KubernetesObject>(kind: CachedKind, namespace: string, name: string): T | undefined;

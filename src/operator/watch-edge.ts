@@ -79,7 +79,7 @@ export function keysOfObject(object: KubernetesObject, vmUnchanged = false): str
 }
 
 /** What a VM reconcile reads of a VM besides its status; the same fingerprint means no new work. */
-export function vmFingerprint(object: KubernetesObject & { spec?: unknown }): string {
+export function vmFingerprint(object: KubernetesObject): string {
   const { metadata } = object;
   return JSON.stringify([
     metadata?.generation,

@@ -1,7 +1,7 @@
 // The guest's serial output, kept by qemu (chardev `logfile`, `logappend=on`) in the runner's data
 // volume so that it outlives a runner pod. The runner marks where each run begins and keeps the
 // file small: the data volume is 1Mi and also holds the firmware variables and the TPM state.
-import { appendFile, open, stat } from 'node:fs/promises';
+import { appendFile, open, stat, type FileHandle } from 'node:fs/promises';
 
 /** Above this size the log is cut back to its last KEEP bytes. */
 export const SERIAL_LOG_LIMIT_BYTES = 128 * 1024;
@@ -14,6 +14,27 @@ export const RUN_MARKER_PREFIX = '[vmop: run ';
 /** The line that opens a run's output; `vmop vm console` replays it with the output. */
 export function runMarker(runId: string, startedAt: Date): string {
   return `${RUN_MARKER_PREFIX}${runId} started at ${startedAt.toISOString()}]`;
+}
+
+/** The last `bytes` of an open file of `size` bytes, from a line start when it had to cut. */
+async function readTail(handle: FileHandle, size: number, bytes: number): Promise<Buffer> {
+  const start = Math.max(0, size - bytes);
+  const buffer = Buffer.alloc(size - start);
+  const { bytesRead } = await handle.read(buffer, 0, buffer.length, start);
+  const text = buffer.subarray(0, bytesRead);
+  const newline = start > 0 ? text.indexOf('\n') : -1;
+  return newline >= 0 ? text.subarray(newline + 1) : text;
+}
+
+/** The last `bytes` of the log (from a line start), '' when there is none: what a console replays. */
+export async function serialLogTail(file: string, bytes: number): Promise<string> {
+  const handle = await open(file, 'r').catch(() => undefined);
+  if (!handle) return '';
+  try {
+    return (await readTail(handle, (await handle.stat()).size, bytes)).toString('utf8');
+  } finally {
+    await handle.close();
+  }
 }
 
 /**
@@ -34,10 +55,7 @@ export async function trimSerialLog(
   if (size <= limit) return false;
   const handle = await open(file, 'r+');
   try {
-    const tail = Buffer.alloc(keep);
-    const { bytesRead } = await handle.read(tail, 0, keep, size - keep);
-    const newline = tail.subarray(0, bytesRead).indexOf('\n');
-    const kept = newline >= 0 ? tail.subarray(newline + 1, bytesRead) : tail.subarray(0, bytesRead);
+    const kept = await readTail(handle, size, keep);
     await handle.write(kept, 0, kept.length, 0);
     await handle.truncate(kept.length);
   } finally {

@@ -6,6 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import {
   RUN_MARKER_PREFIX,
   runMarker,
+  serialLogTail,
   startRunInSerialLog,
   trimSerialLog,
 } from '../../../src/runner/serial-log.js';
@@ -39,6 +40,13 @@ describe('serial log', () => {
     expect(log).toMatch(/^line \d+\r\n/);
     expect(log.endsWith(numberedLines(1990, 2002))).toBe(true);
     expect(log).not.toContain('\0');
+  });
+
+  it('replays its last whole lines, all of a small log, and nothing when there is none', async () => {
+    expect(await serialLogTail(file, 100)).toBe('');
+    await writeFile(file, numberedLines(1, 20));
+    expect(await serialLogTail(file, 100_000)).toBe(numberedLines(1, 20));
+    expect(await serialLogTail(file, 30)).toBe(numberedLines(18, 20)); // 9 bytes each: 'line 17' is cut, so left out
   });
 
   it('opens each run with its marker on a line of its own', async () => {
