@@ -25,7 +25,10 @@ import { startRedis } from '../../src/devenv/redis.js';
 import { DEFAULT_RUNNER_IMAGE } from '../../src/operator/manager.js';
 import { KeyQueue } from '../../src/queue/producer.js';
 import { CONFIG_FILE_KEY, desiredConfigMap } from '../../src/reconcilers/virtual-machine/config-map.js';
-import { generatedDisplaySecret } from '../../src/reconcilers/virtual-machine/display-secret.js';
+import {
+  generatedDisplaySecret,
+  wantsGeneratedDisplaySecret,
+} from '../../src/reconcilers/virtual-machine/display-secret.js';
 import { FIELD_MANAGER, vmKey } from '../../src/reconcilers/virtual-machine/naming.js';
 import { desiredRunnerConfig } from '../../src/reconcilers/virtual-machine/runner-config.js';
 import {
@@ -105,14 +108,19 @@ async function measureRaw(kubeConfig: KubeConfig, kubeconfigPath: string): Promi
   await apply(desiredRunnerSecret(namespace, 'redis://runner@redis:6379'));
   await withConcurrency(names(), CONCURRENCY, async (name) => {
     const vm = VirtualMachine.parse(await createVm(customObjects, namespace, name));
-    // A VM's default display is SPICE, locked by a generated Secret (issue 12).
-    const displaySecret = await core.createNamespacedSecret({ namespace, body: generatedDisplaySecret(vm) });
-    const configMap = desiredConfigMap(vm, desiredRunnerConfig(vm, { hasDisplaySecret: true }));
+    // A VM's default display is SPICE, locked by a generated Secret once it is to run (issue 12).
+    const displaySecret = wantsGeneratedDisplaySecret(vm)
+      ? await core.createNamespacedSecret({ namespace, body: generatedDisplaySecret(vm) })
+      : undefined;
+    const configMap = desiredConfigMap(
+      vm,
+      desiredRunnerConfig(vm, { hasDisplaySecret: displaySecret !== undefined }),
+    );
     await apply(configMap);
     await apply(
       desiredStatefulSet(vm, {
         defaultRunnerImage: { image: DEFAULT_RUNNER_IMAGE },
-        displaySecretName: displaySecret.metadata!.name,
+        displaySecretName: displaySecret?.metadata!.name,
         hasImageRepository: false,
       }),
     );

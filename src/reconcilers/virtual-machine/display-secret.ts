@@ -12,9 +12,13 @@ export function generatedDisplaySecretName(vmName: string): string {
   return `${vmName}-display-secret`;
 }
 
-/** Whether the VM wants a generated display Secret (it has SPICE and does not opt out). */
+/**
+ * Whether the VM wants a generated display Secret: it has SPICE, does not opt out, and is to run.
+ * A stopped VM has no console to lock; its Secret is made when it first starts (and then kept),
+ * which spares a write and a cached object for every VM created stopped.
+ */
 export function wantsGeneratedDisplaySecret(vm: VirtualMachine): boolean {
-  return vm.spec.vm.display.spice?.generateSecret === true;
+  return vm.spec.vm.display.spice?.generateSecret === true && vm.spec.vm.state === 'Running';
 }
 
 /**

@@ -125,6 +125,62 @@ stringData: {display-password: mine}
     await eventually(async () => expect(await mounted()).toBe(`${VM}-display-secret`));
   });
 
+  it('generates no display Secret for a VM created stopped, until it is started', async () => {
+    const name = 'created-stopped';
+    const sts = () => apps.readNamespacedStatefulSet({ name, namespace: NAMESPACE });
+    const displaySecret = () =>
+      core.readNamespacedSecret({ name: `${name}-display-secret`, namespace: NAMESPACE });
+    const mounted = async () =>
+      (await sts()).spec?.template.spec?.volumes?.find((v) => v.name === 'display-secret')?.secret
+        ?.secretName;
+    await kubectl(
+      ['apply', '-f', '-'],
+      `apiVersion: vmoperator.jdrupes.org/v1
+kind: VirtualMachine
+metadata: {name: ${name}, namespace: ${NAMESPACE}}
+spec: {vm: {state: Stopped, maximumCpus: 2, maximumRam: 256Mi, display: {spice: {port: 5912}}}}
+`,
+    );
+    await eventually(async () => {
+      const vm = await custom.getNamespacedCustomObject({ ...vmRef, name });
+      expect(vm.status?.observedGeneration).toBe(vm.metadata.generation);
+    });
+    expect((await sts()).spec?.replicas).toBe(0);
+    expect(await mounted()).toBeUndefined();
+    await expect(displaySecret()).rejects.toSatisfy(isNotFound);
+
+    await kubectl([
+      'patch',
+      'vm',
+      '-n',
+      NAMESPACE,
+      name,
+      '--type',
+      'merge',
+      '-p',
+      '{"spec":{"vm":{"state":"Running"}}}',
+    ]);
+    await eventually(async () => expect(await mounted()).toBe(`${name}-display-secret`));
+    expect((await sts()).spec?.replicas).toBe(1);
+    const password = (await displaySecret()).data!['display-password'];
+    // Stopped again, it keeps its Secret (and its password).
+    await kubectl([
+      'patch',
+      'vm',
+      '-n',
+      NAMESPACE,
+      name,
+      '--type',
+      'merge',
+      '-p',
+      '{"spec":{"vm":{"state":"Stopped"}}}',
+    ]);
+    await eventually(async () => expect((await sts()).spec?.replicas).toBe(0));
+    expect(await mounted()).toBe(`${name}-display-secret`);
+    expect((await displaySecret()).data!['display-password']).toBe(password);
+    await kubectl(['delete', 'vm', '-n', NAMESPACE, name]);
+  });
+
   it('serves /healthz, /readyz and Prometheus /metrics', async () => {
     const port = (await manager.waitForLog((l) => l.msg === 'manager started')).metricsPort as number;
     const get = (path: string) => fetch(`http://127.0.0.1:${port}${path}`);

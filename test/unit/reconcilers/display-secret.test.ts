@@ -9,11 +9,11 @@ import {
 } from '../../../src/reconcilers/virtual-machine/display-secret.js';
 
 const seed = parse(readFileSync('examples/local-path-test-vm.yaml', 'utf8'));
-const vmWith = (display: unknown) =>
+const vmWith = (display: unknown, state = 'Running') =>
   VirtualMachine.parse({
     ...seed,
     metadata: { ...seed.metadata, uid: 'vm-uid' },
-    spec: { ...seed.spec, vm: { ...seed.spec.vm, display } },
+    spec: { ...seed.spec, vm: { ...seed.spec.vm, display, state } },
   });
 const decode = (value: string | undefined) => Buffer.from(value ?? '', 'base64').toString();
 
@@ -22,6 +22,10 @@ describe('generated display Secret', () => {
     expect(wantsGeneratedDisplaySecret(vmWith({ spice: { port: 5910 } }))).toBe(true);
     expect(wantsGeneratedDisplaySecret(vmWith({ spice: { port: 5910, generateSecret: false } }))).toBe(false);
     expect(wantsGeneratedDisplaySecret(vmWith({ outputs: 1 }))).toBe(false);
+  });
+
+  it('is wanted only once the VM is to run: a stopped VM has no console to lock', () => {
+    expect(wantsGeneratedDisplaySecret(vmWith({ spice: { port: 5910 } }, 'Stopped'))).toBe(false);
   });
 
   it('locks the console: a random password that expires now, labelled and owned like VM-Operator', () => {
