@@ -41,12 +41,16 @@ import { createLogger } from '../../src/util/logger.js';
 import { startManagerProcess, type ManagerProcess } from '../../test/support/manager-process.js';
 import { measureStatusLatency, type StatusLatency } from '../status/measure.js';
 import { readRequestTotals, requestDelta, type RequestDelta } from '../support/apiserver-requests.js';
+import { heapAfterGc, inspectorUrl } from '../support/inspector-heap.js';
+import { objectReads, REQUEST_LOG_PRELOAD, requestLogDir } from '../support/request-log.js';
 
 const VMS = Number(process.env.BENCH_VMS ?? 1000);
 /** Requests in flight at once, for the raw client and for creating the VMs vmop reconciles. */
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32);
 const REPLICAS = (process.env.BENCH_REPLICAS ?? '1,2,4').split(',').map(Number);
 const STATUS_VMS = (process.env.BENCH_STATUS_VMS ?? '10,100').split(',').filter(Boolean).map(Number);
+/** How long the queue must stay empty before a row's requests are counted. */
+const QUIET_MS = 3_000;
 const logger = createLogger('bench', {});
 logger.level = 'warn';
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
@@ -56,7 +60,10 @@ interface Row {
   seconds: number;
   created: RequestDelta;
   resync?: RequestDelta;
+  /** GETs of single objects the managers themselves made (their request logs). */
+  ownReads?: { created: number; resync: number };
   rssPerVmKb?: number;
+  heapPerVmKb?: number;
 }
 
 const createVm = (customObjects: CustomObjectsApi, namespace: string, name: string): Promise<unknown> =>
@@ -138,6 +145,8 @@ async function measureRaw(kubeConfig: KubeConfig, kubeconfigPath: string): Promi
     );
   });
   const seconds = (performance.now() - start) / 1000;
+  // As long as vmop's rows wait for an idle queue: kube-controller-manager's late reads count in both.
+  await sleep(QUIET_MS);
   const created = requestDelta(before, readRequestTotals(kubeconfigPath));
   deleteNamespace(kubeconfigPath, namespace);
   return { who: 'raw client', seconds, created };
@@ -172,7 +181,7 @@ async function queueIdle(queue: KeyQueue): Promise<void> {
     const counts = await queue.queue.getJobCounts('waiting', 'active', 'prioritized');
     const busy = Object.values(counts).some((n) => n > 0);
     if (busy) quietSince = Date.now();
-    else if (Date.now() - quietSince > 3_000) return;
+    else if (Date.now() - quietSince > QUIET_MS) return;
     await sleep(250);
   }
 }
@@ -181,20 +190,29 @@ async function measureVmop(kubeConfig: KubeConfig, kubeconfigPath: string, repli
   const namespace = `scale-${replicas}-${Date.now()}`;
   kubectl(kubeconfigPath, ['create', 'namespace', namespace]);
   const redis = await startRedis();
+  const requestLog = requestLogDir();
   const managers: ManagerProcess[] = Array.from({ length: replicas }, () =>
     // Info, as users run it (a line per reconcile that writes).
     startManagerProcess(['--kubeconfig', kubeconfigPath, '--redis', redis.url, '-n', namespace], {
       logLevel: 'info',
+      env: {
+        // The inspector, for the heap after a full GC; the request log, for the managers' own reads.
+        NODE_OPTIONS: `--inspect=127.0.0.1:0 --import ${REQUEST_LOG_PRELOAD}`,
+        VMOP_BENCH_REQUEST_LOG: requestLog,
+      },
     }),
   );
   await Promise.all(managers.map((m) => m.waitForLog((l) => l.msg === 'manager started')));
+  const inspectors = managers.map((m) => m.otherStderr.map(inspectorUrl).find(Boolean)!);
   await sleep(2000); // let start-up settle before the memory baseline
   const rssBefore = managers.map((m) => rssKb(m.pid));
+  const heapBefore = await Promise.all(inspectors.map(heapAfterGc));
   const customObjects = kubeConfig.makeApiClient(CustomObjectsApi);
   const watcher = allConverged(kubeConfig, namespace);
   await sleep(500); // the bench's own watch request is not the managers'
   const before = readRequestTotals(kubeconfigPath);
   const start = performance.now();
+  const createdFrom = Date.now();
   await withConcurrency(names(), CONCURRENCY, (name) => createVm(customObjects, namespace, name));
   await watcher.done;
   const seconds = (performance.now() - start) / 1000;
@@ -202,9 +220,13 @@ async function measureVmop(kubeConfig: KubeConfig, kubeconfigPath: string, repli
   const queue = new KeyQueue({ redisUrl: redis.url });
   await queueIdle(queue);
   const afterCreate = readRequestTotals(kubeconfigPath);
+  const resyncFrom = Date.now();
   const created = requestDelta(before, afterCreate);
   const rssAfter = managers.map((m) => rssKb(m.pid));
   const rssPerVmKb = rssAfter.reduce((sum, rss, i) => sum + (rss - rssBefore[i]!), 0) / managers.length / VMS;
+  const heapAfter = await Promise.all(inspectors.map(heapAfterGc));
+  const heapPerVmKb =
+    heapAfter.reduce((sum, heap, i) => sum + (heap - heapBefore[i]!), 0) / managers.length / VMS / 1024;
 
   // A no-op resync: every key once more, as the periodic resync enqueues them.
   await queue.addMany(
@@ -214,12 +236,17 @@ async function measureVmop(kubeConfig: KubeConfig, kubeconfigPath: string, repli
   await sleep(500);
   await queueIdle(queue);
   const resync = requestDelta(afterCreate, readRequestTotals(kubeconfigPath));
+  const ownReads = {
+    created: objectReads(requestLog, createdFrom, resyncFrom),
+    resync: objectReads(requestLog, resyncFrom, Date.now()),
+  };
 
   await queue.close();
   for (const manager of managers) await manager.stop();
   await redis.stop();
   deleteNamespace(kubeconfigPath, namespace);
-  return { who: `vmop, ${replicas} replica${replicas > 1 ? 's' : ''}`, seconds, created, resync, rssPerVmKb };
+  const who = `vmop, ${replicas} replica${replicas > 1 ? 's' : ''}`;
+  return { who, seconds, created, resync, ownReads, rssPerVmKb, heapPerVmKb };
 }
 
 const controlPlane = await startControlPlane({ logger });
@@ -233,24 +260,32 @@ try {
   for (const vms of STATUS_VMS) {
     latencies.push({
       vms,
-      ...(await measureStatusLatency(kubeConfig, kubeconfigPath, { replicas: 1, vms, changes: 5 * vms })),
+      // At least 500 changes, as bench:status: p99 of fewer is little more than the slowest one.
+      ...(await measureStatusLatency(kubeConfig, kubeconfigPath, {
+        replicas: 1,
+        vms,
+        changes: Math.max(500, 5 * vms),
+      })),
     });
   }
 
   const perVm = (n: number) => (n / VMS).toFixed(2);
+  const own = (reads: number | undefined) => (reads === undefined ? '' : ` (own ${perVm(reads)})`);
+  const kb = (value: number | undefined) => (value === undefined ? '–' : `${value.toFixed(1)} KB`);
   console.log(`\n${VMS} Stopped VMs created at once, ${CONCURRENCY} requests in flight (2 cores)\n`);
   console.log(
-    '| who | converged in | VMs/s | vs raw | reads/VM created | writes/VM created | reads/VM resync | writes/VM resync | manager RSS/VM |',
+    '| who | converged in | VMs/s | vs raw | reads/VM created | writes/VM created | reads/VM resync | writes/VM resync | manager heap/VM | manager RSS/VM |',
   );
-  console.log('|---|---|---|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|---|---|---|');
   for (const row of rows) {
     // The VM's own create is the client's, not vmop's: writes per VM are what follows it.
     const writes = row.created.writes - VMS;
     const reads = row.created.reads;
     console.log(
       `| ${row.who} | ${row.seconds.toFixed(1)} s | ${(VMS / row.seconds).toFixed(1)} | ${(raw.seconds / row.seconds).toFixed(2)} | ` +
-        `${perVm(reads)} | ${perVm(writes)} | ${row.resync ? perVm(row.resync.reads) : '–'} | ` +
-        `${row.resync ? perVm(row.resync.writes) : '–'} | ${row.rssPerVmKb !== undefined ? `${row.rssPerVmKb.toFixed(1)} KB` : '–'} |`,
+        `${perVm(reads)}${own(row.ownReads?.created)} | ${perVm(writes)} | ` +
+        `${row.resync ? perVm(row.resync.reads) : '–'}${own(row.ownReads?.resync)} | ` +
+        `${row.resync ? perVm(row.resync.writes) : '–'} | ${kb(row.heapPerVmKb)} | ${kb(row.rssPerVmKb)} |`,
     );
   }
   console.log('\nRequests by verb and resource (VMs created):');
@@ -261,7 +296,11 @@ try {
   for (const l of latencies)
     console.log(`| ${l.vms} | ${l.changes} | ${l.statusP50.toFixed(1)} ms | ${l.statusP99.toFixed(1)} ms |`);
   console.log(
-    "\n(requests from apiserver_request_total for vmop's resources; writes/VM exclude the VM's own create)",
+    "\n(requests from apiserver_request_total for vmop's resources; writes/VM exclude the VM's own create;\n" +
+      ' own: GETs of single objects the managers made themselves, from their request logs; the rest are other\n' +
+      " clients' (kube-controller-manager's garbage collector, most likely);\n" +
+      ' heap: used V8 heap after a full GC through the inspector, per VM, averaged over replicas; RSS: right after\n' +
+      " converging, before any full GC, so it includes the burst's garbage)",
   );
 } finally {
   await controlPlane.stop();
