@@ -133,6 +133,18 @@ stringData: {display-password: mine}
     const mounted = async () =>
       (await sts()).spec?.template.spec?.volumes?.find((v) => v.name === 'display-secret')?.secret
         ?.secretName;
+    const setState = (state: string) =>
+      kubectl([
+        'patch',
+        'vm',
+        '-n',
+        NAMESPACE,
+        name,
+        '--type',
+        'merge',
+        '-p',
+        JSON.stringify({ spec: { vm: { state } } }),
+      ]);
     await kubectl(
       ['apply', '-f', '-'],
       `apiVersion: vmoperator.jdrupes.org/v1
@@ -149,32 +161,12 @@ spec: {vm: {state: Stopped, maximumCpus: 2, maximumRam: 256Mi, display: {spice: 
     expect(await mounted()).toBeUndefined();
     await expect(displaySecret()).rejects.toSatisfy(isNotFound);
 
-    await kubectl([
-      'patch',
-      'vm',
-      '-n',
-      NAMESPACE,
-      name,
-      '--type',
-      'merge',
-      '-p',
-      '{"spec":{"vm":{"state":"Running"}}}',
-    ]);
+    await setState('Running');
     await eventually(async () => expect(await mounted()).toBe(`${name}-display-secret`));
     expect((await sts()).spec?.replicas).toBe(1);
     const password = (await displaySecret()).data!['display-password'];
     // Stopped again, it keeps its Secret (and its password).
-    await kubectl([
-      'patch',
-      'vm',
-      '-n',
-      NAMESPACE,
-      name,
-      '--type',
-      'merge',
-      '-p',
-      '{"spec":{"vm":{"state":"Stopped"}}}',
-    ]);
+    await setState('Stopped');
     await eventually(async () => expect((await sts()).spec?.replicas).toBe(0));
     expect(await mounted()).toBe(`${name}-display-secret`);
     expect((await displaySecret()).data!['display-password']).toBe(password);
