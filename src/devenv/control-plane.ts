@@ -10,6 +10,7 @@ import { promisify } from 'node:util';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
 import { z } from 'zod';
+import { PooledKubeConfig } from '../kube/config.js';
 import { freePort } from '../util/free-port.js';
 import { createLogger, type Logger } from '../util/logger.js';
 import { locateControlPlaneBinaries, type ControlPlaneBinaries } from './kube-binaries.js';
@@ -150,7 +151,7 @@ export async function startControlPlane(options: StartControlPlaneOptions = {}):
       binaries.kubeScheduler,
       schedulerArgs(dir, address, ports, kubeconfigFiles.scheduler),
     );
-    const kubeConfig = new KubeConfig();
+    const kubeConfig = new PooledKubeConfig();
     kubeConfig.loadFromString(adminYaml);
     await waitUntil(controllerManager, () =>
       isOk(`https://${address}:${ports.controllerManager}/healthz`, {

@@ -1,8 +1,37 @@
-import { KubeConfig } from '@kubernetes/client-node';
+import {
+  createConfiguration,
+  KubeConfig,
+  ServerConfiguration,
+  type ApiConstructor,
+  type ApiType,
+} from '@kubernetes/client-node';
+import { pooledHttpLibrary, type PooledHttpOptions } from './pooled-http.js';
+
+/** A KubeConfig whose API clients share pooled keep-alive connections (pooled-http.ts). */
+export class PooledKubeConfig extends KubeConfig {
+  private readonly httpApi: ReturnType<typeof pooledHttpLibrary>;
+
+  constructor(options: PooledHttpOptions = {}) {
+    super();
+    this.httpApi = pooledHttpLibrary(options);
+  }
+
+  override makeApiClient<T extends ApiType>(apiClientType: ApiConstructor<T>): T {
+    const cluster = this.getCurrentCluster();
+    if (!cluster) throw new Error('No active cluster!');
+    return new apiClientType(
+      createConfiguration({
+        baseServer: new ServerConfiguration(cluster.server, {}),
+        authMethods: { default: this },
+        httpApi: this.httpApi,
+      }),
+    );
+  }
+}
 
 /** A kubeconfig file when given, else $KUBECONFIG, ~/.kube/config or the in-cluster service account. */
 export function loadKubeConfig(path: string | undefined): KubeConfig {
-  const kubeConfig = new KubeConfig();
+  const kubeConfig = new PooledKubeConfig();
   if (path) kubeConfig.loadFromFile(path);
   else kubeConfig.loadFromDefault();
   return kubeConfig;
