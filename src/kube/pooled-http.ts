@@ -36,10 +36,19 @@ export function pooledHttpLibrary(options: PooledHttpOptions = {}): HttpLibrary 
   function pooledAgent(given: ReturnType<RequestContext['getAgent']>) {
     // Proxy agents (a kubeconfig's proxy-url) are used as client-node made them.
     if (!given || given.constructor !== https.Agent) return given;
-    const tls = Object.fromEntries(
-      TLS_OPTIONS.map((name) => [name, given.options[name]]).filter(([, value]) => value !== undefined),
-    );
-    const id = createHash('sha256').update(JSON.stringify(tls)).digest('hex');
+    const tls: https.AgentOptions = {};
+    // client-node decodes the kubeconfig's certificates anew for every request: key by content.
+    const hash = createHash('sha256');
+    for (const name of TLS_OPTIONS) {
+      const value = given.options[name];
+      if (value === undefined) continue;
+      Object.assign(tls, { [name]: value });
+      hash
+        .update(`${name}:`)
+        .update(Buffer.isBuffer(value) ? value : JSON.stringify(value))
+        .update('\0');
+    }
+    const id = hash.digest('hex');
     let agent = pools.get(id);
     if (!agent) {
       agent = new https.Agent({ ...tls, keepAlive: true, timeout: idleTimeoutMs });
