@@ -53,6 +53,10 @@ interface Result {
   p50: number;
   p99: number;
   commandsPerItem: number;
+  /** Redis CPU time over the run's wall time: near 1, Redis is the bottleneck. */
+  redisBusy: number;
+  /** CPU time of all worker processes per handled item. */
+  workerCpuUs: number;
 }
 
 /** The key of pushed item i: every key is pushed twice, so half the items are duplicates. */
@@ -82,6 +86,13 @@ async function spawnWorker(
   };
   await worker.next();
   return worker;
+}
+
+/** CPU seconds the Redis server has used so far (its one command thread and the rest). */
+async function redisCpuSeconds(redis: Redis): Promise<number> {
+  const info = await redis.info('cpu');
+  const field = (name: string) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? NaN);
+  return field('used_cpu_user') + field('used_cpu_sys');
 }
 
 /** Total commands Redis executed so far, including those run inside Lua scripts. */
@@ -133,6 +144,7 @@ async function runScenario(mode: Mode, procs: number): Promise<Result> {
   const plainQueue = new Queue(QUEUE_NAME, { connection: bullConnection(server.url) });
   try {
     const before = await commandCount(stats);
+    const cpuBefore = await redisCpuSeconds(stats);
     const addedAt: number[] = [];
     const t0 = Date.now();
     for (let first = 0; first < options.items; first += BATCH) {
@@ -155,12 +167,17 @@ async function runScenario(mode: Mode, procs: number): Promise<Result> {
       await new Promise((r) => setTimeout(r, 100));
     }
     const commands = (await commandCount(stats)) - before;
+    const redisCpu = (await redisCpuSeconds(stats)) - cpuBefore;
+    const wallSeconds = (Date.now() - t0) / 1000;
 
     const starts: Array<[string, number]> = [];
+    let workerCpuMs = 0;
     for (const worker of workers) {
       worker.child.send('report');
       const report = await worker.next();
-      if (report.type === 'report') starts.push(...report.starts);
+      if (report.type !== 'report') continue;
+      starts.push(...report.starts);
+      workerCpuMs += report.cpuMs;
     }
     const lastStart = Math.max(...starts.map(([, t]) => t));
     const sorted = latencies(mode, addedAt, starts).sort((a, b) => a - b);
@@ -173,6 +190,8 @@ async function runScenario(mode: Mode, procs: number): Promise<Result> {
       p50: percentile(sorted, 50),
       p99: percentile(sorted, 99),
       commandsPerItem: commands / starts.length,
+      redisBusy: redisCpu / wallSeconds,
+      workerCpuUs: (workerCpuMs * 1000) / starts.length,
     };
   } finally {
     await Promise.all(
@@ -218,6 +237,8 @@ for (const procs of options.procs) {
       r.p50.toFixed(0),
       r.p99.toFixed(0),
       r.commandsPerItem.toFixed(1),
+      `${(r.redisBusy * 100).toFixed(0)}%`,
+      r.workerCpuUs.toFixed(0),
     ]);
   }
   const throughput = median(ratios, (ratio) => ratio);
@@ -232,6 +253,8 @@ for (const procs of options.procs) {
     (vmop.p50 / plain.p50).toFixed(2),
     (vmop.p99 / plain.p99).toFixed(2),
     commands.toFixed(2),
+    '',
+    (vmop.workerCpuUs / plain.workerCpuUs).toFixed(2),
   ]);
   verdicts.push(
     `${procs} process(es): throughput ${throughput >= 0.8 ? 'meets' : 'MISSES'} ≥ 0.8× plain ` +
@@ -246,12 +269,17 @@ console.log(
 );
 console.log(
   renderTable(
-    ['PROCS', 'QUEUE', 'PUSHED', 'HANDLED', 'ITEMS/S', 'HANDLED/S', 'P50 MS', 'P99 MS', 'REDIS CMDS/HANDLED'],
+    [
+      ...['PROCS', 'QUEUE', 'PUSHED', 'HANDLED', 'ITEMS/S', 'HANDLED/S', 'P50 MS', 'P99 MS'],
+      ...['REDIS CMDS/HANDLED', 'REDIS BUSY', 'WORKER CPU µS/HANDLED'],
+    ],
     rows,
   ),
 );
 console.log(`\n${verdicts.join('\n')}`);
 console.log(
   '\nitems/s (handled/s): pushed (handled) items / time from the first push to the last handler start. Latency: add → start of the run ' +
-    'that served it. Commands: INFO commandstats delta (Lua-internal calls included), over handled items.',
+    'that served it. Commands: INFO commandstats delta (Lua-internal calls included), over handled items. ' +
+    'Redis busy: its CPU time (INFO cpu) over the wall time of the run; near 100% Redis is the bottleneck. ' +
+    'Worker CPU: user + system time of the worker processes from ready to report, over handled items.',
 );

@@ -35,9 +35,13 @@ async function startPlainWorker(): Promise<{ close(): Promise<void> }> {
   return worker;
 }
 
+const cpuAtReady = process.cpuUsage();
 process.on('message', (raw) => {
   const command = BenchCommandSchema.parse(raw);
-  if (command === 'report') send({ type: 'report', starts });
+  if (command === 'report') {
+    const cpu = process.cpuUsage(cpuAtReady);
+    send({ type: 'report', starts, cpuMs: (cpu.user + cpu.system) / 1000 });
+  }
   if (command === 'stop') void workers.close().then(() => process.exit(0));
 });
 // The IPC channel closes when the benchmark dies: do not outlive it.
