@@ -109,14 +109,14 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     logger,
   });
   const reconcileOperation = createOperationReconciler({ clients, cache: watches.cache, logger });
-  const handler: KeyHandler = async (key, { attempt }) => {
+  const handler: KeyHandler = async (key) => {
     const reconcile = key.startsWith('vm:')
       ? reconcileVm
       : key.startsWith('vmop:')
         ? reconcileOperation
         : undefined;
     if (!reconcile) throw new TerminalError(`no reconciler for key ${key}`);
-    logger.debug({ key, attempt }, 'reconcile start');
+    logger.debug({ key }, 'reconcile start');
     try {
       return await reconcile(key);
     } catch (err) {

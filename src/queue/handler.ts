@@ -10,10 +10,11 @@ export type HandlerResult = z.infer<typeof HandlerResultSchema> | void;
 
 /**
  * Reconciles one key. Gets the key, never the payload that caused the run (level-triggered).
- * `attempt` counts runs since the key last succeeded (1 when it did); `signal` aborts when the
- * key's lock is lost or the worker shuts down past its timeout.
+ * `attempt()` counts runs since the key last succeeded (1 when it did; it reads Redis, so a
+ * handler that does not need it does not wait for it); `signal` aborts when the key's lock is lost
+ * or the worker shuts down past its timeout.
  */
 export type KeyHandler = (
   key: string,
-  ctx: { attempt: number; signal: AbortSignal },
+  ctx: { attempt(): Promise<number>; signal: AbortSignal },
 ) => Promise<HandlerResult>;

@@ -9,6 +9,16 @@ import type { WorkerMetrics } from './metrics.js';
 import type { KeyQueue } from './producer.js';
 import { TerminalError } from './terminal-error.js';
 
+/** A handler running in this process. */
+interface Run {
+  key: string;
+  startedAt: number;
+  /** Set by cancel(); the run's signal reports it. */
+  abortReason?: unknown;
+  /** Made when the handler first reads its signal: most never do, and one per run costs. */
+  controller?: AbortController;
+}
+
 /**
  * Runs the handler for one key's job and turns its outcome into queue state: success clears the
  * key's failures and schedules a requested requeue; a failure is recorded and, unless terminal,
@@ -16,7 +26,7 @@ import { TerminalError } from './terminal-error.js';
  */
 export class KeyRunner {
   /** Handlers running in this process, by job id. */
-  readonly running = new Map<string, { key: string; startedAt: number }>();
+  readonly running = new Map<string, Run>();
 
   constructor(
     private readonly deps: {
@@ -29,44 +39,83 @@ export class KeyRunner {
     },
   ) {}
 
-  async run(job: Job, signal: AbortSignal): Promise<void> {
+  /** Aborts the signal of a running handler (its key's lock was lost, or the worker shuts down). */
+  cancel(jobId: string, reason: string): void {
+    const run = this.running.get(jobId);
+    if (!run || run.abortReason !== undefined) return;
+    run.abortReason = reason;
+    run.controller?.abort(reason);
+  }
+
+  cancelAll(reason: string): void {
+    for (const jobId of this.running.keys()) this.cancel(jobId, reason);
+  }
+
+  async run(job: Job): Promise<void> {
     const { keys, handler, metrics, logger } = this.deps;
     const key = WorkKeySchema.parse(job.name);
     const startedAt = Date.now();
     metrics?.enqueueToStart.observe(Math.max(0, startedAt - job.timestamp) / 1000);
-    const prior = await keys.state.beginRun(key);
-    const attempt = (prior?.attempts ?? 0) + 1;
-    this.running.set(job.id!, { key, startedAt });
+    // The handler does not wait for this (a round trip per run); what needs earlier failures, or
+    // requests a follow-up of this key, does.
+    const begun = settle(keys.state.beginRun(key));
+    const priorFailure = async () => {
+      const outcome = await begun;
+      if (!outcome.ok) throw outcome.error;
+      return outcome.value;
+    };
+    const run: Run = { key, startedAt };
+    this.running.set(job.id!, run);
+    const ctx = {
+      attempt: async () => ((await priorFailure())?.attempts ?? 0) + 1,
+      get signal() {
+        if (!run.controller) {
+          run.controller = new AbortController();
+          if (run.abortReason !== undefined) run.controller.abort(run.abortReason);
+        }
+        return run.controller.signal;
+      },
+    };
     try {
-      const result = HandlerResultSchema.parse(await handler(key, { attempt, signal }));
+      // The job ends only after the handler has: a key is never handled twice at once.
+      const handled = await settle((async () => HandlerResultSchema.parse(await handler(key, ctx)))());
+      if (!handled.ok && run.abortReason !== undefined) {
+        // Interrupted (lock lost or shutdown), not failed: any replica may run the key again at once.
+        await begun;
+        await keys.state.requestFollowUp(key, Date.now());
+        this.observe('aborted', startedAt);
+        logger.info({ key, reason: run.abortReason }, 'handler aborted; key queued again');
+        return;
+      }
+      const prior = await priorFailure();
+      if (!handled.ok) return await this.failed(job, prior, handled.error, startedAt);
       if (prior) {
         await keys.state.clearFailure(key);
         await this.removeFailedJob(prior.jobId);
       }
-      if (result?.requeueAfter !== undefined)
-        await this.requestFollowUp(key, Date.now() + result.requeueAfter);
+      if (handled.value?.requeueAfter !== undefined)
+        await this.requestFollowUp(key, Date.now() + handled.value.requeueAfter);
       this.observe('success', startedAt);
-    } catch (err) {
-      if (signal.aborted) {
-        // Interrupted (lock lost or shutdown), not failed: any replica may run the key again at once.
-        await keys.state.requestFollowUp(key, Date.now());
-        this.observe('aborted', startedAt);
-        logger.info({ key, reason: signal.reason }, 'handler aborted; key queued again');
-        return;
-      }
-      const terminal = err instanceof TerminalError;
-      const retryAt = terminal ? undefined : Date.now() + backoffDelay(attempt, this.deps.backoff);
-      await this.recordFailure(key, prior, { error: messageOf(err), terminal, jobId: job.id }, retryAt);
-      if (retryAt !== undefined) {
-        this.deps.pump.wake(retryAt);
-        metrics?.retries.inc();
-      }
-      this.observe(terminal ? 'terminal' : 'error', startedAt);
-      logger.warn({ key, attempt, terminal, retryAt, err }, 'handler failed');
-      throw err;
     } finally {
       this.running.delete(job.id!);
     }
+  }
+
+  /** Records a failed run and, unless it is terminal, its retry after the key's backoff; rethrows. */
+  private async failed(job: Job, prior: FailureRecord | undefined, err: unknown, startedAt: number) {
+    const { metrics, logger } = this.deps;
+    const key = job.name;
+    const attempt = (prior?.attempts ?? 0) + 1;
+    const terminal = err instanceof TerminalError;
+    const retryAt = terminal ? undefined : Date.now() + backoffDelay(attempt, this.deps.backoff);
+    await this.recordFailure(key, prior, { error: messageOf(err), terminal, jobId: job.id }, retryAt);
+    if (retryAt !== undefined) {
+      this.deps.pump.wake(retryAt);
+      metrics?.retries.inc();
+    }
+    this.observe(terminal ? 'terminal' : 'error', startedAt);
+    logger.warn({ key, attempt, terminal, retryAt, err }, 'handler failed');
+    throw err;
   }
 
   /** Records a failure (replacing the key's previous failed job), with a retry time unless terminal. */
@@ -103,6 +152,15 @@ export class KeyRunner {
   private observe(outcome: string, startedAt: number): void {
     this.deps.metrics?.handlerDuration.observe({ outcome }, (Date.now() - startedAt) / 1000);
   }
+}
+
+type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };
+
+function settle<T>(promise: Promise<T>): Promise<Settled<T>> {
+  return promise.then(
+    (value) => ({ ok: true, value }),
+    (error: unknown) => ({ ok: false, error }),
+  );
 }
 
 function messageOf(err: unknown): string {

@@ -79,14 +79,15 @@ export async function startWorkers(options: StartWorkersOptions): Promise<{ clos
     logger,
   });
 
-  // Three parameters: BullMQ only hands an abort signal to processors that declare one.
-  const processor = async (job: Job, _token: string | undefined, signal: AbortSignal | undefined) => {
+  // One parameter: BullMQ makes an AbortController per job for processors that take a signal;
+  // KeyRunner makes one only for a handler that reads it.
+  const processor = async (job: Job) => {
     ranHere.add(job);
     if (job.name === RESYNC_JOB_NAME) {
       await opts.resync?.onResync();
       return;
     }
-    await keyRunner.run(job, signal ?? new AbortController().signal);
+    await keyRunner.run(job);
   };
 
   const worker = new Worker(opts.queueName, processor, {
@@ -102,7 +103,7 @@ export async function startWorkers(options: StartWorkersOptions): Promise<{ clos
   worker.on('lockRenewalFailed', (jobIds) => {
     for (const jobId of jobIds) {
       // Another replica may take the key once the lock expires: ask the handler to stop.
-      worker.cancelJob(jobId, 'lost the lock on this key');
+      keyRunner.cancel(jobId, 'lost the lock on this key');
       logger.warn({ jobId, key: keyRunner.running.get(jobId)?.key }, 'lost a key lock; aborting its handler');
     }
   });
@@ -136,7 +137,7 @@ export async function startWorkers(options: StartWorkersOptions): Promise<{ clos
     if (!(await settlesWithin(graceful, opts.shutdownTimeoutMs))) {
       const stillRunning = [...keyRunner.running.values()].map((r) => r.key);
       logger.warn({ keys: stillRunning }, 'shutdown timeout: aborting handlers');
-      worker.cancelAllJobs('worker shutting down');
+      keyRunner.cancelAll('worker shutting down');
       if (!(await settlesWithin(graceful, ABORT_GRACE_MS))) {
         // Their keys' locks expire and other replicas take them over.
         logger.warn('handlers ignored the abort; disconnecting without them');

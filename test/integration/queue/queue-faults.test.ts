@@ -40,6 +40,41 @@ describe('work queue faults', () => {
     }
   });
 
+  it('aborts the handler of a worker that was paused past its lock, once it runs again', async () => {
+    const h = await startHarness();
+    const workers = await Promise.all(
+      [0, 1].map(() => h.spawnWorker({ lockDurationMs: 1000, stalledIntervalMs: 500, concurrency: 2 })),
+    );
+    const key = 'vm:faults/paused';
+    await h.setBehaviour(key, { holdUntilReleased: true });
+    await h.producer.addMany([key]);
+    const [firstStart] = await h.waitFor('the key to start', async () => {
+      const starts = await h.starts(key);
+      return starts.length > 0 ? starts : undefined;
+    });
+    const paused = workers.find((w) => w.pid === firstStart!.pid)!;
+    paused.child.kill('SIGSTOP');
+    try {
+      // Its lock expires unrenewed and the stalled check hands the key to the other worker.
+      await h.waitFor('the other worker to take the key', async () =>
+        (await h.starts(key)).some((s) => s.pid !== paused.pid),
+      );
+    } finally {
+      paused.child.kill('SIGCONT');
+    }
+    // Back, it fails to renew the lock it lost, and its handler is told to stop.
+    const [abortedRun] = await h.waitFor('the paused worker to abort its handler', async () => {
+      const ended = (await h.runs(key)).filter((run) => run.pid === paused.pid);
+      return ended.length > 0 ? ended : undefined;
+    });
+    expect(abortedRun).toMatchObject({ outcome: 'aborted', startSeq: firstStart!.seq });
+    await h.release(key);
+    await h.waitForIdle();
+    expect((await h.runs(key)).filter((run) => run.pid !== paused.pid).at(-1)).toMatchObject({
+      outcome: 'success',
+    });
+  });
+
   it("hands a killed manager's key to the other replica within the manager's lock settings", async () => {
     const h = await startHarness();
     const workers = await Promise.all([0, 1].map(() => h.spawnWorker({ ...KEY_LOCK, concurrency: 2 })));

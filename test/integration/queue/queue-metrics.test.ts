@@ -39,10 +39,10 @@ describe('work queue metrics', () => {
       // The failure below is intended; its warning would only clutter the test output.
       logger: pino({ level: 'silent' }),
       backoff: { baseMs: 50, capMs: 50 },
-      handler: async (key, { attempt }) => {
+      handler: async (key, ctx) => {
         started.add(key);
         if (key === 'vm:metrics/held') await held;
-        if (key === 'vm:metrics/flaky' && attempt === 1) throw new Error('first attempt fails');
+        if (key === 'vm:metrics/flaky' && (await ctx.attempt()) === 1) throw new Error('first attempt fails');
       },
     });
   });

@@ -58,8 +58,9 @@ const workers = await startWorkers({
         },
       }
     : {}),
-  handler: async (key, { attempt, signal }) => {
-    const behaviour = await behaviourOf(key);
+  handler: async (key, ctx) => {
+    const { signal } = ctx;
+    const [behaviour, attempt] = await Promise.all([behaviourOf(key), ctx.attempt()]);
     const startSeq = await record({ type: 'start', key, attempt });
     let outcome = 'success';
     try {
