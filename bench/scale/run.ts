@@ -17,20 +17,22 @@ import {
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { configDigest } from '../../src/api/runner-config.js';
 import { GROUP, PLURAL, VERSION, VirtualMachine } from '../../src/api/virtual-machine.js';
 import { startControlPlane } from '../../src/devenv/control-plane.js';
 import { installCrds } from '../../src/devenv/install-crds.js';
 import { startRedis } from '../../src/devenv/redis.js';
 import { DEFAULT_RUNNER_IMAGE } from '../../src/operator/manager.js';
 import { KeyQueue } from '../../src/queue/producer.js';
-import { CONFIG_FILE_KEY, desiredConfigMap } from '../../src/reconcilers/virtual-machine/config-map.js';
+import { desiredConfigMap } from '../../src/reconcilers/virtual-machine/config-map.js';
 import {
   generatedDisplaySecret,
   wantsGeneratedDisplaySecret,
 } from '../../src/reconcilers/virtual-machine/display-secret.js';
 import { FIELD_MANAGER, vmKey } from '../../src/reconcilers/virtual-machine/naming.js';
-import { desiredRunnerConfig } from '../../src/reconcilers/virtual-machine/runner-config.js';
+import {
+  desiredRunnerConfig,
+  renderRunnerConfig,
+} from '../../src/reconcilers/virtual-machine/runner-config.js';
 import {
   desiredRunnerSecret,
   desiredRunnerServiceAccount,
@@ -119,10 +121,10 @@ async function measureRaw(kubeConfig: KubeConfig, kubeconfigPath: string): Promi
     const displaySecret = wantsGeneratedDisplaySecret(vm)
       ? await core.createNamespacedSecret({ namespace, body: generatedDisplaySecret(vm) })
       : undefined;
-    const configMap = desiredConfigMap(
-      vm,
+    const config = renderRunnerConfig(
       desiredRunnerConfig(vm, { hasDisplaySecret: displaySecret !== undefined }),
     );
+    const configMap = desiredConfigMap(vm, config.yaml);
     await apply(configMap);
     await apply(
       desiredStatefulSet(vm, {
@@ -136,7 +138,7 @@ async function measureRaw(kubeConfig: KubeConfig, kubeconfigPath: string): Promi
       snapshot: undefined,
       specErrors: [],
       rejected: undefined,
-      configDigest: configDigest(configMap.data![CONFIG_FILE_KEY]!),
+      configDigest: config.digest,
       now: new Date(),
     });
     await customObjects.patchNamespacedCustomObjectStatus(

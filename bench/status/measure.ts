@@ -5,6 +5,7 @@
 import { CoreV1Api, Watch, type KubeConfig } from '@kubernetes/client-node';
 import { randomUUID } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { startRedis } from '../../src/devenv/redis.js';
 import type { RunnerSnapshot } from '../../src/api/runner-snapshot.js';
 import { redisPublisher } from '../../src/runner/publish.js';
@@ -24,6 +25,15 @@ export interface StatusLatency {
   /** How long the reconcile itself took. */
   handlerP50: number;
   handlerP99: number;
+  /** CPU time the manager processes used while the changes were published, per change. */
+  managerCpuMsPerChange: number;
+}
+
+/** User + system CPU seconds of a process so far (Linux: /proc/<pid>/stat, in clock ticks of 1/100 s). */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
 const quantile = (sorted: number[], q: number) =>
@@ -125,6 +135,8 @@ export async function measureStatusLatency(
   const before = histogramBuckets(texts, 'vmop_queue_enqueue_to_start_seconds');
   const handlerBefore = histogramBuckets(texts, 'vmop_queue_handler_duration_seconds');
   const latencies: number[] = [];
+  const managersCpu = () => managers.reduce((sum, m) => sum + cpuSeconds(m.pid), 0);
+  const cpuBefore = managersCpu();
   await Promise.all(
     names.map(async (name, index) => {
       const publisher = redisPublisher({ redisUrl: redis.url, vmKey: `vm:${namespace}/${name}`, logger });
@@ -151,6 +163,7 @@ export async function measureStatusLatency(
       await publisher.close();
     }),
   );
+  const managerCpuSeconds = managersCpu() - cpuBefore;
   const textsAfter = await scrape(managers);
   const after = histogramBuckets(textsAfter, 'vmop_queue_enqueue_to_start_seconds');
   const handlerAfter = histogramBuckets(textsAfter, 'vmop_queue_handler_duration_seconds');
@@ -168,5 +181,6 @@ export async function measureStatusLatency(
     queueP99: histogramQuantile(before, after, 0.99) * 1000,
     handlerP50: histogramQuantile(handlerBefore, handlerAfter, 0.5) * 1000,
     handlerP99: histogramQuantile(handlerBefore, handlerAfter, 0.99) * 1000,
+    managerCpuMsPerChange: (managerCpuSeconds * 1000) / sorted.length,
   };
 }

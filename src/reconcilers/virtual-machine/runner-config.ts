@@ -1,5 +1,11 @@
 // Derives the runner's config.yaml (the "/Runner" document) from a VirtualMachine.
-import { RunnerConfigFile, formatFieldPath, type RunnerConfigInput } from '../../api/runner-config.js';
+import { stringify } from 'yaml';
+import {
+  RunnerConfigFile,
+  configDigest,
+  formatFieldPath,
+  type RunnerConfigInput,
+} from '../../api/runner-config.js';
 import type { VirtualMachine, VmDefinition } from '../../api/virtual-machine.js';
 import {
   CLOUD_INIT_SECRET_DIR,
@@ -115,6 +121,38 @@ export function desiredRunnerConfig(vm: VirtualMachine, options: RunnerConfigOpt
  * Checks the derived config with the runner's own schema: whatever the runner would reject
  * (e.g. a RAM size it cannot parse) is reported on the VM instead of crash-looping a pod.
  */
+export interface RenderedRunnerConfig {
+  /** The config.yaml text. */
+  yaml: string;
+  /** configDigest() of it: what the runner reports once it has this config. */
+  digest: string;
+  /** What the runner would reject, by field (validateRunnerConfig). */
+  errors: string[];
+}
+
+/**
+ * Rendered configs by their JSON: most reconciles (a runner's snapshot, a status change) render an
+ * unchanged config, and YAML output and validation cost several times the JSON key. Bounded,
+ * least recently used out first.
+ */
+const rendered = new Map<string, RenderedRunnerConfig>();
+const RENDERED_CAPACITY = 1024;
+
+export function renderRunnerConfig(config: RunnerConfigInput): RenderedRunnerConfig {
+  const json = JSON.stringify(config);
+  let result = rendered.get(json);
+  if (result === undefined) {
+    // The JSON round trip drops undefined optionals, which YAML would otherwise write as null.
+    const yaml = stringify(JSON.parse(json));
+    result = { yaml, digest: configDigest(yaml), errors: validateRunnerConfig(config) };
+    if (rendered.size >= RENDERED_CAPACITY) rendered.delete(rendered.keys().next().value!);
+  } else {
+    rendered.delete(json);
+  }
+  rendered.set(json, result);
+  return result;
+}
+
 export function validateRunnerConfig(config: RunnerConfigInput): string[] {
   const result = RunnerConfigFile.safeParse(config);
   if (result.success) return [];

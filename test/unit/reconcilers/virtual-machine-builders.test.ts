@@ -6,6 +6,7 @@ import { VirtualMachine } from '../../../src/api/virtual-machine.js';
 import { desiredConfigMap } from '../../../src/reconcilers/virtual-machine/config-map.js';
 import {
   desiredRunnerConfig,
+  renderRunnerConfig,
   validateRunnerConfig,
 } from '../../../src/reconcilers/virtual-machine/runner-config.js';
 import { desiredStatefulSet } from '../../../src/reconcilers/virtual-machine/stateful-set.js';
@@ -223,7 +224,10 @@ describe('desiredStatefulSet', () => {
 describe('desiredConfigMap / runner config', () => {
   it('renders a config.yaml the runner accepts, derived from the spec', () => {
     const vm = vmFrom();
-    const cm = desiredConfigMap(vm, desiredRunnerConfig(vm, { hasDisplaySecret: false }));
+    const cm = desiredConfigMap(
+      vm,
+      renderRunnerConfig(desiredRunnerConfig(vm, { hasDisplaySecret: false })).yaml,
+    );
     expect(cm.metadata).toMatchObject({ name: 'test-vm', namespace: 'vmop-demo', labels });
     const parsed = parseRunnerConfig(cm.data!['config.yaml']!);
     if (!parsed.ok) throw new Error(parsed.errors.join('\n'));
