@@ -127,7 +127,7 @@ export interface RenderedRunnerConfig {
   /** configDigest() of it: what the runner reports once it has this config. */
   digest: string;
   /** What the runner would reject, by field (validateRunnerConfig). */
-  errors: string[];
+  errors: readonly string[];
 }
 
 /**
@@ -144,7 +144,9 @@ export function renderRunnerConfig(config: RunnerConfigInput): RenderedRunnerCon
   if (result === undefined) {
     // The JSON round trip drops undefined optionals, which YAML would otherwise write as null.
     const yaml = stringify(JSON.parse(json));
-    result = { yaml, digest: configDigest(yaml), errors: validateRunnerConfig(config) };
+    // Frozen: one result serves many reconciles.
+    const errors = Object.freeze(validateRunnerConfig(config));
+    result = Object.freeze({ yaml, digest: configDigest(yaml), errors });
     if (rendered.size >= RENDERED_CAPACITY) rendered.delete(rendered.keys().next().value!);
   } else {
     rendered.delete(json);
