@@ -5,7 +5,7 @@
  * commands per handled item, with the vmop/plain ratios.
  *
  * Options: --items N (default 20000), --procs 1,2,4, --concurrency 50 (handlers per process),
- * --rounds 3: each process count runs plain then vmop this many times; the table shows each mode's
+ * --rounds 5: each process count runs plain then vmop this many times; the table shows each mode's
  * median round and the median of the rounds' throughput ratios (one round on 2 cores varies by
  * ±15%).
  */
@@ -28,7 +28,7 @@ const { values } = parseArgs({
     items: { type: 'string', default: '20000' },
     procs: { type: 'string', default: '1,2,4' },
     concurrency: { type: 'string', default: '50' },
-    rounds: { type: 'string', default: '3' },
+    rounds: { type: 'string', default: '5' },
   },
 });
 const OptionsSchema = z.object({

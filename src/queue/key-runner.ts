@@ -2,7 +2,7 @@ import type { Job } from 'bullmq';
 import type { Logger } from '../util/logger.js';
 import { backoffDelay, type Backoff } from './backoff.js';
 import type { FollowUpPump } from './follow-up-pump.js';
-import { HandlerResultSchema, type KeyHandler } from './handler.js';
+import { HandlerResultSchema, type HandlerResult, type KeyHandler } from './handler.js';
 import type { FailureRecord } from './key-state.js';
 import { WorkKeySchema } from './keys.js';
 import type { WorkerMetrics } from './metrics.js';
@@ -58,16 +58,12 @@ export class KeyRunner {
     metrics?.enqueueToStart.observe(Math.max(0, startedAt - job.timestamp) / 1000);
     // The handler does not wait for this (a round trip per run); what needs earlier failures, or
     // requests a follow-up of this key, does.
-    const begun = settle(keys.state.beginRun(key));
-    const priorFailure = async () => {
-      const outcome = await begun;
-      if (!outcome.ok) throw outcome.error;
-      return outcome.value;
-    };
+    const begun = keys.state.beginRun(key);
+    begun.catch(() => undefined); // awaited below; a failure counts then
     const run: Run = { key, startedAt };
     this.running.set(job.id!, run);
     const ctx = {
-      attempt: async () => ((await priorFailure())?.attempts ?? 0) + 1,
+      attempt: async () => ((await begun)?.attempts ?? 0) + 1,
       get signal() {
         if (!run.controller) {
           run.controller = new AbortController();
@@ -78,23 +74,25 @@ export class KeyRunner {
     };
     try {
       // The job ends only after the handler has: a key is never handled twice at once.
-      const handled = await settle((async () => HandlerResultSchema.parse(await handler(key, ctx)))());
-      if (!handled.ok && run.abortReason !== undefined) {
+      let result: HandlerResult;
+      try {
+        result = HandlerResultSchema.parse(await handler(key, ctx));
+      } catch (err) {
+        if (run.abortReason === undefined) return await this.failed(job, await begun, err, startedAt);
         // Interrupted (lock lost or shutdown), not failed: any replica may run the key again at once.
-        await begun;
+        await begun.catch(() => undefined);
         await keys.state.requestFollowUp(key, Date.now());
         this.observe('aborted', startedAt);
         logger.info({ key, reason: run.abortReason }, 'handler aborted; key queued again');
         return;
       }
-      const prior = await priorFailure();
-      if (!handled.ok) return await this.failed(job, prior, handled.error, startedAt);
+      const prior = await begun;
       if (prior) {
         await keys.state.clearFailure(key);
         await this.removeFailedJob(prior.jobId);
       }
-      if (handled.value?.requeueAfter !== undefined)
-        await this.requestFollowUp(key, Date.now() + handled.value.requeueAfter);
+      if (result?.requeueAfter !== undefined)
+        await this.requestFollowUp(key, Date.now() + result.requeueAfter);
       this.observe('success', startedAt);
     } finally {
       this.running.delete(job.id!);
@@ -152,15 +150,6 @@ export class KeyRunner {
   private observe(outcome: string, startedAt: number): void {
     this.deps.metrics?.handlerDuration.observe({ outcome }, (Date.now() - startedAt) / 1000);
   }
-}
-
-type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };
-
-function settle<T>(promise: Promise<T>): Promise<Settled<T>> {
-  return promise.then(
-    (value) => ({ ok: true, value }),
-    (error: unknown) => ({ ok: false, error }),
-  );
 }
 
 function messageOf(err: unknown): string {
