@@ -149,6 +149,15 @@ export class QueueHarness {
     return (await this.events()).filter((e) => e.type === 'start' && e.key === key);
   }
 
+  /** The first start of `key`, once there is one. */
+  async firstStart(key: string): Promise<LedgerEvent> {
+    const [first] = await this.waitFor(`${key} to start`, async () => {
+      const starts = await this.starts(key);
+      return starts.length > 0 ? starts : undefined;
+    });
+    return first!;
+  }
+
   /** Polls until `check` passes; a deadline only so that a broken queue fails instead of hanging. */
   async waitFor<T>(
     what: string,

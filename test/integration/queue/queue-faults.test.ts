@@ -17,11 +17,8 @@ describe('work queue faults', () => {
 
     const mark = await h.mark();
     await h.producer.addMany([held, ...others]);
-    const [firstStart] = await h.waitFor('the held key to start', async () => {
-      const starts = await h.starts(held);
-      return starts.length > 0 ? starts : undefined;
-    });
-    const victim = workers.find((w) => w.pid === firstStart!.pid)!;
+    const firstStart = await h.firstStart(held);
+    const victim = workers.find((w) => w.pid === firstStart.pid)!;
     await victim.kill();
     await h.release(held);
     await h.waitForIdle();
@@ -30,7 +27,7 @@ describe('work queue faults', () => {
     expect(heldRuns).toHaveLength(1);
     expect(heldRuns[0]).toMatchObject({ outcome: 'success' });
     expect(heldRuns[0]!.pid).not.toBe(victim.pid);
-    expect(heldRuns[0]!.startSeq).toBeGreaterThan(firstStart!.seq);
+    expect(heldRuns[0]!.startSeq).toBeGreaterThan(firstStart.seq);
     for (const key of [held, ...others]) {
       const runs = await h.runs(key);
       expect(
@@ -48,11 +45,8 @@ describe('work queue faults', () => {
     const key = 'vm:faults/paused';
     await h.setBehaviour(key, { holdUntilReleased: true });
     await h.producer.addMany([key]);
-    const [firstStart] = await h.waitFor('the key to start', async () => {
-      const starts = await h.starts(key);
-      return starts.length > 0 ? starts : undefined;
-    });
-    const paused = workers.find((w) => w.pid === firstStart!.pid)!;
+    const firstStart = await h.firstStart(key);
+    const paused = workers.find((w) => w.pid === firstStart.pid)!;
     paused.child.kill('SIGSTOP');
     try {
       // Its lock expires unrenewed and the stalled check hands the key to the other worker.
@@ -67,7 +61,7 @@ describe('work queue faults', () => {
       const ended = (await h.runs(key)).filter((run) => run.pid === paused.pid);
       return ended.length > 0 ? ended : undefined;
     });
-    expect(abortedRun).toMatchObject({ outcome: 'aborted', startSeq: firstStart!.seq });
+    expect(abortedRun).toMatchObject({ outcome: 'aborted', startSeq: firstStart.seq });
     await h.release(key);
     await h.waitForIdle();
     expect((await h.runs(key)).filter((run) => run.pid !== paused.pid).at(-1)).toMatchObject({
@@ -81,13 +75,10 @@ describe('work queue faults', () => {
     const key = 'vm:faults/held-by-manager';
     await h.setBehaviour(key, { holdUntilReleased: true });
     await h.producer.addMany([key]);
-    const [firstStart] = await h.waitFor('the key to start', async () => {
-      const starts = await h.starts(key);
-      return starts.length > 0 ? starts : undefined;
-    });
+    const firstStart = await h.firstStart(key);
     // It holds the lock for a while (renewing it) before its process dies.
     await new Promise((resolve) => setTimeout(resolve, KEY_LOCK.lockDurationMs));
-    const victim = workers.find((w) => w.pid === firstStart!.pid)!;
+    const victim = workers.find((w) => w.pid === firstStart.pid)!;
     const killedAt = Date.now();
     await victim.kill();
     // The stated bound: the lock expires at most lockDurationMs after the victim's last renewal,
