@@ -2,7 +2,7 @@ import type { V1ConfigMap } from '@kubernetes/client-node';
 import type { VirtualMachine } from '../../api/virtual-machine.js';
 import { ownerReference, vmLabels } from './naming.js';
 
-export const CONFIG_FILE_KEY = 'config.yaml';
+const CONFIG_FILE_KEY = 'config.yaml';
 
 /** The ConfigMap `<vm>` holding the runner's config.yaml (renderRunnerConfig's text). */
 export function desiredConfigMap(vm: VirtualMachine, configYaml: string): V1ConfigMap {
