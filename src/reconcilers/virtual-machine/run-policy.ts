@@ -5,7 +5,7 @@ import type { RunnerSettings } from '../../api/runner-config.js';
 import type { RunnerSnapshot } from '../../api/runner-snapshot.js';
 import type { VirtualMachine, VirtualMachineStatus } from '../../api/virtual-machine.js';
 import { OPERATION_ANNOTATION } from './naming.js';
-import { runnerContainer } from './status.js';
+import { runnerContainer } from './runner-pod-facts.js';
 
 type AfterQemuEnds = Pick<RunnerSettings, 'whenGuestPowersOff' | 'whenQemuFails' | 'whenStartFails'>;
 
