@@ -7,13 +7,20 @@ import {
   type KubernetesListObject,
   type KubernetesObject,
 } from '@kubernetes/client-node';
-import { backoffDelay } from '../queue/backoff.js';
+import { backoffDelay, type Backoff } from '../queue/backoff.js';
 import type { Logger } from '../util/logger.js';
 
-// The cap bounds how long after an outage the cache catches up; fewer tries would not help the apiserver.
-const RESTART_BACKOFF = { baseMs: 500, capMs: 10_000 };
-/** A watch up this long ended a failure series: the next failure is a new outage. */
-const STAYED_UP_MS = 30_000;
+export interface WatchRestartOptions {
+  /** Delays between restarts of a failing watch. The cap bounds how long after an outage the cache catches up. */
+  backoff: Backoff;
+  /** A watch up this long ended a failure series: the next failure is a new outage. */
+  stayedUpMs: number;
+}
+
+export const WATCH_RESTART: WatchRestartOptions = {
+  backoff: { baseMs: 500, capMs: 10_000 },
+  stayedUpMs: 30_000,
+};
 
 export interface WatchSpec<T extends KubernetesObject> {
   /** The API path of the collection, e.g. /api/v1/namespaces/ns/configmaps. */
@@ -45,6 +52,7 @@ export function watchObjects<T extends KubernetesObject>(
   spec: WatchSpec<T>,
   handlers: WatchHandlers<T>,
   logger: Logger,
+  restartOptions: WatchRestartOptions = WATCH_RESTART,
 ): ObjectWatch<T> {
   const informer = new ListWatch<T>(
     spec.path,
@@ -81,9 +89,9 @@ export function watchObjects<T extends KubernetesObject>(
   };
   informer.on('error', (err: unknown) => {
     if (stopped) return;
-    if (upSince > 0 && Date.now() - upSince >= STAYED_UP_MS) failures = 0;
+    if (upSince > 0 && Date.now() - upSince >= restartOptions.stayedUpMs) failures = 0;
     upSince = 0;
-    const delay = backoffDelay(++failures, RESTART_BACKOFF);
+    const delay = backoffDelay(++failures, restartOptions.backoff);
     if (failures === 1) {
       outageStart = Date.now();
       logger.warn(
