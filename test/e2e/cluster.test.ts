@@ -15,11 +15,8 @@ import { clusterVms } from '../support/cluster-vms.js';
 import { eventually } from '../support/eventually.js';
 
 const run = promisify(execFile);
-const stdoutOf = (command: string, args: string[]) =>
-  run(command, args).then(
-    (out) => out.stdout,
-    () => '',
-  );
+/** A tool's stdout; a tool that fails fails the test (an empty answer would make the comparisons vacuous). */
+const stdoutOf = async (command: string, args: string[]) => (await run(command, args)).stdout;
 
 /** What a cluster may leave on the machine, for before/after comparisons. */
 async function machineTraces(dir: string, netns: string, hostInterface: string) {

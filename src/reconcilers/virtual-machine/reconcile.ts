@@ -58,7 +58,16 @@ import { desiredLoadBalancerService, type LoadBalancerDefaults } from './load-ba
 import { policyStop } from './run-policy.js';
 import { startRetryInMs } from './start-backoff.js';
 import { provisioningSecretErrors, provisioningSecretNames } from './provisioning-secrets.js';
-import { currentSnapshot, deriveStatus, rejectionMessage, transitionEvents } from './status.js';
+import {
+  LOAD_BALANCER_CONDITION,
+  currentSnapshot,
+  deriveStatus,
+  hasCondition,
+  rejectionMessage,
+  serviceNameTaken,
+  transitionEvents,
+  type LoadBalancerState,
+} from './status.js';
 
 export interface VmReconcilerOptions {
   clients: KubeClients;
@@ -288,6 +297,8 @@ export function createVmReconciler(options: VmReconcilerOptions) {
 
     // Secrets are not watched: look again for one that is missing or incomplete.
     let requeueAfter: number | undefined = secretErrors.length > 0 ? SECRET_RECHECK_MS : undefined;
+    /** Whether the VM's LoadBalancer Service is in place, when it wants one. */
+    let loadBalancer: LoadBalancerState | undefined;
     const pod = cache.get<V1Pod>('Pod', namespace, `${name}-0`);
     const configMap = desiredConfigMap(vm, runnerConfig.yaml);
     const desiredConfig = runnerConfig.digest;
@@ -373,6 +384,13 @@ export function createVmReconciler(options: VmReconcilerOptions) {
         writes.push('Service (deleted)');
         return;
       }
+      if (current && !ours) {
+        // Someone else's: never taken over. Foreign Services are not watched, so look again later.
+        loadBalancer = { ready: false, message: serviceNameTaken(namespace, name) };
+        requeueAfter = Math.min(requeueAfter ?? SECRET_RECHECK_MS, SECRET_RECHECK_MS);
+        return;
+      }
+      loadBalancer = { ready: true };
       // Exact metadata: a label or annotation taken out of the spec goes (server-side apply drops it).
       const sameMetadata =
         current &&
@@ -394,7 +412,15 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     }
 
     const snapshot = await snapshotRead;
-    const observed = { pod, snapshot, specErrors, rejected, configDigest: desiredConfig, now: now() };
+    const observed = {
+      pod,
+      snapshot,
+      specErrors,
+      rejected,
+      loadBalancer,
+      configDigest: desiredConfig,
+      now: now(),
+    };
     const status = deriveStatus(vm, observed);
     let resourceVersion = vm.metadata.resourceVersion;
     if (!isDeepStrictEqual(JSON.parse(JSON.stringify(status)), vm.status ?? {})) {
@@ -474,6 +500,13 @@ export function createVmReconciler(options: VmReconcilerOptions) {
         { key, writes, phase: status.phase },
         'reconciled',
       );
+    if (loadBalancer?.message && !hasCondition(vm.status, LOAD_BALANCER_CONDITION, loadBalancer.message)) {
+      await recordEvent(vm, {
+        type: 'Warning',
+        reason: 'LoadBalancerServiceNameTaken',
+        message: loadBalancer.message,
+      });
+    }
     if (rejected !== undefined) {
       const previous = vm.status?.conditions?.find((c) => c.type === 'SpecValid');
       const message = rejectionMessage(rejected);

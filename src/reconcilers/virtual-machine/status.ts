@@ -9,7 +9,7 @@ import type {
   VirtualMachineStatus,
   VmPhase,
 } from '../../api/virtual-machine.js';
-import { RUNNER_CONTAINER } from './naming.js';
+import { runnerContainer } from './runner-pod-facts.js';
 import { formatBytes } from '../../api/runner-config.js';
 import type { ObjectEvent } from '../events.js';
 import { restartAwaitingChanges } from './restart-awaiting.js';
@@ -26,6 +26,8 @@ export interface ObservedState {
   specErrors: string[];
   /** The apiserver's refusal of an object vmop made for the VM (retrying cannot help). */
   rejected?: string;
+  /** The VM's LoadBalancer Service, when it wants one. */
+  loadBalancer?: LoadBalancerState;
   /** configDigest() of the config the runner should have: a runner's config error counts only for it. */
   configDigest?: string;
   now: Date;
@@ -36,10 +38,6 @@ interface PhaseFacts {
   phase: VmPhase;
   reason: string;
   message: string;
-}
-
-export function runnerContainer(pod: V1Pod | undefined): V1ContainerStatus | undefined {
-  return pod?.status?.containerStatuses?.find((c) => c.name === RUNNER_CONTAINER);
 }
 
 /** Whole seconds, as kubelet reports a container's start. */
@@ -264,6 +262,37 @@ function specValidCondition(observed: ObservedState, snapshot: RunnerSnapshot | 
       };
 }
 
+export interface LoadBalancerState {
+  ready: boolean;
+  /** Why it is not. */
+  message?: string;
+}
+
+export const LOAD_BALANCER_CONDITION = 'LoadBalancerServiceReady';
+
+export const serviceNameTaken = (namespace: string, name: string) =>
+  `the Service ${namespace}/${name} exists and was not made for this VM; vmop leaves it alone`;
+
+/** Whether the status has the condition with this message (an Event for it was recorded then). */
+export function hasCondition(
+  status: VirtualMachineStatus | undefined,
+  type: string,
+  message: string,
+): boolean {
+  return status?.conditions?.some((c) => c.type === type && c.message === message) ?? false;
+}
+
+function loadBalancerCondition(state: LoadBalancerState): ConditionFacts {
+  return state.ready
+    ? {
+        type: LOAD_BALANCER_CONDITION,
+        status: 'True',
+        reason: 'Applied',
+        message: 'the LoadBalancer Service of the SPICE port is in place',
+      }
+    : { type: LOAD_BALANCER_CONDITION, status: 'False', reason: 'NameTaken', message: state.message ?? '' };
+}
+
 const AWAITING_RESTART = 'AwaitingRestartToApplyConfiguration';
 
 function awaitingRestartCondition(vm: VirtualMachine, awaiting: RestartAwaitingChange[]): ConditionFacts {
@@ -313,6 +342,7 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
           reason: 'NotReporting',
           message: 'the runner still runs but its reported state is missing; showing the last known state',
         },
+        ...(observed.loadBalancer ? [loadBalancerCondition(observed.loadBalancer)] : []),
       ]),
     };
   }
@@ -395,6 +425,7 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
       agentConnected,
       reporting,
       awaitingRestartCondition(vm, awaiting),
+      ...(observed.loadBalancer ? [loadBalancerCondition(observed.loadBalancer)] : []),
     ]),
     ...(agent?.osinfo && { osinfo: agent.osinfo }),
     ...(agent?.connected && agent.addresses?.length && { ipAddresses: agent.addresses }),

@@ -5,7 +5,13 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { installCrds } from '../../../src/devenv/install-crds.js';
 import { startRedis, type RedisServer } from '../../../src/devenv/redis.js';
 import { eventually } from '../../support/eventually.js';
-import { createTestNamespace, kubectl, sharedKubeConfig, type TestNamespace } from '../../support/kube.js';
+import {
+  createTestNamespace,
+  isNotFound,
+  kubectl,
+  sharedKubeConfig,
+  type TestNamespace,
+} from '../../support/kube.js';
 import { startManagerProcess, type ManagerProcess } from '../../support/manager-process.js';
 
 const kubeConfig = sharedKubeConfig();
@@ -26,8 +32,12 @@ ${loadBalancerService ? `  loadBalancerService: ${loadBalancerService}\n` : ''} 
 `;
     await kubectl(['create', '-f', '-'], manifest).catch(() => kubectl(['replace', '-f', '-'], manifest));
   };
+  /** The Service, or undefined when there is none (any other error fails the test). */
   const service = (name: string) =>
-    core.readNamespacedService({ name, namespace: ns() }).catch(() => undefined);
+    core.readNamespacedService({ name, namespace: ns() }).catch((err: unknown) => {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    });
   const serviceSoon = (name: string, check: (svc: V1Service) => void) =>
     eventually(async () => {
       const svc = await service(name);
@@ -103,16 +113,50 @@ ${loadBalancerService ? `  loadBalancerService: ${loadBalancerService}\n` : ''} 
     expect(await service('no-spice')).toBeUndefined();
   });
 
-  it('a Service of the same name that vmop did not make is left alone', async () => {
-    await core.createNamespacedService({
+  it('a Service of the same name that vmop did not make is left alone, and the VM says so', async () => {
+    const foreign = await core.createNamespacedService({
       namespace: ns(),
-      body: { metadata: { name: 'foreign' }, spec: { ports: [{ port: 80 }] } },
+      body: { metadata: { name: 'foreign', labels: { owner: 'someone' } }, spec: { ports: [{ port: 80 }] } },
     });
-    await applyVm('foreign', '{}');
-    await eventually(async () => {
+    await applyVm('foreign', '{labels: {team: d}}'); // it wants a Service, of the name taken
+    const vm = await eventually(async () => {
       const vm = JSON.parse(await kubectl(['get', 'vm', 'foreign', '-n', ns(), '-o', 'json']));
       expect(vm.status?.observedGeneration).toBe(vm.metadata.generation);
+      expect(
+        vm.status?.conditions?.find((c: { type: string }) => c.type === 'LoadBalancerServiceReady'),
+      ).toMatchObject({
+        status: 'False',
+        reason: 'NameTaken',
+        message: `the Service ${ns()}/foreign exists and was not made for this VM; vmop leaves it alone`,
+      });
+      return vm;
     }, 30_000);
-    expect((await service('foreign'))?.spec?.ports?.[0]?.port).toBe(80);
+    const after = await service('foreign');
+    expect(after?.metadata?.resourceVersion).toBe(foreign.metadata?.resourceVersion); // untouched
+    expect(after?.metadata?.ownerReferences).toBeUndefined();
+    const events = JSON.parse(
+      await kubectl([
+        'get',
+        'events',
+        '-n',
+        ns(),
+        '--field-selector',
+        `involvedObject.uid=${vm.metadata.uid}`,
+        '-o',
+        'json',
+      ]),
+    ).items;
+    expect(events.map((e: { reason: string; count: number }) => [e.reason, e.count])).toContainEqual([
+      'LoadBalancerServiceNameTaken',
+      1,
+    ]);
+    await core.deleteNamespacedService({ name: 'foreign', namespace: ns() }); // the name is free again
+    await serviceSoon('foreign', (svc) => expect(svc.metadata?.labels?.team).toBe('d'));
+    await eventually(async () => {
+      const vm = JSON.parse(await kubectl(['get', 'vm', 'foreign', '-n', ns(), '-o', 'json']));
+      expect(
+        vm.status?.conditions?.find((c: { type: string }) => c.type === 'LoadBalancerServiceReady'),
+      ).toMatchObject({ status: 'True', reason: 'Applied' });
+    }, 30_000);
   });
 });
