@@ -2,7 +2,9 @@
 // by 1, 2 and 4 manager replicas, beside a raw client that writes the same objects (built by the
 // same functions) with the same concurrency, in one run. Prints time to converge, VMs/s, the
 // apiserver's own request counts per VM created and per no-op resync, manager memory per cached
-// VM, and status latency with 10 and 100 VMs publishing.
+// VM, and status latency with 10 and 100 VMs publishing; then 100 Running VMs with SPICE (whose
+// pods no node takes) by one replica, for vmop's writes per running VM; and verdicts against the
+// goals of issues 13 and 28.
 // Real parts: control plane (apiserver, etcd, kube-controller-manager), Redis, manager processes.
 import {
   CoreV1Api,
@@ -44,13 +46,20 @@ import { startManagerProcess, type ManagerProcess } from '../../test/support/man
 import { measureStatusLatency, type StatusLatency } from '../status/measure.js';
 import { readRequestTotals, requestDelta, type RequestDelta } from '../support/apiserver-requests.js';
 import { heapAfterGc, inspectorUrl } from '../support/inspector-heap.js';
-import { objectReads, REQUEST_LOG_PRELOAD, requestLogDir } from '../support/request-log.js';
+import {
+  loggedRequests,
+  objectReads,
+  REQUEST_LOG_PRELOAD,
+  requestLogDir,
+} from '../../test/support/request-log.js';
 
 const VMS = Number(process.env.BENCH_VMS ?? 1000);
 /** Requests in flight at once, for the raw client and for creating the VMs vmop reconciles. */
 const CONCURRENCY = Number(process.env.BENCH_CONCURRENCY ?? 32);
 const REPLICAS = (process.env.BENCH_REPLICAS ?? '1,2,4').split(',').map(Number);
 const STATUS_VMS = (process.env.BENCH_STATUS_VMS ?? '10,100').split(',').filter(Boolean).map(Number);
+/** Running VMs with SPICE, created by one replica (issue 28: writes per VM for those too). */
+const RUNNING_VMS = Number(process.env.BENCH_RUNNING_VMS ?? 100);
 /** How long the queue must stay empty before a row's requests are counted. */
 const QUIET_MS = 3_000;
 const logger = createLogger('bench', {});
@@ -64,11 +73,20 @@ interface Row {
   resync?: RequestDelta;
   /** GETs of single objects the managers themselves made (their request logs). */
   ownReads?: { created: number; resync: number };
+  /** Writes (not of a VM's own creation) the managers made themselves, per VM created. */
+  ownWritesPerVm?: number;
+  vms: number;
   rssPerVmKb?: number;
   heapPerVmKb?: number;
 }
 
-const createVm = (customObjects: CustomObjectsApi, namespace: string, name: string): Promise<unknown> =>
+/** A VM as users write one: Stopped, or Running (with the default display, SPICE). */
+const createVm = (
+  customObjects: CustomObjectsApi,
+  namespace: string,
+  name: string,
+  state: 'Stopped' | 'Running' = 'Stopped',
+): Promise<unknown> =>
   customObjects.createNamespacedCustomObject({
     group: GROUP,
     version: VERSION,
@@ -78,7 +96,7 @@ const createVm = (customObjects: CustomObjectsApi, namespace: string, name: stri
       apiVersion: `${GROUP}/${VERSION}`,
       kind: 'VirtualMachine',
       metadata: { name, namespace },
-      spec: { vm: { state: 'Stopped', maximumCpus: 4, currentCpus: 1, maximumRam: '256Mi' } },
+      spec: { vm: { state, maximumCpus: 4, currentCpus: 1, maximumRam: '256Mi' } },
     },
   });
 
@@ -151,13 +169,17 @@ async function measureRaw(kubeConfig: KubeConfig, kubeconfigPath: string): Promi
   await sleep(QUIET_MS);
   const created = requestDelta(before, readRequestTotals(kubeconfigPath));
   deleteNamespace(kubeconfigPath, namespace);
-  return { who: 'raw client', seconds, created };
+  return { who: 'raw client', seconds, created, vms: VMS };
 }
 
-const names = () => Array.from({ length: VMS }, (_, i) => `vm-${i}`);
+const names = (count = VMS) => Array.from({ length: count }, (_, i) => `vm-${i}`);
 
 /** Resolves when every VM in the namespace has a status for its generation (one watch, no polling). */
-function allConverged(kubeConfig: KubeConfig, namespace: string): { done: Promise<void>; stop(): void } {
+function allConverged(
+  kubeConfig: KubeConfig,
+  namespace: string,
+  vms: number,
+): { done: Promise<void>; stop(): void } {
   const converged = new Set<string>();
   let resolve: () => void = () => undefined;
   const done = new Promise<void>((r) => (resolve = r));
@@ -169,7 +191,7 @@ function allConverged(kubeConfig: KubeConfig, namespace: string): { done: Promis
       vm: { metadata: { name: string; generation: number }; status?: { observedGeneration?: number } },
     ) => {
       if (vm.status?.observedGeneration === vm.metadata.generation) converged.add(vm.metadata.name);
-      if (converged.size >= VMS) resolve();
+      if (converged.size >= vms) resolve();
     },
     () => undefined,
   );
@@ -188,8 +210,14 @@ async function queueIdle(queue: KeyQueue): Promise<void> {
   }
 }
 
-async function measureVmop(kubeConfig: KubeConfig, kubeconfigPath: string, replicas: number): Promise<Row> {
-  const namespace = `scale-${replicas}-${Date.now()}`;
+async function measureVmop(
+  kubeConfig: KubeConfig,
+  kubeconfigPath: string,
+  replicas: number,
+  variant: { state: 'Stopped' | 'Running'; vms: number } = { state: 'Stopped', vms: VMS },
+): Promise<Row> {
+  const vmNames = names(variant.vms);
+  const namespace = `scale-${replicas}-${variant.state.toLowerCase()}-${Date.now()}`;
   kubectl(kubeconfigPath, ['create', 'namespace', namespace]);
   const redis = await startRedis();
   const requestLog = requestLogDir();
@@ -200,7 +228,7 @@ async function measureVmop(kubeConfig: KubeConfig, kubeconfigPath: string, repli
       env: {
         // The inspector, for the heap after a full GC; the request log, for the managers' own reads.
         NODE_OPTIONS: `--inspect=127.0.0.1:0 --import ${REQUEST_LOG_PRELOAD}`,
-        VMOP_BENCH_REQUEST_LOG: requestLog,
+        VMOP_REQUEST_LOG: requestLog,
       },
     }),
   );
@@ -210,12 +238,14 @@ async function measureVmop(kubeConfig: KubeConfig, kubeconfigPath: string, repli
   const rssBefore = managers.map((m) => rssKb(m.pid));
   const heapBefore = await Promise.all(inspectors.map(heapAfterGc));
   const customObjects = kubeConfig.makeApiClient(CustomObjectsApi);
-  const watcher = allConverged(kubeConfig, namespace);
+  const watcher = allConverged(kubeConfig, namespace, variant.vms);
   await sleep(500); // the bench's own watch request is not the managers'
   const before = readRequestTotals(kubeconfigPath);
   const start = performance.now();
   const createdFrom = Date.now();
-  await withConcurrency(names(), CONCURRENCY, (name) => createVm(customObjects, namespace, name));
+  await withConcurrency(vmNames, CONCURRENCY, (name) =>
+    createVm(customObjects, namespace, name, variant.state),
+  );
   await watcher.done;
   const seconds = (performance.now() - start) / 1000;
   watcher.stop();
@@ -225,14 +255,21 @@ async function measureVmop(kubeConfig: KubeConfig, kubeconfigPath: string, repli
   const resyncFrom = Date.now();
   const created = requestDelta(before, afterCreate);
   const rssAfter = managers.map((m) => rssKb(m.pid));
-  const rssPerVmKb = rssAfter.reduce((sum, rss, i) => sum + (rss - rssBefore[i]!), 0) / managers.length / VMS;
+  const rssPerVmKb =
+    rssAfter.reduce((sum, rss, i) => sum + (rss - rssBefore[i]!), 0) / managers.length / variant.vms;
   const heapAfter = await Promise.all(inspectors.map(heapAfterGc));
   const heapPerVmKb =
-    heapAfter.reduce((sum, heap, i) => sum + (heap - heapBefore[i]!), 0) / managers.length / VMS / 1024;
+    heapAfter.reduce((sum, heap, i) => sum + (heap - heapBefore[i]!), 0) /
+    managers.length /
+    variant.vms /
+    1024;
+  const ownWritesPerVm =
+    loggedRequests(requestLog, createdFrom, resyncFrom).filter((r) => r.method !== 'GET').length /
+    variant.vms;
 
   // A no-op resync: every key once more, as the periodic resync enqueues them.
   await queue.addMany(
-    names().map((name) => vmKey(namespace, name)),
+    vmNames.map((name) => vmKey(namespace, name)),
     { event: { type: 'RESYNC' } },
   );
   await sleep(500);
@@ -247,9 +284,24 @@ async function measureVmop(kubeConfig: KubeConfig, kubeconfigPath: string, repli
   for (const manager of managers) await manager.stop();
   await redis.stop();
   deleteNamespace(kubeconfigPath, namespace);
-  const who = `vmop, ${replicas} replica${replicas > 1 ? 's' : ''}`;
-  return { who, seconds, created, resync, ownReads, rssPerVmKb, heapPerVmKb };
+  const who =
+    `vmop, ${replicas} replica${replicas > 1 ? 's' : ''}` +
+    (variant.state === 'Running' ? `, ${variant.vms} Running VMs with SPICE (no node)` : '');
+  return {
+    who,
+    seconds,
+    created,
+    resync,
+    ownReads,
+    ownWritesPerVm,
+    rssPerVmKb,
+    heapPerVmKb,
+    vms: variant.vms,
+  };
 }
+
+/** Issue 13's goals, and issue 28's for Running VMs with SPICE. */
+const GOALS = { writesPerVm: 3, convergeVsRaw: 0.5, heapPerVmKb: 50, statusP99Ms10: 150 };
 
 const controlPlane = await startControlPlane({ logger });
 try {
@@ -258,6 +310,9 @@ try {
   const raw = await measureRaw(kubeConfig, kubeconfigPath);
   const rows: Row[] = [raw];
   for (const replicas of REPLICAS) rows.push(await measureVmop(kubeConfig, kubeconfigPath, replicas));
+  // Running VMs (no node here: their pods stay unscheduled) with the default display, SPICE.
+  if (RUNNING_VMS > 0)
+    rows.push(await measureVmop(kubeConfig, kubeconfigPath, 1, { state: 'Running', vms: RUNNING_VMS }));
   const latencies: Array<StatusLatency & { vms: number }> = [];
   for (const vms of STATUS_VMS) {
     latencies.push({
@@ -271,23 +326,26 @@ try {
     });
   }
 
-  const perVm = (n: number) => (n / VMS).toFixed(2);
-  const own = (reads: number | undefined) => (reads === undefined ? '' : ` (own ${perVm(reads)})`);
+  const perVm = (n: number, row: Row) => (n / row.vms).toFixed(2);
+  const own = (reads: number | undefined, row: Row) =>
+    reads === undefined ? '' : ` (own ${perVm(reads, row)})`;
   const kb = (value: number | undefined) => (value === undefined ? '–' : `${value.toFixed(1)} KB`);
   console.log(`\n${VMS} Stopped VMs created at once, ${CONCURRENCY} requests in flight (2 cores)\n`);
   console.log(
-    '| who | converged in | VMs/s | vs raw | reads/VM created | writes/VM created | reads/VM resync | writes/VM resync | manager heap/VM | manager RSS/VM |',
+    '| who | converged in | VMs/s | vs raw | reads/VM created | writes/VM created | own writes/VM created | reads/VM resync | writes/VM resync | manager heap/VM | manager RSS/VM |',
   );
-  console.log('|---|---|---|---|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const row of rows) {
     // The VM's own create is the client's, not vmop's: writes per VM are what follows it.
-    const writes = row.created.writes - VMS;
+    const writes = row.created.writes - row.vms;
     const reads = row.created.reads;
     console.log(
-      `| ${row.who} | ${row.seconds.toFixed(1)} s | ${(VMS / row.seconds).toFixed(1)} | ${(raw.seconds / row.seconds).toFixed(2)} | ` +
-        `${perVm(reads)}${own(row.ownReads?.created)} | ${perVm(writes)} | ` +
-        `${row.resync ? perVm(row.resync.reads) : '–'}${own(row.ownReads?.resync)} | ` +
-        `${row.resync ? perVm(row.resync.writes) : '–'} | ${kb(row.heapPerVmKb)} | ${kb(row.rssPerVmKb)} |`,
+      `| ${row.who} | ${row.seconds.toFixed(1)} s | ${(row.vms / row.seconds).toFixed(1)} | ` +
+        `${row.vms === VMS ? (raw.seconds / row.seconds).toFixed(2) : '–'} | ` +
+        `${perVm(reads, row)}${own(row.ownReads?.created, row)} | ${perVm(writes, row)} | ` +
+        `${row.ownWritesPerVm === undefined ? '–' : row.ownWritesPerVm.toFixed(2)} | ` +
+        `${row.resync ? perVm(row.resync.reads, row) : '–'}${own(row.ownReads?.resync, row)} | ` +
+        `${row.resync ? perVm(row.resync.writes, row) : '–'} | ${kb(row.heapPerVmKb)} | ${kb(row.rssPerVmKb)} |`,
     );
   }
   console.log('\nRequests by verb and resource (VMs created):');
@@ -297,10 +355,50 @@ try {
   console.log('|---|---|---|---|');
   for (const l of latencies)
     console.log(`| ${l.vms} | ${l.changes} | ${l.statusP50.toFixed(1)} ms | ${l.statusP99.toFixed(1)} ms |`);
+
+  const verdicts: string[] = [];
+  const verdict = (what: string, value: number, goal: string, met: boolean) =>
+    verdicts.push(`${met ? 'met' : 'NOT met'}: ${what} ${Number(value.toFixed(2))} (goal ${goal})`);
+  for (const row of rows.slice(1)) {
+    verdict(
+      `${row.who}: own writes/VM created`,
+      row.ownWritesPerVm!,
+      `≤ ${GOALS.writesPerVm}`,
+      row.ownWritesPerVm! <= GOALS.writesPerVm,
+    );
+    verdict(`${row.who}: writes/VM resync`, row.resync!.writes / row.vms, '0', row.resync!.writes === 0);
+    const ownReads = row.ownReads!.created + row.ownReads!.resync;
+    verdict(`${row.who}: own object reads`, ownReads, '0', ownReads === 0);
+    verdict(
+      `${row.who}: heap/VM (KB)`,
+      row.heapPerVmKb!,
+      `≤ ${GOALS.heapPerVmKb}`,
+      row.heapPerVmKb! <= GOALS.heapPerVmKb,
+    );
+    if (row.vms === VMS) {
+      const writeRatio = (row.created.writes - row.vms) / (raw.created.writes - raw.vms);
+      const needed = GOALS.convergeVsRaw / writeRatio;
+      verdict(
+        `${row.who}: converge rate vs raw`,
+        raw.seconds / row.seconds,
+        `≥ ${needed.toFixed(2)}`,
+        raw.seconds / row.seconds >= needed,
+      );
+    }
+  }
+  const ten = latencies.find((l) => l.vms === 10);
+  if (ten)
+    verdict(
+      'status p99 with 10 VMs publishing (ms)',
+      ten.statusP99,
+      `< ${GOALS.statusP99Ms10}`,
+      ten.statusP99 < GOALS.statusP99Ms10,
+    );
+  console.log(`\nVerdicts:\n${verdicts.map((v) => `  ${v}`).join('\n')}`);
   console.log(
     "\n(requests from apiserver_request_total for vmop's resources; writes/VM exclude the VM's own create;\n" +
-      ' own: GETs of single objects the managers made themselves, from their request logs; the rest are other\n' +
-      " clients' (kube-controller-manager's garbage collector, most likely);\n" +
+      ' own: requests the managers made themselves, from their request logs; the rest are other\n' +
+      " clients' (kube-controller-manager's garbage collector and StatefulSet controller, the scheduler);\n" +
       ' heap: used V8 heap after a full GC through the inspector, per VM, averaged over replicas; RSS: right after\n' +
       " converging, before any full GC, so it includes the burst's garbage)",
   );

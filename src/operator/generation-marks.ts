@@ -2,6 +2,8 @@
 // replica whose cache holds an older VM than that waits before it applies anything, so a spec
 // change (say, state Stopped) is never undone by a reconcile on a lagging cache.
 import type { Redis } from 'ioredis';
+import { KIND } from '../api/virtual-machine.js';
+import type { KeySink } from './watch-edge.js';
 
 const HASH = 'vmop:vm-generations';
 
@@ -34,5 +36,19 @@ export function generationMarks(redis: Redis): GenerationMarks {
     async newest(key, uid) {
       return Number((await redis.hget(HASH, field(key, uid))) ?? 0);
     },
+  };
+}
+
+/**
+ * A replica's watch-edge sink: a VM's spec change raises its mark before its key goes to `enqueue`,
+ * so no replica acts on an older spec once any replica has seen a newer one.
+ */
+export function markingSink(marks: GenerationMarks, enqueue: KeySink): KeySink {
+  return async (key, event) => {
+    if (event.kind === KIND && event.uid && key.startsWith('vm:')) {
+      if (event.type === 'deleted') await marks.forget(key, event.uid);
+      else if (event.generation) await marks.raise(key, event.uid, event.generation);
+    }
+    await enqueue(key, event);
   };
 }

@@ -16,7 +16,7 @@ import { OPERATION_KIND, operationKey } from '../api/virtual-machine-operation.j
 import { createLogger } from '../util/logger.js';
 import { serveHttpEndpoints } from './http-endpoints.js';
 import { snapshotReader } from './snapshots.js';
-import { generationMarks } from './generation-marks.js';
+import { generationMarks, markingSink } from './generation-marks.js';
 import { createWatchEdge, type WatchEventSummary } from './watch-edge.js';
 
 export const DEFAULT_RUNNER_IMAGE = 'ghcr.io/vmop/vmop-runner:latest';
@@ -84,14 +84,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
   const clients = makeKubeClients(kubeConfig);
   const queue = openWorkQueue({ redisUrl: options.redisUrl });
   const marks = generationMarks(redis);
-  // A VM's spec change raises its mark before its key is enqueued, so no replica acts on an older spec.
-  const enqueue = async (key: string, event: WatchEventSummary) => {
-    if (event.kind === KIND && event.uid && key.startsWith('vm:')) {
-      if (event.type === 'deleted') await marks.forget(key, event.uid);
-      else if (event.generation) await marks.raise(key, event.uid, event.generation);
-    }
-    await queue.add(key, { event });
-  };
+  const enqueue = markingSink(marks, (key: string, event: WatchEventSummary) => queue.add(key, { event }));
   const watches = createWatchEdge(kubeConfig, namespaces, enqueue, logger);
   const reconcileVm = createVmReconciler({
     clients,

@@ -1,5 +1,6 @@
 // A TCP proxy in front of a real server, for network faults: while cut, it resets every
-// connection at once (the server unreachable, as behind a failed link) and counts the attempts.
+// connection at once (the server unreachable, as behind a failed link) and counts the attempts;
+// while stalled, open connections carry nothing from the server (a slow or partitioned link).
 import net from 'node:net';
 
 export interface TcpProxy {
@@ -7,6 +8,9 @@ export interface TcpProxy {
   /** Resets the open connections and every new one until restore(). */
   cut(): void;
   restore(): void;
+  /** Holds back what the server sends on the open connections until resume(). */
+  stall(): void;
+  resume(): void;
   /** When connections were attempted (and reset) while cut, in ms since the epoch. */
   refusedAt: number[];
   close(): Promise<void>;
@@ -16,6 +20,8 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
   let cut = false;
   const refusedAt: number[] = [];
   const open = new Set<net.Socket>();
+  let stalled = false;
+  const held: Array<[net.Socket, Buffer]> = [];
   const server = net.createServer((client) => {
     if (cut) {
       refusedAt.push(Date.now());
@@ -28,7 +34,11 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
       socket.on('close', () => open.delete(socket));
       socket.on('error', () => undefined); // a reset of one side ends the other below
     }
-    client.pipe(upstream).pipe(client);
+    client.pipe(upstream);
+    upstream.on('data', (data: Buffer) => {
+      if (stalled) held.push([client, data]);
+      else client.write(data);
+    });
     client.on('close', () => upstream.destroy());
     upstream.on('close', () => client.destroy());
   });
@@ -41,6 +51,13 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     },
     restore() {
       cut = false;
+    },
+    stall() {
+      stalled = true;
+    },
+    resume() {
+      stalled = false;
+      for (const [client, data] of held.splice(0)) if (!client.destroyed) client.write(data);
     },
     refusedAt,
     close: () =>

@@ -214,17 +214,19 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     );
   }
 
-  /** Creates the VM's locked display Secret; one that exists already (a race with another replica) is used. */
-  async function createGeneratedDisplaySecret(vm: VirtualMachine): Promise<V1Secret> {
-    const body = generatedDisplaySecret(vm);
+  /**
+   * Creates the VM's locked display Secret; undefined when it exists already (another replica
+   * made it, and this one's cache has not got it yet: the watch brings it and the key back).
+   */
+  async function createGeneratedDisplaySecret(vm: VirtualMachine): Promise<V1Secret | undefined> {
     try {
-      return await clients.core.createNamespacedSecret({ namespace: vm.metadata.namespace!, body });
-    } catch (err) {
-      if (!isConflict(err)) throw err;
-      return clients.core.readNamespacedSecret({
-        name: body.metadata!.name!,
+      return await clients.core.createNamespacedSecret({
         namespace: vm.metadata.namespace!,
+        body: generatedDisplaySecret(vm),
       });
+    } catch (err) {
+      if (isConflict(err)) return undefined;
+      throw err;
     }
   }
 
@@ -271,6 +273,10 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     if (!displaySecret && wantsGeneratedDisplaySecret(vm)) {
       try {
         displaySecret = await createGeneratedDisplaySecret(vm);
+        if (!displaySecret) {
+          logger.debug({ key }, 'the display Secret exists but is not cached yet; trying again');
+          return { requeueAfter: STALE_CACHE.retryMs };
+        }
         writes.push('display Secret (generated, locked)');
       } catch (err) {
         rejected = apiserverRejection(err);

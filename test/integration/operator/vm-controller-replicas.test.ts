@@ -1,10 +1,22 @@
-import { AppsV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import {
+  AppsV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  PatchStrategy,
+  setHeaderOptions,
+} from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { installCrds } from '../../../src/devenv/install-crds.js';
 import { startRedis, type RedisServer } from '../../../src/devenv/redis.js';
 import { eventually } from '../../support/eventually.js';
 import { createTestNamespace, kubectl, sharedKubeConfig } from '../../support/kube.js';
 import { startManagerProcess, type LogLine, type ManagerProcess } from '../../support/manager-process.js';
+import {
+  loggedRequests,
+  objectReadPaths,
+  REQUEST_LOG_PRELOAD,
+  requestLogDir,
+} from '../../support/request-log.js';
 
 const VM_COUNT = 200;
 const kubeConfig = sharedKubeConfig();
@@ -50,11 +62,16 @@ describe('two manager replicas on one queue', () => {
   let redis: RedisServer;
   let namespace: string;
   const managers: ManagerProcess[] = [];
+  /** Every apiserver request the managers make themselves (test/support/request-log.mjs). */
+  const requestLog = requestLogDir();
   const start = () => {
-    const manager = startManagerProcess([
-      ...['--kubeconfig', inject('kubeconfigPath'), '--redis', redis.url, '-n', namespace],
-      ...['--resync-interval', '5'],
-    ]);
+    const manager = startManagerProcess(
+      [
+        ...['--kubeconfig', inject('kubeconfigPath'), '--redis', redis.url, '-n', namespace],
+        ...['--resync-interval', '5'],
+      ],
+      { env: { NODE_OPTIONS: `--import ${REQUEST_LOG_PRELOAD}`, VMOP_REQUEST_LOG: requestLog } },
+    );
     managers.push(manager);
     return manager;
   };
@@ -185,5 +202,44 @@ describe('two manager replicas on one queue', () => {
     );
     expect(survivor.logs.filter((l) => l.msg === 'reconciled' && l.time > resync.time)).toEqual([]);
     expect(await versions()).toEqual(before);
+  }, 200_000);
+
+  it('reads every object from its caches: no GET of an object through creation, a kill, changes and resyncs', async () => {
+    const survivor = managers[1]!;
+    // A storm of spec changes on top of the creation, takeover and resync above.
+    const since = Date.now();
+    const changed = Array.from({ length: 50 }, (_, i) => `vm-${i}`);
+    await Promise.all(
+      changed.map((name) =>
+        custom.patchNamespacedCustomObject(
+          {
+            group: 'vmoperator.jdrupes.org',
+            version: 'v1',
+            plural: 'vms',
+            namespace,
+            name,
+            body: { spec: { vm: { currentRam: '384Mi', state: 'Running' } } },
+          },
+          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+        ),
+      ),
+    );
+    await eventually(
+      () => {
+        const done = new Set(
+          survivor.logs.filter((l) => l.msg === 'reconciled' && l.time > since).map((l) => l.key),
+        );
+        expect(done.size).toBe(changed.length);
+      },
+      120_000,
+      500,
+    );
+    // Both replicas' requests since they started, the killed one's included.
+    expect(objectReadPaths(requestLog, 0, Date.now())).toEqual([]);
+    // The hook saw the managers' requests: their writes of these VMs' status are there.
+    const statusWrites = loggedRequests(requestLog, since, Date.now()).filter(
+      (r) => r.method === 'PATCH' && r.path.endsWith('/status'),
+    );
+    expect(statusWrites.length).toBeGreaterThanOrEqual(changed.length);
   }, 200_000);
 });
