@@ -10,6 +10,7 @@ import { startCluster, type Cluster } from '../../src/devenv/cluster.js';
 import { locateNodeBinaries } from '../../src/devenv/kube-binaries.js';
 import { clusterVms, testGuestManifest, type ClusterVms } from '../support/cluster-vms.js';
 import { eventually } from '../support/eventually.js';
+import { firstWrite, parseManagerLog, startedAfter } from '../support/manager-logs.js';
 import { SPICE_LINK_OK, SPICE_LINK_PERMISSION_DENIED } from '../support/spice-login.js';
 
 const run = promisify(execFile);
@@ -148,6 +149,58 @@ describe('the Helm chart on a real node', () => {
     expect(redis.status.readyReplicas).toBe(1);
   });
 
+  it("the images' Node answers 640 concurrent reads through vmop's pooled connections, where node-fetch on one keep-alive agent fails", async () => {
+    // Run inside a manager pod: the Node of the images (Debian's), not this machine's.
+    const script = `
+      import https from 'node:https';
+      import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+      import { PooledKubeConfig } from '/opt/vmop/dist/kube/config.js';
+      const load = (kubeConfig) => (kubeConfig.loadFromCluster(), kubeConfig);
+      // What vmop once tried (aa421f1): client-node's node-fetch, with one keep-alive agent per identity.
+      const shared = load(new KubeConfig());
+      const create = shared.createAgent.bind(shared);
+      let agent;
+      shared.createAgent = (cluster, options) => (agent ??= create(cluster, { ...options, keepAlive: true }));
+      const storm = async (kubeConfig) => {
+        const core = kubeConfig.makeApiClient(CoreV1Api);
+        const counts = { ok: 0, failed: 0, errors: [] };
+        for (let round = 0; round < 40; round++) {
+          const results = await Promise.allSettled(Array.from({ length: 16 }, (_, i) =>
+            i % 2 ? core.listNamespacedConfigMap({ namespace: 'default' }) : core.listNamespacedPod({ namespace: 'default' })));
+          for (const r of results) {
+            if (r.status === 'fulfilled') counts.ok++;
+            else { counts.failed++; if (counts.errors.length < 3) counts.errors.push(String(r.reason).slice(0, 200)); }
+          }
+        }
+        return counts;
+      };
+      console.log(JSON.stringify({ node: process.version, pooled: await storm(load(new PooledKubeConfig())), nodeFetch: await storm(shared) }));
+    `;
+    const [pod] = await readyManagers();
+    const out = await system.kubectl([
+      'exec',
+      pod!.metadata.name,
+      '--',
+      'node',
+      '--input-type=module',
+      '-e',
+      script,
+    ]);
+    const result = JSON.parse(out) as {
+      node: string;
+      pooled: { ok: number; failed: number; errors: string[] };
+      nodeFetch: { ok: number; failed: number; errors: string[] };
+    };
+    console.log(
+      `images' Node ${result.node}: pooled ${result.pooled.ok}/640, node-fetch on a shared agent ${result.nodeFetch.ok}/640`,
+    );
+    expect(result.pooled).toEqual({ ok: 640, failed: 0, errors: [] });
+    // Why the guard exists: on this Node the other way fails (node-fetch#1767). Should this start to
+    // pass, the images' Node no longer has the bug, and pooled-http.ts could be reconsidered.
+    expect(result.nodeFetch.failed).toBeGreaterThan(0);
+    expect(result.nodeFetch.errors.join('\n')).toMatch(/Premature close/);
+  });
+
   it('RBAC: the manager may do what it needs and not what it does not', async () => {
     const manager = MANAGER;
     const allowed = [
@@ -273,11 +326,8 @@ type: kubernetes.io/service-account-token
       '-p',
       JSON.stringify({ stringData: fresh }),
     ]);
-    await vms.waitForVm(
-      VM,
-      (vm) => expect(vm.status?.displayPasswordSerial).toBeGreaterThan(serial),
-      120_000,
-    );
+    // kubelet's own sync of the Secret volume would take up to 5 min here (node-config.ts): vmop's nudge brings it.
+    await vms.waitForVm(VM, (vm) => expect(vm.status?.displayPasswordSerial).toBeGreaterThan(serial), 30_000);
     expect(await login('console-now')).toBe(SPICE_LINK_OK);
   });
 
@@ -369,15 +419,30 @@ type: kubernetes.io/service-account-token
   });
 
   it('a deleted manager pod: the other replica carries on, and the Deployment replaces it', async () => {
-    const [victim] = await readyManagers();
+    const [victim, survivor] = await readyManagers();
+    const deletedAt = Date.now();
     await system.kubectl(['delete', 'pod', victim!.metadata.name, '--wait=false']);
     await vms.patchVm(VM, { currentRam: '224Mi' });
-    await vms.waitForVm(VM, (vm) => expect(vm.status?.ram).toBe('224Mi'), 60_000);
-    await eventually(async () => {
+    // Seconds: the survivor takes the key at once (within KEY_LOCK's 4.5 s had the victim held it).
+    await vms.waitForVm(VM, (vm) => expect(vm.status?.ram).toBe('224Mi'), 20_000);
+    const replacement = await eventually(async () => {
       const ready = await readyManagers();
       expect(ready).toHaveLength(2);
       expect(ready.map((pod) => pod.metadata.name)).not.toContain(victim!.metadata.name);
-    }, 120_000);
+      return ready.find((pod) => pod.metadata.name !== survivor!.metadata.name)!;
+    }, 60_000);
+    // The survivor wrote the new config before the replacement was up.
+    const logOf = async (pod: string) => parseManagerLog(await system.kubectl(['logs', pod]));
+    const replacementStarted = startedAfter(await logOf(replacement.metadata.name), deletedAt);
+    const survivorWrote = firstWrite(
+      await logOf(survivor!.metadata.name),
+      `vm:${VM_NAMESPACE}/${VM}`,
+      'ConfigMap',
+      deletedAt,
+    );
+    expect(replacementStarted).toBeDefined();
+    expect(survivorWrote).toBeDefined();
+    expect(survivorWrote!).toBeLessThan(replacementStarted!);
   });
 
   it("`helm upgrade` with a changed value leaves the running VM's qemu untouched", async () => {

@@ -3,7 +3,7 @@
 // runner image, runtime changes reaching the guest and coming back into status, graceful stops
 // through kubelet's termination, guest power-offs, and a manager killed with SIGKILL.
 import { execFile } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isAlive } from '../../src/util/process.js';
 import { clusterVms, testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
 import { eventually } from '../support/eventually.js';
+import { firstWrite, parseManagerLog, startedAfter } from '../support/manager-logs.js';
 
 const run = promisify(execFile);
 const NAMESPACE = 'default';
@@ -19,7 +20,7 @@ interface DevState {
   supervisorPid: number;
   kubeconfig: string;
   redisUrl: string;
-  managers: Array<{ pid: number }>;
+  managers: Array<{ pid: number; log: string }>;
   cluster: { dir: string; node: string };
 }
 
@@ -58,7 +59,7 @@ describe('vmop end to end', () => {
     }
     const { stdout: qemus } = await run('pgrep', [
       '-f',
-      'guest=(e2e|spice|reboots|stays-off|test-guest),',
+      'guest=(e2e|spice|reboots|stays-off|test-guest|cd|pdt|elsewhere),',
     ]).catch(() => ({ stdout: '' }));
     expect(qemus.trim()).toBe('');
     await rm(devDir, { recursive: true, force: true });
@@ -104,6 +105,24 @@ describe('vmop end to end', () => {
     await vms.waitForConsole('e2e', 'VMOP-GUEST-READY');
   });
 
+  it('a VM in a namespace made after `vmop dev up` finds the test guest in its image repository too', async () => {
+    await vms.kubectl(['create', 'namespace', 'team-x']);
+    const team = clusterVms(state.kubeconfig, 'team-x');
+    await team.apply(testGuestManifest('elsewhere', 'team-x'));
+    await team.waitForVm('elsewhere', (vm) => expect(team.condition(vm, 'Booted')?.status).toBe('True'));
+    await team.waitForConsole('elsewhere', 'VMOP-GUEST-READY');
+    const volume = await team.kubectl([
+      'get',
+      'pvc',
+      'vmop-image-repository',
+      '-o',
+      'jsonpath={.spec.volumeName}',
+    ]);
+    await vms.kubectl(['delete', 'namespace', 'team-x']);
+    // Its repository volume goes with it.
+    await eventually(() => expect(vms.kubectl(['get', 'pv', volume])).rejects.toThrow(/NotFound/), 60_000);
+  });
+
   it('`vmop vm console` in a real terminal (tmux): replays the output, the shell answers, a second session displaces the first, ^] leaves', async () => {
     const server = `vmop-e2e-${process.pid}`;
     const tmux = (...args: string[]) => run('tmux', ['-L', server, ...args]);
@@ -144,14 +163,29 @@ describe('vmop end to end', () => {
   it('a manager killed with SIGKILL: the other replica carries on (currentCpus 1→2 reaches the guest), `vmop dev` restarts it', async () => {
     const killed = state.managers[0]!.pid;
     process.kill(killed, 'SIGKILL');
+    const killedAt = Date.now();
     await vms.patchVm('e2e', { currentCpus: 2 });
-    await vms.waitForConsole('e2e', 'vmop-guest: cpu1 online', 60_000);
-    await vms.waitForVm('e2e', (vm) => expect(vm.status?.cpus).toBe(2));
+    // Seconds: the survivor takes the key at once (within KEY_LOCK's 4.5 s had the victim held it).
+    await vms.waitForConsole('e2e', 'vmop-guest: cpu1 online', 20_000);
+    await vms.waitForVm('e2e', (vm) => expect(vm.status?.cpus).toBe(2), 10_000);
     const status = await eventually(async () => {
       const current = JSON.parse(await vmop('dev', 'status', '-o', 'json'));
       expect(current.managers[0]).toMatchObject({ alive: true, restarts: 1 });
       return current;
-    }, 60_000);
+    }, 20_000);
+    // The survivor wrote the new config before the replacement was even up.
+    const logOf = async (replica: number) =>
+      parseManagerLog(await readFile(state.managers[replica]!.log, 'utf8'));
+    const replacementStarted = await eventually(async () => {
+      const at = startedAfter(await logOf(0), killedAt);
+      expect(at).toBeDefined();
+      return at!;
+    }, 20_000);
+    const replacement = await logOf(0);
+    const survivorWrote = firstWrite(await logOf(1), 'vm:default/e2e', 'ConfigMap', killedAt);
+    expect(survivorWrote).toBeDefined();
+    expect(survivorWrote!).toBeLessThan(replacementStarted);
+    expect(firstWrite(replacement, 'vm:default/e2e', 'ConfigMap', killedAt)).toBeUndefined();
     expect(status.managers[0].pid).not.toBe(killed);
     expect(status.managers[1]).toMatchObject({ pid: state.managers[1]!.pid, alive: true, restarts: 0 });
     expect(status.redis).toMatchObject({ alive: true, restarts: 0 });
@@ -187,8 +221,74 @@ stringData:
       (vm.status as { displayPasswordSerial?: number } | undefined)?.displayPasswordSerial;
     const first = serial(await vms.waitForVm('spice', (vm) => expect(serial(vm)).toBeGreaterThanOrEqual(1)));
     await vms.apply(secret('second-password'));
-    await vms.waitForVm('spice', (vm) => expect(serial(vm)).toBe(first! + 1), 180_000);
+    // kubelet's own sync of the Secret volume would take up to 5 min here (node-config.ts): vmop's nudge brings it.
+    await vms.waitForVm('spice', (vm) => expect(serial(vm)).toBe(first! + 1), 30_000);
     await vms.kubectl(['delete', 'vm', 'spice', '--wait=false']);
+  });
+
+  // The runtime changes below reach the runner through its config volume, which kubelet here would
+  // refresh only every 5 min (node-config.ts); the deadlines are far below that: vmop's nudge brings them.
+  it('a CD change reaches the running guest', async () => {
+    const repository = path.join(state.cluster.dir, 'image-repository');
+    for (const disc of ['cd-a', 'cd-b']) {
+      const content = path.join(devDir, disc);
+      await mkdir(content);
+      await writeFile(path.join(content, 'label'), `label-of-${disc}\n`);
+      await run('genisoimage', [
+        '-quiet',
+        '-r',
+        '-V',
+        disc,
+        '-o',
+        path.join(repository, `${disc}.iso`),
+        content,
+      ]);
+    }
+    const withCd = (image: string) => `    disks:\n    - cdrom: {image: ${image}}\n`;
+    await vms.apply(
+      testGuestManifest('cd', NAMESPACE).replace(
+        '    networks: []\n',
+        `    networks: []\n${withCd('cd-a.iso')}`,
+      ),
+    );
+    await booted('cd');
+    await vms.waitForConsole('cd', 'VMOP-GUEST-READY');
+    const readCd = 'mount -o ro /dev/sr0 /mnt && cat /mnt/label; umount /mnt';
+    await vms.typeOnConsole('cd', readCd);
+    await vms.waitForConsole('cd', 'label-of-cd-a', 30_000);
+    await vms.patchVm('cd', { disks: [{ cdrom: { image: 'cd-b.iso' } }] });
+    await eventually(
+      async () => {
+        await vms.typeOnConsole('cd', readCd);
+        await vms.waitForConsole('cd', 'label-of-cd-b', 2_000);
+      },
+      30_000,
+      0,
+    );
+    await vms.kubectl(['delete', 'vm', 'cd', '--wait=false']);
+  });
+
+  it('a lowered powerdownTimeout applies to the running VM: a guest that ignores the power button is stopped after it', async () => {
+    await vms.apply(testGuestManifest('pdt', NAMESPACE, { powerdownTimeout: 600 }));
+    await booted('pdt');
+    await vms.waitForConsole('pdt', 'VMOP-GUEST-READY');
+    await vms.typeOnConsole(
+      'pdt',
+      'touch /run/vmop-ignore-powerbutton; kill $(cat /run/qemu-ga.pid); echo deaf-$((6*7))',
+    );
+    await vms.waitForConsole('pdt', 'deaf-42');
+    await vms.patchVm('pdt', { powerdownTimeout: 5 });
+    await eventually(async () => {
+      const logs = await vms.kubectl(['logs', 'pdt-0', '-c', 'runner']);
+      expect(logs).toMatch(/"changes":\{[^}]*"powerdownTimeout":5[,}].*"msg":"config changed"/);
+    }, 30_000);
+    const stopAt = Date.now();
+    await vms.patchVm('pdt', { state: 'Stopped' });
+    const vm = await vms.waitForVm('pdt', (vm) => expect(vm.status?.phase).toBe('Stopped'), 120_000);
+    expect(Date.now() - stopAt).toBeLessThan(120_000); // not the 600 s it started with
+    expect(vm.status?.lastShutdown).toMatchObject({ guestInitiated: false });
+    expect(await vms.eventMessages('pdt')).toContain('StoppedByRequest: the VM was stopped (host-qmp-quit)');
+    await vms.kubectl(['delete', 'vm', 'pdt', '--wait=false']);
   });
 
   it('guestShutdownStops false: a guest that powers itself off boots again', async () => {

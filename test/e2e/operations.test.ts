@@ -55,6 +55,19 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
   };
   const podUid = async (name: string) =>
     vms.kubectl(['get', 'pod', `${name}-0`, '-o', 'jsonpath={.metadata.uid}']);
+  /** The README's row "the guest reboots": under every policy, the same runner pod and qemu boot it again. */
+  const rebootsInPlace = async (name: string) => {
+    await vms.waitForConsole(name, READY);
+    const before = await vms.getVm(name);
+    const [pod, boots] = [await podUid(name), await readyCount(name)];
+    await vms.typeOnConsole(name, 'reboot -f');
+    await eventually(async () => expect(await readyCount(name)).toBe(boots + 1), 120_000);
+    const after = await bootedRun(name);
+    expect(after.status?.runner?.runId).toBe(before.status?.runner?.runId);
+    expect(await podUid(name)).toBe(pod);
+    expect(after.spec.vm.state).toBe('Running');
+    expect(after.status?.runnerRestarts).toBe(before.status?.runnerRestarts);
+  };
 
   beforeAll(async () => {
     devDir = await mkdtemp(path.join(os.tmpdir(), 'vmop-e2e-ops-'));
@@ -93,12 +106,7 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
     });
 
     it('a reboot inside the guest stays in the same runner and qemu (no restart)', async () => {
-      const before = await vms.getVm('manual');
-      await vms.typeOnConsole('manual', 'reboot -f');
-      await eventually(async () => expect(await readyCount('manual')).toBe(3), 120_000);
-      const after = await bootedRun('manual');
-      expect(after.status?.runner?.runId).toBe(before.status?.runner?.runId);
-      expect(after.spec.vm.state).toBe('Running');
+      await rebootsInPlace('manual');
     });
 
     it('Restart: a new runner pod runs the VM; the serial log of the earlier run stays', async () => {
@@ -155,6 +163,89 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
       expect(stopped.stdout).toMatch(/Completed \(the VM is stopped\)/);
       await vms.kubectl(['delete', 'vm', 'manual', '--wait=false']);
     });
+
+    it('created Running: it runs', async () => {
+      await applyVm('manual-running', '  runPolicy: Manual');
+      const vm = await bootedRun('manual-running');
+      expect(vm.spec.vm.state).toBe('Running');
+      await vms.kubectl(['delete', 'vm', 'manual-running', '--wait=false']);
+    });
+  });
+
+  describe('no runPolicy (VM-Operator)', () => {
+    it('a reboot inside the guest stays in the same runner and qemu', async () => {
+      await applyVm('no-policy', '');
+      await bootedRun('no-policy');
+      await rebootsInPlace('no-policy');
+    });
+
+    it('the runner pod is deleted: a new pod runs it', async () => {
+      const before = await podUid('no-policy');
+      const runId = (await vms.getVm('no-policy')).status?.runner?.runId;
+      await vms.kubectl(['delete', 'pod', 'no-policy-0']);
+      await eventually(async () => expect(await podUid('no-policy')).not.toBe(before), 120_000);
+      const vm = await bootedRun('no-policy', runId);
+      expect(vm.spec.vm.state).toBe('Running');
+    });
+
+    it('Stop: state Stopped, the guest powered down', async () => {
+      const stopped = await vmopVm('stop', 'no-policy', '--wait');
+      expect(stopped).toMatchObject({ code: 0 });
+      expect(stopped.stdout).toMatch(/Completed \(the VM is stopped\)/);
+      const vm = await stoppedForGood('no-policy');
+      expect(vm.status?.lastShutdown).toMatchObject({ guestInitiated: true });
+      await vms.kubectl(['delete', 'vm', 'no-policy', '--wait=false']);
+    });
+  });
+
+  describe('force: a guest that ignores the power button and the guest agent', () => {
+    const POWERDOWN_TIMEOUT = 600;
+    /** Makes the guest deaf to ACPI and to the agent's shutdown, as a hung or stubborn OS would be. */
+    const makeStubborn = async (name: string) => {
+      await vms.waitForConsole(name, READY);
+      await vms.typeOnConsole(
+        name,
+        'touch /run/vmop-ignore-powerbutton; kill $(cat /run/qemu-ga.pid); echo stubborn-$((40+2))',
+      );
+      await vms.waitForConsole(name, 'stubborn-42');
+    };
+    const secondsBetween = (from: string | undefined, to: string | undefined) =>
+      (Date.parse(to ?? '') - Date.parse(from ?? '')) / 1000;
+    const operation = async (name: string, type: string) => {
+      const ops = JSON.parse(await vms.kubectl(['get', 'vmop', '-o', 'json'])).items as Array<{
+        spec: { virtualMachineName: string; type: string };
+        status: { phase: string; signalledAt?: string; completedAt?: string };
+      }>;
+      return ops.filter((op) => op.spec.virtualMachineName === name && op.spec.type === type).at(-1)!;
+    };
+
+    it(`Restart --force and Stop --force do not wait out powerdownTimeout (${POWERDOWN_TIMEOUT} s)`, async () => {
+      await vms.apply(
+        testGuestManifest('stubborn', NAMESPACE, { extraSpec: '', powerdownTimeout: POWERDOWN_TIMEOUT }),
+      );
+      const first = await bootedRun('stubborn');
+      await makeStubborn('stubborn');
+      const restarted = await vmopVm('restart', 'stubborn', '--force', '--wait');
+      expect(restarted).toMatchObject({ code: 0 });
+      await bootedRun('stubborn', first.status?.runner?.runId);
+      const restart = await operation('stubborn', 'Restart');
+      expect(restart.status.phase).toBe('Completed');
+      // Seconds (kubelet's 1 s grace, a new pod, a TCG boot), not the ten minutes a graceful stop would wait.
+      expect(secondsBetween(restart.status.signalledAt, restart.status.completedAt)).toBeLessThan(
+        POWERDOWN_TIMEOUT / 4,
+      );
+
+      await makeStubborn('stubborn');
+      const stopped = await vmopVm('stop', 'stubborn', '--force', '--wait');
+      expect(stopped.stdout).toMatch(/Completed \(the VM is stopped\)/);
+      const stop = await operation('stubborn', 'Stop');
+      expect(secondsBetween(stop.status.signalledAt, stop.status.completedAt)).toBeLessThan(
+        POWERDOWN_TIMEOUT / 4,
+      );
+      const vm = await stoppedForGood('stubborn');
+      expect(vm.status?.lastShutdown?.guestInitiated).not.toBe(true); // the guest never agreed
+      await vms.kubectl(['delete', 'vm', 'stubborn', '--wait=false']);
+    });
   });
 
   describe('runPolicy AlwaysOnUnlessStoppedManually', () => {
@@ -173,6 +264,10 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
       expect(vm.spec.vm.state).toBe('Running');
     });
 
+    it('a reboot inside the guest stays in the same runner and qemu', async () => {
+      await rebootsInPlace('aousm');
+    });
+
     it('the guest powers off: it stays off; Start starts it, Stop stops it', async () => {
       await vms.waitForConsole('aousm', READY);
       await vms.typeOnConsole('aousm', 'poweroff -f');
@@ -189,6 +284,8 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
   describe('runPolicy AlwaysOn and AlwaysOff', () => {
     it('AlwaysOn: guest power-off, qemu crash and pod deletion all end with the VM running again', async () => {
       await applyVm('always-on', '  runPolicy: AlwaysOn');
+      await bootedRun('always-on');
+      await rebootsInPlace('always-on');
       let vm = await bootedRun('always-on');
       await vms.waitForConsole('always-on', READY);
       await vms.typeOnConsole('always-on', 'poweroff -f');
@@ -217,15 +314,21 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
       await vms.kubectl(['delete', 'vm', 'always-on', '--wait=false']);
     });
 
-    it('AlwaysOff: nothing runs, and Start is refused', async () => {
+    it('AlwaysOff: nothing runs, and Start and Stop are refused', async () => {
       await applyVm('always-off', '  runPolicy: AlwaysOff', 'Stopped');
       await vms.waitForVm('always-off', (vm) => expect(vm.status?.phase).toBe('Stopped'));
-      const refused = await vmopVm('start', 'always-off');
-      expect(refused.stderr).toMatch(/Start is not applicable to a VM with runPolicy AlwaysOff/);
-      const ops = await vms.kubectl(['get', 'vmop', '-o', 'wide']);
-      expect(ops).toMatch(
-        /always-off-start-\w+\s+always-off\s+Start\s+Failed\s+NotApplicableForVirtualMachineRunPolicy/,
-      );
+      for (const verb of ['start', 'stop']) {
+        const refused = await vmopVm(verb, 'always-off');
+        const type = `${verb[0]!.toUpperCase()}${verb.slice(1)}`;
+        expect(refused.code).toBe(1);
+        expect(refused.stderr).toContain(`${type} is not applicable to a VM with runPolicy AlwaysOff`);
+        const ops = await vms.kubectl(['get', 'vmop', '-o', 'wide']);
+        expect(ops).toMatch(
+          new RegExp(
+            `always-off-${verb}-\\w+\\s+always-off\\s+${type}\\s+Failed\\s+NotApplicableForVirtualMachineRunPolicy`,
+          ),
+        );
+      }
       await vms.kubectl(['delete', 'vm', 'always-off', '--wait=false']);
     });
   });

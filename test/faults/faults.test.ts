@@ -17,6 +17,7 @@ import { isAlive } from '../../src/util/process.js';
 import { WATCHED } from '../../src/operator/watch-edge.js';
 import { clusterVms, testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
 import { eventually } from '../support/eventually.js';
+import { firstWrite, parseManagerLog, startedAfter } from '../support/manager-logs.js';
 
 const run = promisify(execFile);
 const NAMESPACE = 'default';
@@ -138,17 +139,30 @@ describe('faults on a real single-node vmop', () => {
     const before = await vms.getVm(VM);
     await vms.patchVm(VM, { powerdownTimeout: 61 });
     // Bound: the surviving replica takes the key (a held one within KEY_LOCK, 4.5 s).
-    const reconciledMs = await recoveredAfter(killedAt, 30_000, async () => {
+    const reconciledMs = await recoveredAfter(killedAt, 10_000, async () => {
       const vm = await vms.getVm(VM);
       expect(vm.status?.observedGeneration).toBe(before.metadata.generation + 1);
     });
-    const restartedMs = await recoveredAfter(killedAt, 30_000, async () => {
+    // Bound: the supervisor's first back-off (1 s) and a manager's start.
+    const restartedMs = await recoveredAfter(killedAt, 20_000, async () => {
       expect(victim.pid).not.toBe(oldPid);
       expect(victim.alive()).toBe(true);
     });
+    const logOf = async (replica: number) =>
+      parseManagerLog(await readFile(env.state.managers[replica]!.log, 'utf8'));
+    const replacementStarted = await eventually(async () => {
+      const at = startedAfter(await logOf(0), killedAt);
+      expect(at).toBeDefined();
+      return at!;
+    }, 20_000);
     console.log(
-      `manager SIGKILL: change reconciled after ${reconciledMs} ms, manager restarted after ${restartedMs} ms`,
+      `manager SIGKILL: change reconciled after ${reconciledMs} ms, manager restarted after ${restartedMs} ms, ` +
+        `ready after ${replacementStarted - killedAt} ms`,
     );
+    // The survivor did it, before the replacement was up.
+    const survivorWrote = firstWrite(await logOf(1), KEY, 'ConfigMap', killedAt);
+    expect(survivorWrote).toBeDefined();
+    expect(survivorWrote!).toBeLessThan(replacementStarted);
     expect(isAlive(oldPid)).toBe(false);
   });
 

@@ -141,6 +141,10 @@ export function kubeletConfig(input: KubeletConfigInput): string {
     imageGCHighThresholdPercent: 100,
     imageGCLowThresholdPercent: 99,
     shutdownGracePeriod: '0s',
+    // Five times kubelet's default: what reaches a running pod only by kubelet's periodic sync (a
+    // changed ConfigMap or Secret volume) shows in tests as a minutes-long wait. vmop must not rely
+    // on it (it nudges kubelet), and the tests' deadlines are far below this.
+    syncFrequency: '5m',
   });
 }
 
