@@ -121,7 +121,7 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
       images,
       imageRepositoryDir,
       provideImageRepository: (namespace) =>
-        provideImageRepository({ kubeConfig, namespace, hostDir: imageRepositoryDir, nodeName: node.name }),
+        provideImageRepository({ kubeConfig, namespace, hostDir: imageRepositoryDir }),
       dir,
       stop: (grace) => {
         graceMs = grace;

@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { createLogger, type Logger } from '../util/logger.js';
 import { isAlive } from '../util/process.js';
 import { startCluster, type Cluster } from './cluster.js';
+import { provideImageRepositoryEverywhere } from './image-repository.js';
 import { installCrds } from './install-crds.js';
 import { spawnLogged } from './logged-process.js';
 import { startOrphanReaper } from './orphan-reaper.js';
@@ -99,7 +100,14 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
   const kubeconfig = join(dir, 'kubeconfig');
   writeFileSync(kubeconfig, cluster.controlPlane.kubeconfigYaml, { mode: 0o600 });
   await installCrds(cluster.kubeConfig);
-  await cluster.provideImageRepository('default');
+  // Every namespace gets the test guest's image repository, also one made later.
+  const imageRepositories = provideImageRepositoryEverywhere({
+    kubeConfig: cluster.kubeConfig,
+    hostDir: cluster.imageRepositoryDir,
+    logger,
+  });
+  await imageRepositories.start();
+  await cluster.provideImageRepository('default'); // before `npm start` applies its example
 
   const managers: SupervisedProcess[] = [];
   const managerLogs: string[] = [];
@@ -132,6 +140,7 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
       await cluster.node.stop(NODE_STOP_GRACE_MS);
       await Promise.all(managers.map((m) => m.stop(30_000)));
       await redis.stop(5_000);
+      await imageRepositories.stop();
       await cluster.stop();
       await reaper.release();
     },
