@@ -12,6 +12,14 @@ import {
 } from '../devenv/dev-environment.js';
 import { isAlive } from '../util/process.js';
 
+/** --nodes: a whole number from 1 to 8 (each node costs a kubelet, containerd and kube-proxy). */
+function nodeCount(value: string): number {
+  const count = Number(value);
+  if (!Number.isInteger(count) || count < 1 || count > 8)
+    throw new Error(`--nodes: ${JSON.stringify(value)} is not a whole number from 1 to 8`);
+  return count;
+}
+
 const UP_TIMEOUT_MS = 30 * 60_000; // a first run builds Kubernetes and the images
 const DOWN_TIMEOUT_MS = 180_000;
 
@@ -25,24 +33,37 @@ function printState(state: DevState, output: string | undefined): void {
   console.log(`vmop dev is up (supervisor pid ${state.supervisorPid}); logs in ${devDir()}`);
   console.log(`Redis:      ${state.redisUrl}`);
   console.log(`kubeconfig: ${state.kubeconfig}`);
-  console.log(`node:       ${state.cluster.node} (kubelet and containerd logs in ${state.cluster.dir}/node)`);
+  for (const node of state.cluster.nodes)
+    console.log(`node:       ${node} (kubelet and containerd logs in ${state.cluster.dir}/${node})`);
   const liveness = (pid: number, restarts: number) =>
     `pid ${pid} ${isAlive(pid) ? 'alive' : 'dead (restarting)'}${restarts > 0 ? `, restarted ${restarts}x` : ''}`;
   console.log(`redis:      ${liveness(state.redis.pid, state.redis.restarts)}`);
   state.managers.forEach((m, i) =>
     console.log(`manager-${i + 1}:  ${liveness(m.pid, m.restarts)}; log ${m.log}`),
   );
+  for (const { node, services } of state.nodeServices)
+    for (const service of services)
+      console.log(`${node} ${service.name}: ${liveness(service.pid, service.restarts)}`);
   console.log(`Use it:     export KUBECONFIG=${state.kubeconfig}; kubectl get vms -A`);
 }
 
-async function up(output: string | undefined): Promise<void> {
+async function up(output: string | undefined, nodes: number): Promise<void> {
   const running = readDevState();
-  if (running) return printState(running, output);
+  if (running) {
+    if (running.cluster.nodes.length !== nodes)
+      console.error(
+        `vmop dev runs with ${running.cluster.nodes.length} node(s); \`vmop dev down\` first for ${nodes}`,
+      );
+    return printState(running, output);
+  }
   const dir = devDir();
   mkdirSync(dir, { recursive: true });
   const logPath = join(dir, 'supervisor.log');
   const log = openSync(logPath, 'a');
-  const supervisor = spawn(VMOP_BIN, ['dev', 'serve'], { detached: true, stdio: ['ignore', log, log] });
+  const supervisor = spawn(VMOP_BIN, ['dev', 'serve', '--nodes', String(nodes)], {
+    detached: true,
+    stdio: ['ignore', log, log],
+  });
   closeSync(log);
   supervisor.unref();
   const deadline = Date.now() + UP_TIMEOUT_MS;
@@ -76,13 +97,14 @@ export function register(program: Command): void {
   const dev = program
     .command('dev')
     .description(
-      `A whole local vmop in the background: a single-node Kubernetes, Redis, two managers (in $VMOP_DEV_DIR, default ~/.vmop/dev)`,
+      `A whole local vmop in the background: a local Kubernetes (one node, or --nodes N), Redis, two managers (in $VMOP_DEV_DIR, default ~/.vmop/dev)`,
     );
   dev
     .command('up')
     .description('Start it (or show it, when it runs already)')
     .option('-o, --output <format>', 'json for scripts')
-    .action(async (flags: { output?: string }) => up(flags.output));
+    .option('--nodes <n>', 'how many nodes (each a kubelet, containerd and kube-proxy)', '1')
+    .action(async (flags: { output?: string; nodes: string }) => up(flags.output, nodeCount(flags.nodes)));
   dev.command('down').description('Stop everything it started').action(down);
   dev
     .command('status')
@@ -98,5 +120,6 @@ export function register(program: Command): void {
   dev
     .command('serve', { hidden: true })
     .description('Run the environment in the foreground (what `up` starts detached)')
-    .action(() => superviseDevEnvironment());
+    .option('--nodes <n>', 'how many nodes', '1')
+    .action((flags: { nodes: string }) => superviseDevEnvironment(undefined, nodeCount(flags.nodes)));
 }

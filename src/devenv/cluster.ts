@@ -1,11 +1,14 @@
-// A whole single-node Kubernetes on this machine: the control plane, one real node (containerd,
-// kubelet, kube-proxy) in its own network namespace, cluster DNS and a default StorageClass of
-// local volumes. Free ports and addresses, a temp dir, and nothing left behind on stop. vmop itself
-// is not installed: `vmop dev` runs it from the checkout, the chart's tests install the chart.
-import { cp, mkdir, mkdtemp } from 'node:fs/promises';
+// A whole Kubernetes on this machine: the control plane, N real nodes (containerd, kubelet,
+// kube-proxy), each in its own network namespace with its own pod range, on one cluster network;
+// cluster DNS; a default StorageClass of node-local volumes and a shared one. Free ports and
+// addresses, a temp dir, and nothing left behind on stop. vmop itself is not installed: `vmop dev`
+// runs it from the checkout, the chart's tests install the chart.
+import { execFile } from 'node:child_process';
+import { cp, mkdir, mkdtemp, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
 import {
   AppsV1Api,
   KubernetesObjectApi,
@@ -18,8 +21,13 @@ import { clusterDnsObjects } from './cluster-dns.js';
 import { startControlPlane, type ControlPlane } from './control-plane.js';
 import { provideImageRepository } from './image-repository.js';
 import { ensureLocalImages, type LocalImages } from './images.js';
-import { startLocalVolumeProvisioner, storageClassObject } from './local-volumes.js';
-import { createNodeNetwork, deleteNodeNetwork, type NodeNetwork } from './node/network.js';
+import { startLocalVolumeProvisioner, storageClassObjects } from './local-volumes.js';
+import {
+  createClusterNetwork,
+  cutNodeLink,
+  deleteClusterNetwork,
+  type ClusterNetwork,
+} from './node/network.js';
 import { nodeCleanupScript, startNode, type LocalNode } from './node/node.js';
 import { removeUnmountedDir, startOrphanReaper } from './orphan-reaper.js';
 import { ensureTestGuest } from './test-guest.js';
@@ -28,8 +36,13 @@ export interface Cluster {
   controlPlane: ControlPlane;
   kubeConfig: KubeConfig;
   kubeconfigPath: string;
+  /** The nodes, named vmop-node-1 … vmop-node-N, in zones zone-1 … zone-N. */
+  nodes: LocalNode[];
+  /** The first node (the only one of a single-node cluster). */
   node: LocalNode;
-  network: NodeNetwork;
+  network: ClusterNetwork;
+  /** Cuts node i's (0-based) link to the cluster network, or restores it. */
+  setNodeLink(node: number, up: boolean): Promise<void>;
   images: LocalImages;
   /** A directory with the test guest under `test-guest/`, for image repository PVs. */
   imageRepositoryDir: string;
@@ -41,11 +54,19 @@ export interface Cluster {
 }
 
 export interface StartClusterOptions {
+  /** How many nodes (default 1). */
+  nodes?: number;
+  /** Called when a node's service was started again by its supervisor. */
+  onNodeServiceRestart?: () => void;
   dir?: string;
   logger?: Logger;
 }
 
+/** The names of a cluster's nodes. */
+export const nodeNames = (count: number) => Array.from({ length: count }, (_, i) => `vmop-node-${i + 1}`);
+
 const FIELD_MANAGER = 'vmop-devenv';
+const run = promisify(execFile);
 
 export async function startCluster(options: StartClusterOptions = {}): Promise<Cluster> {
   const logger = options.logger ?? createLogger('cluster');
@@ -53,17 +74,23 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
   const ownsDir = options.dir === undefined;
   const dir = options.dir ?? (await mkdtemp(path.join(os.tmpdir(), 'vmop-cluster-')));
   await mkdir(dir, { recursive: true });
+  const count = options.nodes ?? 1;
+  const names = nodeNames(count);
   const [images, guest] = await Promise.all([ensureLocalImages(logger), ensureTestGuest()]);
-  const nodeDir = path.join(dir, 'node');
+  const nodeDirs = names.map((name) => path.join(dir, name));
+  const sharedVolumes = path.join(dir, 'shared-volumes');
+  const network = await createClusterNetwork(count);
+  const cleanup = path.join(dir, 'cleanup.sh');
+  await writeFile(cleanup, clusterCleanupScript(nodeDirs, sharedVolumes, network), { mode: 0o755 });
   // One reaper for every process of the cluster: should this process die, it kills them, runs the
-  // node's clean-up (mounts, loop devices, network namespace, cgroups) and removes the directory.
-  const reaper = startOrphanReaper({
-    removeDir: ownsDir ? dir : undefined,
-    cleanupScript: nodeCleanupScript(nodeDir),
-    logger,
-  });
-  const network = await createNodeNetwork();
-  const stack: Array<() => Promise<void>> = [() => deleteNodeNetwork(network)];
+  // clean-up (each node's mounts, loop devices, network namespace and cgroups; the shared volumes;
+  // the cluster network) and removes the directory.
+  const reaper = startOrphanReaper({ removeDir: ownsDir ? dir : undefined, cleanupScript: cleanup, logger });
+  // Last of all: whatever is left (the shared volumes' loop devices, the namespaces).
+  const stack: Array<() => Promise<void>> = [
+    () => run('sh', [cleanup]).then(() => undefined),
+    () => deleteClusterNetwork(network),
+  ];
   const unwind = async () => {
     for (const stop of stack.reverse())
       await stop().catch((err: unknown) => logger.warn({ err }, 'stop failed'));
@@ -73,36 +100,44 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
   try {
     const controlPlane = await startControlPlane({
       address: network.hostAddress,
+      nodeNames: names,
       dir: path.join(dir, 'control-plane'),
       reaper,
       logger,
     });
     stack.push(() => controlPlane.stop());
     const kubeConfig = controlPlane.kubeConfig;
-    const node = await startNode({
-      kubeConfig,
-      credentials: controlPlane.node,
-      network,
-      images: [images.pause, images.coredns, images.redis, images.manager, images.runner].map(
-        (i) => i.archive,
-      ),
-      dir: nodeDir,
-      reaper,
-      logger,
-    });
     let graceMs: number | undefined;
-    stack.push(() => node.stop(graceMs));
+    const nodes: LocalNode[] = [];
+    // One after the other: each imports the images, which the two cores do no faster at once.
+    for (const [i, credentials] of controlPlane.nodes.entries()) {
+      const node = await startNode({
+        kubeConfig,
+        credentials,
+        network: network.nodes[i]!,
+        labels: { 'topology.kubernetes.io/zone': `zone-${i + 1}` },
+        onRestart: options.onNodeServiceRestart,
+        images: [images.pause, images.coredns, images.redis, images.manager, images.runner].map(
+          (image) => image.archive,
+        ),
+        dir: nodeDirs[i],
+        reaper,
+        logger,
+      });
+      nodes.push(node);
+      stack.push(() => node.stop(graceMs));
+    }
 
     const provisioner = startLocalVolumeProvisioner({
       kubeConfig,
-      nodeName: node.name,
-      // Below the node's directory: its clean-up detaches the loop devices of what is there.
-      dir: path.join(nodeDir, 'volumes'),
+      // Below each node's directory: its clean-up detaches the loop devices of what is there.
+      nodes: nodes.map((node, i) => ({ name: node.name, volumeDir: path.join(nodeDirs[i]!, 'volumes') })),
+      sharedDir: sharedVolumes,
       logger,
     });
     await provisioner.start();
     stack.push(() => provisioner.stop());
-    await applyObjects(kubeConfig, [storageClassObject(), ...clusterDnsObjects(images.coredns.ref)]);
+    await applyObjects(kubeConfig, [...storageClassObjects(), ...clusterDnsObjects(images.coredns.ref)]);
 
     const imageRepositoryDir = path.join(dir, 'image-repository');
     await mkdir(imageRepositoryDir, { recursive: true });
@@ -110,14 +145,19 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
     await cp(guest.dir, path.join(imageRepositoryDir, 'test-guest'), { recursive: true });
 
     await waitForDeployment(kubeConfig, 'kube-system', 'coredns');
-    logger.info({ dir, server: controlPlane.server, ms: Date.now() - startedAt }, 'cluster ready');
+    logger.info(
+      { dir, server: controlPlane.server, nodes: count, ms: Date.now() - startedAt },
+      'cluster ready',
+    );
     let stopping: Promise<void> | undefined;
     return {
       controlPlane,
       kubeConfig,
       kubeconfigPath: controlPlane.kubeconfigPath,
-      node,
+      nodes,
+      node: nodes[0]!,
       network,
+      setNodeLink: (node, up) => cutNodeLink(network, node, up),
       images,
       imageRepositoryDir,
       provideImageRepository: (namespace) =>
@@ -132,6 +172,20 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
     await unwind();
     throw err;
   }
+}
+
+/** What the cluster leaves that stopping its processes does not remove; harmless to run twice. */
+function clusterCleanupScript(nodeDirs: string[], sharedVolumes: string, network: ClusterNetwork): string {
+  const q = (value: string) => `'${value.replaceAll("'", "'\\''")}'`;
+  return `#!/bin/sh
+${nodeDirs.map((dir) => `[ -f ${q(nodeCleanupScript(dir))} ] && sh ${q(nodeCleanupScript(dir))}`).join('\n')}
+losetup --list --noheadings --output NAME,BACK-FILE 2>/dev/null | while read -r device file; do
+  case "$file" in ${q(sharedVolumes)}/*) losetup -d "$device" 2>/dev/null ;; esac
+done
+${network.nodes.map((node) => `ip netns delete ${q(node.netns)} 2>/dev/null`).join('\n')}
+ip netns delete ${q(network.switchNetns)} 2>/dev/null
+exit 0
+`;
 }
 
 /** Server-side applies objects (cluster add-ons) with the harness's field manager. */

@@ -28,8 +28,8 @@ export interface ControlPlane {
   /** The address the apiserver (and the scheduler and controller manager) listen on. */
   address: string;
   token: string;
-  /** What a node needs to join: its kubelet's and kube-proxy's kubeconfigs, and the CA of the apiserver's kubelet client certificate. */
-  node: NodeCredentials;
+  /** What each node needs to join: its kubelet's and kube-proxy's kubeconfigs, and the CA of the apiserver's kubelet client certificate. */
+  nodes: NodeCredentials[];
   /** Working directory: certificates, etcd data, kubeconfigs and one log file per process. */
   dir: string;
   /** A process by name (etcd, kube-apiserver, kube-controller-manager, kube-scheduler), e.g. to inject faults. */
@@ -49,8 +49,8 @@ export interface NodeCredentials {
 export interface StartControlPlaneOptions {
   /** Where the apiserver listens and what it advertises (pods reach it there); default 127.0.0.1. */
   address?: string;
-  /** The name of the node that may join (its kubelet's identity is system:node:<name>); default vmop-node. */
-  nodeName?: string;
+  /** The names of the nodes that may join (a kubelet's identity is system:node:<name>); default [vmop-node-1]. */
+  nodeNames?: string[];
   /** Use this (existing or not) directory and keep it on stop; default: a fresh temp dir, removed on stop. */
   dir?: string;
   logger?: Logger;
@@ -80,7 +80,7 @@ export async function startControlPlane(options: StartControlPlaneOptions = {}):
   const logger = options.logger ?? createLogger('control-plane');
   const binaries = options.binaries ?? (await locateControlPlaneBinaries(logger));
   const address = options.address ?? '127.0.0.1';
-  const nodeName = options.nodeName ?? 'vmop-node';
+  const nodeNames = options.nodeNames ?? ['vmop-node-1'];
   const ownsDir = options.dir === undefined;
   const dir = options.dir ?? (await mkdtemp(path.join(os.tmpdir(), 'vmop-control-plane-')));
   await mkdir(dir, { recursive: true });
@@ -111,7 +111,7 @@ export async function startControlPlane(options: StartControlPlaneOptions = {}):
   try {
     const startedAt = Date.now();
     const ports = await distinctFreePorts(address);
-    const files = await writeCredentials(dir, nodeName);
+    const files = await writeCredentials(dir, nodeNames);
     logger.info({ dir, ports }, 'starting control plane');
 
     const etcd = await launch('etcd', binaries.etcd, etcdArgs(dir, ports));
@@ -130,16 +130,19 @@ export async function startControlPlane(options: StartControlPlaneOptions = {}):
     const adminYaml = kubeconfigYaml({ server, caPem, user: 'vmop-admin', token: files.tokens.admin });
     const kubeconfigPath = path.join(dir, 'admin.kubeconfig');
     await writeFile(kubeconfigPath, adminYaml, { mode: 0o600 });
-    const kubeconfigFiles = Object.fromEntries(
-      await Promise.all(
-        (['controllerManager', 'scheduler', 'kubelet', 'kubeProxy'] as const).map(async (who) => {
-          const file = path.join(dir, `${who}.kubeconfig`);
-          const yaml = kubeconfigYaml({ server, caPem, user: who, token: files.tokens[who] });
-          await writeFile(file, yaml, { mode: 0o600 });
-          return [who, file];
-        }),
-      ),
-    ) as Record<'controllerManager' | 'scheduler' | 'kubelet' | 'kubeProxy', string>;
+    const writeKubeconfig = async (who: string, token: string) => {
+      const file = path.join(dir, `${who}.kubeconfig`);
+      await writeFile(file, kubeconfigYaml({ server, caPem, user: who, token }), { mode: 0o600 });
+      return file;
+    };
+    const kubeconfigFiles = {
+      controllerManager: await writeKubeconfig('controllerManager', files.tokens.controllerManager),
+      scheduler: await writeKubeconfig('scheduler', files.tokens.scheduler),
+      kubeProxy: await writeKubeconfig('kubeProxy', files.tokens.kubeProxy),
+    };
+    const kubeletKubeconfigs = await Promise.all(
+      nodeNames.map((name) => writeKubeconfig(`kubelet-${name}`, files.kubeletTokens[name]!)),
+    );
 
     const controllerManager = await launch(
       'kube-controller-manager',
@@ -181,12 +184,12 @@ export async function startControlPlane(options: StartControlPlaneOptions = {}):
       server,
       address,
       token: files.tokens.admin,
-      node: {
-        name: nodeName,
-        kubeletKubeconfig: kubeconfigFiles.kubelet,
+      nodes: nodeNames.map((name, i) => ({
+        name,
+        kubeletKubeconfig: kubeletKubeconfigs[i]!,
         kubeProxyKubeconfig: kubeconfigFiles.kubeProxy,
         kubeletClientCaFile: files.kubeletClientCa,
-      },
+      })),
       dir,
       process: (name) => processes.find((p) => p.name === name),
       stop: () => (stopping ??= stopAll().then(() => logger.info({ dir }, 'control plane stopped'))),
@@ -197,10 +200,12 @@ export async function startControlPlane(options: StartControlPlaneOptions = {}):
   }
 }
 
-type Identity = 'admin' | 'controllerManager' | 'scheduler' | 'kubelet' | 'kubeProxy';
+type Identity = 'admin' | 'controllerManager' | 'scheduler' | 'kubeProxy';
 
 interface CredentialFiles {
   tokens: Record<Identity, string>;
+  /** Each node's kubelet's, by node name. */
+  kubeletTokens: Record<string, string>;
   tokenFile: string;
   serviceAccountKey: string;
   serviceAccountPublicKey: string;
@@ -213,15 +218,15 @@ interface CredentialFiles {
 
 const run = promisify(execFile);
 
-async function writeCredentials(dir: string, nodeName: string): Promise<CredentialFiles> {
+async function writeCredentials(dir: string, nodeNames: string[]): Promise<CredentialFiles> {
   const token = () => randomBytes(24).toString('hex');
   const tokens: Record<Identity, string> = {
     admin: token(),
     controllerManager: token(),
     scheduler: token(),
-    kubelet: token(),
     kubeProxy: token(),
   };
+  const kubeletTokens = Object.fromEntries(nodeNames.map((name) => [name, token()]));
   // token,user,uid,"groups". The controller manager and the scheduler are in system:masters: they
   // run under one identity each, and for a local harness full rights are simpler than assembling
   // the union of their roles. kubelet and kube-proxy have the identities a real cluster gives them
@@ -233,7 +238,7 @@ async function writeCredentials(dir: string, nodeName: string): Promise<Credenti
       `${tokens.admin},vmop-admin,vmop-admin,"system:masters"`,
       `${tokens.controllerManager},system:kube-controller-manager,kube-controller-manager,"system:masters"`,
       `${tokens.scheduler},system:kube-scheduler,kube-scheduler,"system:masters"`,
-      `${tokens.kubelet},system:node:${nodeName},kubelet,"system:nodes"`,
+      ...nodeNames.map((name) => `${kubeletTokens[name]},system:node:${name},kubelet-${name},"system:nodes"`),
       `${tokens.kubeProxy},system:kube-proxy,kube-proxy`,
     ].join('\n') + '\n',
     { mode: 0o600 },
@@ -249,6 +254,7 @@ async function writeCredentials(dir: string, nodeName: string): Promise<Credenti
   await writeFile(serviceAccountPublicKey, publicKey);
   return {
     tokens,
+    kubeletTokens,
     tokenFile,
     serviceAccountKey,
     serviceAccountPublicKey,
@@ -348,6 +354,10 @@ function controllerManagerArgs(
     `--service-account-private-key-file=${files.serviceAccountKey}`,
     `--root-ca-file=${files.apiserverCert}`,
     '--use-service-account-credentials=false',
+    // A node that stops reporting is NotReady (Ready Unknown) after 20 s here (50 s by default):
+    // tests of node loss wait less; nothing else depends on it.
+    '--node-monitor-grace-period=20s',
+    '--node-monitor-period=2s',
   ];
 }
 

@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { createLogger, type Logger } from '../util/logger.js';
 import { isAlive } from '../util/process.js';
 import { startCluster, type Cluster } from './cluster.js';
+import { NODE_SERVICES } from './node/node.js';
 import { provideImageRepositoryEverywhere } from './image-repository.js';
 import { installCrds } from './install-crds.js';
 import { spawnLogged } from './logged-process.js';
@@ -34,11 +35,20 @@ export const DevState = z.object({
   managers: z.array(z.object({ pid: z.number().int(), log: z.string(), restarts: z.number().int() })),
   redis: z.object({ pid: z.number().int(), restarts: z.number().int() }),
   cluster: z.object({
-    /** Logs and state of the control plane and the node (kubelet, containerd) live here. */
+    /** Logs and state of the control plane and the nodes (kubelet, containerd) live here. */
     dir: z.string(),
+    /** The first node (the only one, unless started with more). */
     node: z.string(),
+    nodes: z.array(z.string()),
     runnerImage: z.string(),
   }),
+  /** Each node's supervised services (containerd, kubelet, kube-proxy). */
+  nodeServices: z.array(
+    z.object({
+      node: z.string(),
+      services: z.array(z.object({ name: z.string(), pid: z.number().int(), restarts: z.number().int() })),
+    }),
+  ),
   startedAt: z.string(),
 });
 export type DevState = z.infer<typeof DevState>;
@@ -69,6 +79,8 @@ export interface StartDevEnvironmentOptions {
   dir: string;
   /** More arguments for every manager replica. */
   managerArgs?: string[];
+  /** How many nodes (default 1). */
+  nodes?: number;
   /** Called after a process was restarted (its pid in `state` changed). */
   onRestart?: () => void;
   logger?: Logger;
@@ -80,7 +92,11 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
   const logger = options.logger ?? createLogger('dev');
   mkdirSync(dir, { recursive: true });
   const reaper = startOrphanReaper({ logger });
-  const cluster = await startCluster({ logger });
+  const cluster = await startCluster({
+    nodes: options.nodes,
+    onNodeServiceRestart: () => options.onRestart?.(),
+    logger,
+  });
   // On the node network's host address: the managers here and the runner pods there both reach it.
   // A Redis that dies comes back empty on the same address, as one without persistence would.
   const firstRedis = await startRedis({ host: cluster.network.hostAddress });
@@ -129,7 +145,19 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
         redisUrl,
         managers: managers.map((m, i) => ({ pid: m.pid, log: managerLogs[i]!, restarts: m.restarts })),
         redis: { pid: redis.pid, restarts: redis.restarts },
-        cluster: { dir: cluster.dir, node: cluster.node.name, runnerImage: cluster.images.runner.ref },
+        nodeServices: cluster.nodes.map((node) => ({
+          node: node.name,
+          services: NODE_SERVICES.flatMap((name) => {
+            const service = node.service(name);
+            return service ? [{ name, pid: service.pid, restarts: service.restarts }] : [];
+          }),
+        })),
+        cluster: {
+          dir: cluster.dir,
+          node: cluster.node.name,
+          nodes: cluster.nodes.map((node) => node.name),
+          runnerImage: cluster.images.runner.ref,
+        },
       };
     },
     cluster,
@@ -152,7 +180,7 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
  * status`. Every child is adopted by an orphan reaper, so even a SIGKILL of this supervisor leaves
  * nothing behind.
  */
-export async function superviseDevEnvironment(dir = devDir()): Promise<void> {
+export async function superviseDevEnvironment(dir = devDir(), nodes = 1): Promise<void> {
   const logger = createLogger('dev');
   mkdirSync(dir, { recursive: true });
   rmSync(stateFile(dir), { force: true });
@@ -165,6 +193,7 @@ export async function superviseDevEnvironment(dir = devDir()): Promise<void> {
   };
   const environment: DevEnvironment = await startDevEnvironment({
     dir,
+    nodes,
     logger,
     onRestart: () => up && writeState(),
   });

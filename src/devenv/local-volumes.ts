@@ -1,6 +1,11 @@
-// Dynamic `local` PersistentVolumes for the local cluster's default StorageClass: a Block claim
-// gets a loop device on a sparse file (VM disks are raw block devices, as on a SAN), a Filesystem
-// claim a directory. Released volumes of the Delete policy are removed with their data.
+// Dynamic PersistentVolumes for the local cluster's two StorageClasses:
+// - `local` (the default): node-local volumes, made on the node the scheduler picked for the pod.
+//   A Block claim gets a loop device on a sparse file (VM disks are raw block devices), a
+//   Filesystem claim a directory; the PV is a `local` one with affinity to that node.
+// - `shared`: Block volumes any node can use at once (ReadWriteMany), the stand-in for network
+//   block storage (Ceph RBD, iSCSI): one loop device, which every node sees since they all run on
+//   this machine; the PV is a `local` one whose affinity admits every node of the cluster.
+// Released volumes of the Delete policy are removed with their data.
 import { execFile } from 'node:child_process';
 import { mkdir, open, rm } from 'node:fs/promises';
 import path from 'node:path';
@@ -20,22 +25,32 @@ import type { Logger } from '../util/logger.js';
 const run = promisify(execFile);
 
 export const STORAGE_CLASS = 'local';
+export const SHARED_STORAGE_CLASS = 'shared';
 export const PROVISIONER = 'vmop.dev/local-volume';
 const PROVISIONED_LABEL = 'vmop.dev/local-volume';
 
-export function storageClassObject(): KubernetesObject {
-  return {
-    apiVersion: 'storage.k8s.io/v1',
-    kind: 'StorageClass',
-    metadata: {
-      name: STORAGE_CLASS,
-      annotations: { 'storageclass.kubernetes.io/is-default-class': 'true' },
-    },
-    provisioner: PROVISIONER,
-    reclaimPolicy: 'Delete',
-    // As local volumes are: the scheduler picks the node first, then the volume is made there.
-    volumeBindingMode: 'WaitForFirstConsumer',
-  } as KubernetesObject;
+export function storageClassObjects(): KubernetesObject[] {
+  const storageClass = (name: string, extra: object) =>
+    ({
+      apiVersion: 'storage.k8s.io/v1',
+      kind: 'StorageClass',
+      metadata: { name },
+      provisioner: PROVISIONER,
+      reclaimPolicy: 'Delete',
+      ...extra,
+    }) as KubernetesObject;
+  return [
+    storageClass(STORAGE_CLASS, {
+      metadata: {
+        name: STORAGE_CLASS,
+        annotations: { 'storageclass.kubernetes.io/is-default-class': 'true' },
+      },
+      // As local volumes are: the scheduler picks the node first, then the volume is made there.
+      volumeBindingMode: 'WaitForFirstConsumer',
+    }),
+    // Reachable from every node: made at once, as network storage is.
+    storageClass(SHARED_STORAGE_CLASS, { volumeBindingMode: 'Immediate' }),
+  ];
 }
 
 export interface LocalVolumeProvisioner {
@@ -46,29 +61,39 @@ const isBlock = (claim: V1PersistentVolumeClaim) => claim.spec?.volumeMode === '
 
 const SELECTED_NODE = 'volume.kubernetes.io/selected-node';
 
-/** A claim of the class whose pod the scheduler placed on `nodeName`, still without a volume. */
-function wantsVolume(claim: V1PersistentVolumeClaim, nodeName: string): boolean {
-  return (
-    claim.spec?.storageClassName === STORAGE_CLASS &&
-    !claim.spec.volumeName &&
-    claim.status?.phase === 'Pending' &&
-    claim.metadata?.annotations?.[SELECTED_NODE] === nodeName &&
-    !claim.metadata?.deletionTimestamp
-  );
+/**
+ * Where a claim still without a volume gets one: a `local` claim on the node the scheduler placed
+ * its pod on, a `shared` Block claim on every node; undefined when it is not (yet) for this provisioner.
+ */
+function placement(claim: V1PersistentVolumeClaim, nodeNames: string[]): string[] | undefined {
+  if (!claim.spec || claim.spec.volumeName || claim.status?.phase !== 'Pending') return undefined;
+  if (claim.metadata?.deletionTimestamp) return undefined;
+  if (claim.spec.storageClassName === SHARED_STORAGE_CLASS) return isBlock(claim) ? nodeNames : undefined;
+  const selected = claim.metadata?.annotations?.[SELECTED_NODE];
+  if (claim.spec.storageClassName !== STORAGE_CLASS || !selected || !nodeNames.includes(selected))
+    return undefined;
+  return [selected];
 }
 
 export function startLocalVolumeProvisioner(options: {
   kubeConfig: KubeConfig;
-  nodeName: string;
-  /** Where volume data lives: sparse files and directories. */
-  dir: string;
+  /** The cluster's nodes, and where each keeps its volumes' data (sparse files and directories). */
+  nodes: Array<{ name: string; volumeDir: string }>;
+  /** Where shared volumes' data lives. */
+  sharedDir: string;
   logger: Logger;
 }): LocalVolumeProvisioner & { start(): Promise<void> } {
-  const { kubeConfig, nodeName, dir, logger } = options;
+  const { kubeConfig, nodes, sharedDir, logger } = options;
+  const nodeNames = nodes.map((node) => node.name);
+  const dirOf = (volume: { nodeAffinity: string[] }) =>
+    volume.nodeAffinity.length === 1
+      ? nodes.find((node) => node.name === volume.nodeAffinity[0])!.volumeDir
+      : sharedDir;
   const core = kubeConfig.makeApiClient(CoreV1Api);
   const inFlight = new Set<string>();
 
-  async function provision(claim: V1PersistentVolumeClaim): Promise<void> {
+  async function provision(claim: V1PersistentVolumeClaim, nodeAffinity: string[]): Promise<void> {
+    const dir = dirOf({ nodeAffinity });
     const uid = claim.metadata!.uid!;
     const name = `pvc-${uid}`;
     // A claim stays Pending until the PV controller binds it: later events must not provision again.
@@ -103,7 +128,7 @@ export function startLocalVolumeProvisioner(options: {
         capacity: { storage: requested },
         accessModes: claim.spec?.accessModes ?? ['ReadWriteOnce'],
         volumeMode: isBlock(claim) ? 'Block' : 'Filesystem',
-        storageClassName: STORAGE_CLASS,
+        storageClassName: claim.spec!.storageClassName,
         persistentVolumeReclaimPolicy: 'Delete',
         claimRef: {
           apiVersion: 'v1',
@@ -116,7 +141,7 @@ export function startLocalVolumeProvisioner(options: {
         nodeAffinity: {
           required: {
             nodeSelectorTerms: [
-              { matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: [nodeName] }] },
+              { matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: nodeAffinity }] },
             ],
           },
         },
@@ -140,6 +165,9 @@ export function startLocalVolumeProvisioner(options: {
   /** Removes a volume's data: detaches its loop device and deletes the file or directory. */
   async function release(volume: V1PersistentVolume): Promise<void> {
     const name = volume.metadata!.name!;
+    const affinity =
+      volume.spec?.nodeAffinity?.required?.nodeSelectorTerms?.[0]?.matchExpressions?.[0]?.values ?? [];
+    const dir = dirOf({ nodeAffinity: affinity });
     if (volume.spec?.volumeMode === 'Block') {
       const device = volume.spec.local?.path;
       if (device?.startsWith('/dev/loop')) await run('losetup', ['--detach', device]).catch(() => undefined);
@@ -162,7 +190,8 @@ export function startLocalVolumeProvisioner(options: {
     { path: '/api/v1/persistentvolumeclaims', list: () => core.listPersistentVolumeClaimForAllNamespaces() },
     {
       upsert: (claim) => {
-        if (wantsVolume(claim, nodeName)) once(claim.metadata!.uid!, () => provision(claim));
+        const nodeAffinity = placement(claim, nodeNames);
+        if (nodeAffinity) once(claim.metadata!.uid!, () => provision(claim, nodeAffinity));
       },
     },
     logger,

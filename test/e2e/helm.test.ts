@@ -295,7 +295,7 @@ type: kubernetes.io/service-account-token
   // runner pod's host network), where the test guest's SPICE listens on 127.0.0.1:5930.
   const login = async (password: string): Promise<number> => {
     const { stdout } = await run('nsenter', [
-      `--net=${cluster.network.netnsPath}`,
+      `--net=${cluster.node.network.netnsPath}`,
       '--',
       process.execPath,
       '--import',
@@ -392,7 +392,14 @@ type: kubernetes.io/service-account-token
     ]) {
       expect(`${verb} ${resource}: ${await canI(runner, verb!, resource!)}`).toBe(`${verb} ${resource}: no`);
     }
-    const listed = JSON.parse(await vms.kubectl(['auth', 'can-i', '--list', '--as', runner, '-o', 'json']));
+    // What `kubectl auth can-i --list` asks (this kubectl has no -o json for it): a rules review.
+    const review = JSON.parse(
+      await vms.kubectl(
+        ['create', '-f', '-', '-o', 'json', '--as', runner],
+        `{"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": {"namespace": "${VM_NAMESPACE}"}}`,
+      ),
+    );
+    const listed = review.status as { resourceRules: Array<{ apiGroups?: string[]; verbs: string[] }> };
     // What every authenticated identity may: review its own access, nothing else.
     expect(listed.resourceRules.length).toBeGreaterThan(0); // the listing worked
     for (const rule of listed.resourceRules) {
@@ -446,7 +453,7 @@ type: kubernetes.io/service-account-token
   });
 
   it("`helm upgrade` with a changed value leaves the running VM's qemu untouched", async () => {
-    const cgroupRoot = `/${cluster.network.netns}`;
+    const { cgroupRoot } = cluster.node;
     const pidBefore = await qemuPid(VM, cgroupRoot);
     expect(pidBefore).toBeGreaterThan(0);
     const podBefore = JSON.parse(await vms.kubectl(['get', 'pod', `${VM}-0`, '-o', 'json']));

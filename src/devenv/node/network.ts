@@ -1,6 +1,9 @@
-// The node's own network namespace, joined to this machine by a veth pair. Everything the node
-// changes in networking (the pods' bridge, kube-proxy's iptables rules, sysctls) stays in there,
-// so several local clusters can run at once and deleting the namespace removes all of it.
+// The local cluster's network: a "switch" network namespace holding one L2 bridge, this machine
+// joined to it by a veth pair (the apiserver and the dev Redis listen on that address), and one
+// network namespace per node, each joined to the bridge. Nodes route the other nodes' pod ranges
+// to each other over the bridge, so pods reach pods on any node; nothing is routed through this
+// machine (its forwarding stays off). Everything a node changes (its pods' bridge, kube-proxy's
+// iptables rules, sysctls) stays in its namespace; deleting the namespaces removes all of it.
 import { execFile } from 'node:child_process';
 import { mkdir } from 'node:fs/promises';
 import { promisify } from 'node:util';
@@ -8,18 +11,29 @@ import { promisify } from 'node:util';
 const run = promisify(execFile);
 
 export interface NodeNetwork {
-  /** The network namespace's name (`ip netns`) and its path, for `nsenter --net=`. */
+  /** The node's network namespace (`ip netns`) and its path, for `nsenter --net=`. */
   netns: string;
   netnsPath: string;
-  /** This machine's end of the veth pair: the apiserver (and dev Redis) listen here. */
-  hostAddress: string;
-  /** The node's end: its InternalIP, where kubelet serves. */
+  /** The node's address on the cluster bridge: its InternalIP, where kubelet serves. */
   nodeAddress: string;
-  hostInterface: string;
+  /** This node's pods get addresses from here (on a bridge inside its namespace). */
+  podCidr: string;
 }
 
-/** The /30 of node `n` is 10.250.n.0: .1 for this machine, .2 for the node. */
+export interface ClusterNetwork {
+  /** The switch namespace (the bridge lives there); the nodes' are `<switchNetns>-<i>`. */
+  switchNetns: string;
+  /** This machine's address on the cluster bridge. */
+  hostAddress: string;
+  hostInterface: string;
+  nodes: NodeNetwork[];
+}
+
+/** Cluster `n` uses 10.250.n.0/24: .1 for this machine, .(i+1) for node i; node i's pods 10.244.i.0/24. */
 const SUBNET_PREFIX = '10.250';
+/** All nodes' pod ranges (kube-proxy's cluster CIDR). */
+export const CLUSTER_POD_CIDR = '10.244.0.0/16';
+const podCidrOf = (node: number) => `10.244.${node}.0/24`;
 const LOCK_DIR = '/run/vmop';
 
 /** The command prefix that runs a program in the node's network namespace (and nothing else's). */
@@ -28,48 +42,89 @@ export function inNodeNetwork(network: NodeNetwork): string[] {
 }
 
 /*
- * Picks the first n whose 10.250.n.0/30 no interface uses and no namespace claims, and creates the
- * namespace and the veth pair, under a lock that other clusters starting at the same time share.
- * Prints n.
+ * Picks the first n whose 10.250.n.0/24 no interface uses and no namespace claims, and creates the
+ * switch namespace with its bridge, this machine's veth into it, and the nodes' namespaces with
+ * their veths and routes, under a lock that other clusters starting at the same time share.
+ * $1 is the number of nodes. Prints n.
  */
 const CREATE_SCRIPT = `
 set -eu
+nodes=$1
 n=1
 while [ $n -lt 255 ]; do
   if ! ip -o -4 addr show | grep -q "inet ${SUBNET_PREFIX}.$n\\." && [ ! -e /run/netns/vmop-$n ]; then break; fi
   n=$((n + 1))
 done
-[ $n -lt 255 ] || { echo "no free ${SUBNET_PREFIX}.n.0/30 for a node network" >&2; exit 1; }
-ip netns add vmop-$n
-trap 'ip netns delete vmop-$n' EXIT
-ip link add vmop\${n}h type veth peer name vmop\${n}n netns vmop-$n
-ip addr add ${SUBNET_PREFIX}.$n.1/30 dev vmop\${n}h
+[ $n -lt 255 ] || { echo "no free ${SUBNET_PREFIX}.n.0/24 for a cluster network" >&2; exit 1; }
+sw=vmop-$n
+cleanup() {
+  i=1
+  while [ $i -le $nodes ]; do ip netns delete $sw-$i 2>/dev/null || true; i=$((i + 1)); done
+  ip netns delete $sw 2>/dev/null || true
+}
+trap cleanup EXIT
+ip netns add $sw
+ip -n $sw link set lo up
+ip -n $sw link add br0 type bridge
+ip -n $sw link set br0 up
+ip link add vmop\${n}h type veth peer name host netns $sw
+ip -n $sw link set host master br0 up
+ip addr add ${SUBNET_PREFIX}.$n.1/24 dev vmop\${n}h
 ip link set vmop\${n}h up
-ip -n vmop-$n addr add ${SUBNET_PREFIX}.$n.2/30 dev vmop\${n}n
-ip -n vmop-$n link set vmop\${n}n up
-ip -n vmop-$n link set lo up
-ip -n vmop-$n route add default via ${SUBNET_PREFIX}.$n.1
-# Pods route through the node, and bridged pod-to-service replies must pass kube-proxy's NAT.
-nsenter --net=/run/netns/vmop-$n -- sysctl -q -w net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1
+i=1
+while [ $i -le $nodes ]; do
+  ns=$sw-$i
+  ip netns add $ns
+  ip -n $sw link add node$i type veth peer name eth0 netns $ns
+  ip -n $sw link set node$i master br0 up
+  ip -n $ns addr add ${SUBNET_PREFIX}.$n.$((i + 1))/24 dev eth0
+  ip -n $ns link set eth0 up
+  ip -n $ns link set lo up
+  ip -n $ns route add default via ${SUBNET_PREFIX}.$n.1
+  # Pods route through the node, and bridged pod-to-service replies must pass kube-proxy's NAT.
+  nsenter --net=/run/netns/$ns -- sysctl -q -w net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1
+  j=1
+  while [ $j -le $nodes ]; do
+    [ $j -eq $i ] || ip -n $ns route add 10.244.$j.0/24 via ${SUBNET_PREFIX}.$n.$((j + 1))
+    j=$((j + 1))
+  done
+  i=$((i + 1))
+done
 trap - EXIT
 echo $n
 `;
 
-/** Creates the namespace and the veth pair on the first free 10.250.n.0/30. */
-export async function createNodeNetwork(): Promise<NodeNetwork> {
+/** Creates the switch, this machine's link to it and `nodes` node namespaces on the first free 10.250.n.0/24. */
+export async function createClusterNetwork(nodes: number): Promise<ClusterNetwork> {
   await mkdir(LOCK_DIR, { recursive: true });
-  const { stdout } = await run('flock', [`${LOCK_DIR}/network.lock`, 'sh', '-c', CREATE_SCRIPT]);
+  const { stdout } = await run('flock', [
+    `${LOCK_DIR}/network.lock`,
+    ...['sh', '-c', CREATE_SCRIPT, 'create-cluster-network', String(nodes)],
+  ]);
   const n = Number(stdout.trim());
   return {
-    netns: `vmop-${n}`,
-    netnsPath: `/run/netns/vmop-${n}`,
+    switchNetns: `vmop-${n}`,
     hostAddress: `${SUBNET_PREFIX}.${n}.1`,
-    nodeAddress: `${SUBNET_PREFIX}.${n}.2`,
     hostInterface: `vmop${n}h`,
+    nodes: Array.from({ length: nodes }, (_, index) => {
+      const i = index + 1;
+      return {
+        netns: `vmop-${n}-${i}`,
+        netnsPath: `/run/netns/vmop-${n}-${i}`,
+        nodeAddress: `${SUBNET_PREFIX}.${n}.${i + 1}`,
+        podCidr: podCidrOf(i),
+      };
+    }),
   };
 }
 
-/** Deleting the namespace deletes the veth pair (and the bridge, and the rules) with it. */
-export async function deleteNodeNetwork(network: NodeNetwork): Promise<void> {
-  await run('ip', ['netns', 'delete', network.netns]).catch(() => undefined);
+/** Deleting the namespaces deletes the veth pairs (and the bridges, and the rules) with them. */
+export async function deleteClusterNetwork(network: ClusterNetwork): Promise<void> {
+  for (const node of network.nodes) await run('ip', ['netns', 'delete', node.netns]).catch(() => undefined);
+  await run('ip', ['netns', 'delete', network.switchNetns]).catch(() => undefined);
+}
+
+/** Cuts the node off the cluster network (its link on the switch goes down), as a failed link would. */
+export async function cutNodeLink(network: ClusterNetwork, node: number, up: boolean): Promise<void> {
+  await run('ip', ['-n', network.switchNetns, 'link', 'set', `node${node + 1}`, up ? 'up' : 'down']);
 }

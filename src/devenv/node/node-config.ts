@@ -3,9 +3,8 @@
 import path from 'node:path';
 import { stringify } from 'yaml';
 import { CLUSTER_DNS_IP } from '../control-plane.js';
+import { CLUSTER_POD_CIDR } from './network.js';
 
-/** Pods get addresses from here, on a bridge inside the node's network namespace. */
-export const POD_CIDR = '10.244.0.0/24';
 export const PAUSE_IMAGE = 'registry.k8s.io/pause:3.10';
 
 export interface NodePaths {
@@ -66,8 +65,11 @@ disabled_plugins = [
 `;
 }
 
-/** A bridge with masquerading (pods reach this machine's addresses through the node), portmap, loopback. */
-export function cniConfig(networkName: string, paths: NodePaths): string {
+/**
+ * A bridge with masquerading (pods reach this machine's addresses through the node), portmap,
+ * loopback; the node's pods get addresses from `podCidr`.
+ */
+export function cniConfig(networkName: string, podCidr: string, paths: NodePaths): string {
   return JSON.stringify(
     {
       cniVersion: '1.0.0',
@@ -83,7 +85,7 @@ export function cniConfig(networkName: string, paths: NodePaths): string {
             type: 'host-local',
             // Not /var/lib/cni: several nodes on one machine hand out the same range.
             dataDir: paths.cniIpamDir,
-            ranges: [[{ subnet: POD_CIDR }]],
+            ranges: [[{ subnet: podCidr }]],
             routes: [{ dst: '0.0.0.0/0' }],
           },
         },
@@ -154,7 +156,7 @@ export function kubeProxyConfig(input: { kubeconfig: string; nodeName: string })
     kind: 'KubeProxyConfiguration',
     clientConnection: { kubeconfig: input.kubeconfig },
     mode: 'iptables',
-    clusterCIDR: POD_CIDR,
+    clusterCIDR: CLUSTER_POD_CIDR,
     hostnameOverride: input.nodeName,
     healthzBindAddress: '127.0.0.1:10256',
     metricsBindAddress: '127.0.0.1:10249',

@@ -1,5 +1,6 @@
 // One real Kubernetes node on this machine: containerd, kubelet and kube-proxy in the node's own
-// network namespace, running pods from locally built images.
+// network namespace, running pods from locally built images. The three are supervised as systemd
+// would on a real node: one that dies is started again with back-off (running pods stay).
 import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, readdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -12,6 +13,7 @@ import type { NodeCredentials } from '../control-plane.js';
 import { locateNodeBinaries } from '../kube-binaries.js';
 import { spawnLogged, type LoggedProcess } from '../logged-process.js';
 import { removeUnmountedDir, startOrphanReaper, type OrphanReaper } from '../orphan-reaper.js';
+import { superviseProcess, type SupervisedProcess } from '../supervised-process.js';
 import { cleanupScript } from './cleanup-script.js';
 import { inNodeNetwork, type NodeNetwork } from './network.js';
 import {
@@ -25,12 +27,29 @@ import {
 
 const run = promisify(execFile);
 
+/** The node's own processes, in the order they start. */
+export const NODE_SERVICES = ['containerd', 'kubelet', 'kube-proxy'] as const;
+export type NodeService = (typeof NODE_SERVICES)[number];
+
 export interface LocalNode {
   name: string;
   address: string;
+  network: NodeNetwork;
   paths: NodePaths;
+  /** The node's cgroup root (pods' cgroups are below it). */
+  cgroupRoot: string;
   /** Imports a docker-archive tar into the node's containerd (as `kubectl` users pull images). */
   importImage(archive: string): Promise<void>;
+  /** A service's current process (its pid changes when its supervisor restarts it). */
+  service(name: NodeService): SupervisedProcess | undefined;
+  /**
+   * The node's services stop for good (a dead kubelet: the node goes NotReady), pods keep running;
+   * startServices() brings them back.
+   */
+  stopServices(): Promise<void>;
+  startServices(): Promise<void>;
+  /** As a power loss: the services stop and every process of the node's pods is killed. */
+  powerOff(): Promise<void>;
   /**
    * Stops the node as a machine shuts down: kubelet first, then every container gets SIGTERM and
    * `graceMs` to end (runners power their guests down), then containerd; then the clean-up.
@@ -42,6 +61,10 @@ export interface StartNodeOptions {
   kubeConfig: KubeConfig;
   credentials: NodeCredentials;
   network: NodeNetwork;
+  /** Labels kubelet gives its Node (e.g. topology.kubernetes.io/zone). */
+  labels?: Record<string, string>;
+  /** Called when a service was started again by its supervisor. */
+  onRestart?: () => void;
   /** docker-archive tars to import before kubelet starts. */
   images: string[];
   dir?: string;
@@ -68,7 +91,10 @@ export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
     await mkdir(made, { recursive: true });
   const file = (name: string) => path.join(dir, name);
   await writeFile(file('containerd.toml'), containerdConfig(paths));
-  await writeFile(path.join(paths.cniConfDir, '10-vmop.conflist'), cniConfig(cniNetwork, paths));
+  await writeFile(
+    path.join(paths.cniConfDir, '10-vmop.conflist'),
+    cniConfig(cniNetwork, network.podCidr, paths),
+  );
   await writeFile(
     file('kubelet.yaml'),
     kubeletConfig({
@@ -99,12 +125,52 @@ export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
     : startOrphanReaper({ removeDir: ownsDir ? dir : undefined, cleanupScript: cleanup, logger });
   const reaper = options.reaper ?? ownReaper!;
 
-  const processes: LoggedProcess[] = [];
-  const launch = async (name: string, args: string[]) => {
-    const started = await spawnLogged(name, args[0]!, args.slice(1), file(`${name}.log`));
-    reaper.adopt(started.pid);
-    processes.push(started);
-    return started;
+  const services = new Map<NodeService, SupervisedProcess>();
+  const serviceArgs: Record<NodeService, string[]> = {
+    containerd: [...inNodeNetwork(network), 'containerd', '--config', file('containerd.toml')],
+    kubelet: [
+      ...inNodeNetwork(network),
+      binaries.kubelet,
+      `--config=${file('kubelet.yaml')}`,
+      `--kubeconfig=${credentials.kubeletKubeconfig}`,
+      `--root-dir=${paths.kubeletRoot}`,
+      `--cert-dir=${path.join(paths.kubeletRoot, 'pki')}`,
+      `--hostname-override=${credentials.name}`,
+      `--node-ip=${network.nodeAddress}`,
+      ...(options.labels
+        ? [
+            `--node-labels=${Object.entries(options.labels)
+              .map(([key, value]) => `${key}=${value}`)
+              .join(',')}`,
+          ]
+        : []),
+    ],
+    'kube-proxy': [...inNodeNetwork(network), binaries.kubeProxy, `--config=${file('kube-proxy.yaml')}`],
+  };
+  /** Starts a service under supervision; resolves with its first process. */
+  const launch = async (name: NodeService): Promise<LoggedProcess> => {
+    const args = serviceArgs[name];
+    const spawn = () => spawnLogged(name, args[0]!, args.slice(1), file(`${name}.log`));
+    const first = await spawn();
+    services.set(
+      name,
+      await superviseProcess(name, spawn, {
+        logger,
+        first,
+        onStart: (pid) => {
+          reaper.adopt(pid);
+          if (pid !== first.pid) options.onRestart?.();
+        },
+      }),
+    );
+    return first;
+  };
+  const stopServices = async () => {
+    // kubelet first: it must not see containerd go and restart containers meanwhile.
+    for (const name of ['kubelet', 'kube-proxy', 'containerd'] as const) {
+      await services.get(name)?.stop(10_000);
+      services.delete(name);
+    }
   };
   const ctr = (...args: string[]) =>
     run('ctr', ['--address', paths.containerdSocket, '--namespace', 'k8s.io', ...args], {
@@ -115,12 +181,14 @@ export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
   };
 
   const stop = async (graceMs = DEFAULT_STOP_GRACE_MS) => {
-    const byName = (name: string) => processes.find((p) => p.name === name);
-    await byName('kubelet')?.stop(10_000);
-    await byName('kube-proxy')?.stop(10_000);
-    const containerd = byName('containerd');
-    if (containerd && !containerd.hasExited()) await stopContainers(ctr, graceMs, logger);
+    await services.get('kubelet')?.stop(10_000);
+    services.delete('kubelet');
+    await services.get('kube-proxy')?.stop(10_000);
+    services.delete('kube-proxy');
+    const containerd = services.get('containerd');
+    if (containerd?.alive()) await stopContainers(ctr, graceMs, logger);
     await containerd?.stop(10_000);
+    services.delete('containerd');
     await run('sh', [cleanup]);
     await ownReaper?.release();
     if (ownsDir) await removeUnmountedDir(dir);
@@ -130,12 +198,7 @@ export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
   try {
     const startedAt = Date.now();
     await makeCgroupRoot(cgroupRoot);
-    const containerd = await launch('containerd', [
-      ...inNodeNetwork(network),
-      'containerd',
-      '--config',
-      file('containerd.toml'),
-    ]);
+    const containerd = await launch('containerd');
     await waitFor(containerd, () =>
       ctr('version').then(
         () => true,
@@ -144,23 +207,9 @@ export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
     );
     for (const archive of options.images) await importImage(archive);
 
-    await launch('kubelet', [
-      ...inNodeNetwork(network),
-      binaries.kubelet,
-      `--config=${file('kubelet.yaml')}`,
-      `--kubeconfig=${credentials.kubeletKubeconfig}`,
-      `--root-dir=${paths.kubeletRoot}`,
-      `--cert-dir=${path.join(paths.kubeletRoot, 'pki')}`,
-      `--hostname-override=${credentials.name}`,
-      `--node-ip=${network.nodeAddress}`,
-    ]);
-    await launch('kube-proxy', [
-      ...inNodeNetwork(network),
-      binaries.kubeProxy,
-      `--config=${file('kube-proxy.yaml')}`,
-    ]);
+    const kubelet = await launch('kubelet');
+    await launch('kube-proxy');
     const core = options.kubeConfig.makeApiClient(CoreV1Api);
-    const kubelet = processes.find((p) => p.name === 'kubelet')!;
     await waitFor(kubelet, async () => {
       const node = await core.readNode({ name: credentials.name }).catch(() => undefined);
       return node?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
@@ -170,8 +219,19 @@ export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
     return {
       name: credentials.name,
       address: network.nodeAddress,
+      network,
       paths,
+      cgroupRoot,
       importImage,
+      service: (name) => services.get(name),
+      stopServices,
+      async startServices() {
+        for (const name of NODE_SERVICES) if (!services.has(name)) await launch(name);
+      },
+      async powerOff() {
+        await stopServices();
+        await killCgroup(cgroupRoot);
+      },
       stop: (graceMs) => (stopping ??= stop(graceMs)),
     };
   } catch (err) {
@@ -196,6 +256,16 @@ export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
       await sleep(250);
     }
   }
+}
+
+/** Kills every process in the cgroup tree (the pods' processes, from the pids hierarchy). */
+async function killCgroup(cgroupRoot: string): Promise<void> {
+  await run('sh', [
+    '-c',
+    'for procs in $(find "/sys/fs/cgroup/pids$1" -name cgroup.procs); do for pid in $(cat "$procs"); do kill -KILL "$pid" 2>/dev/null; done; done; true',
+    'kill-cgroup',
+    cgroupRoot,
+  ]);
 }
 
 /** kubelet (cgroupfs driver) expects its cgroup root to exist in every hierarchy. */
