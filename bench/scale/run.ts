@@ -23,7 +23,6 @@ import { GROUP, PLURAL, VERSION, VirtualMachine } from '../../src/api/virtual-ma
 import { startControlPlane } from '../../src/devenv/control-plane.js';
 import { installCrds } from '../../src/devenv/install-crds.js';
 import { startRedis } from '../../src/devenv/redis.js';
-import { DEFAULT_RUNNER_IMAGE } from '../../src/operator/manager.js';
 import { KeyQueue } from '../../src/queue/producer.js';
 import { desiredConfigMap } from '../../src/reconcilers/virtual-machine/config-map.js';
 import {
@@ -39,7 +38,6 @@ import {
   desiredRunnerSecret,
   desiredRunnerServiceAccount,
 } from '../../src/reconcilers/virtual-machine/runner-identity.js';
-import { desiredStatefulSet } from '../../src/reconcilers/virtual-machine/stateful-set.js';
 import { deriveStatus } from '../../src/reconcilers/virtual-machine/status.js';
 import { createLogger } from '../../src/util/logger.js';
 import { startManagerProcess, type ManagerProcess } from '../../test/support/manager-process.js';
@@ -144,13 +142,7 @@ async function measureRaw(kubeConfig: KubeConfig, kubeconfigPath: string): Promi
     );
     const configMap = desiredConfigMap(vm, config.yaml);
     await apply(configMap);
-    await apply(
-      desiredStatefulSet(vm, {
-        defaultRunnerImage: { image: DEFAULT_RUNNER_IMAGE },
-        displaySecretName: displaySecret?.metadata!.name,
-        hasImageRepository: false,
-      }),
-    );
+    // A Stopped VM has no runner pod (nor claims: they are made with its first pod).
     const status = deriveStatus(vm, {
       pod: undefined,
       snapshot: undefined,

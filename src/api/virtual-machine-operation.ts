@@ -44,6 +44,7 @@ export const OperationStatus = z.object({
   /** When the VM was told (its state rewritten, its runner pod deleted, its reset requested). */
   signalledAt: z.string().optional(),
   /** The runner pod the VM had when the operation was signalled: a Restart or Evict waits for another. */
+  podName: z.string().optional(),
   podUid: z.string().optional(),
   node: z.string().optional(),
   completedAt: z.string().optional(),

@@ -353,6 +353,11 @@ export const VirtualMachineStatus = z.object({
    * over a newer one, and a missing one is told from a runner that went away.
    */
   runner: z.object({ runId: z.string(), seq: z.number().int(), podUid: z.string().optional() }).optional(),
+  /**
+   * The VM's runner pod: named here before vmop makes it (in a write guarded by the VM's
+   * resourceVersion, so no two replicas make two), then with its uid.
+   */
+  runnerPod: z.object({ name: z.string(), uid: z.string().optional() }).optional(),
 });
 
 export const ObjectMeta = z.object({

@@ -184,7 +184,7 @@ async function list(options: VmCliOptions) {
 async function spiceConsole(name: string, options: ConsoleOptions, command: Command) {
   const { api, core, namespace } = context(options);
   const vm = VirtualMachine.parse(await api.getNamespacedCustomObject(vmApiRef(namespace, name)));
-  const pod = await core.readNamespacedPod({ name: `${name}-0`, namespace }).catch(() => undefined);
+  const pod = await core.readNamespacedPod({ name: runnerPodOf(vm), namespace }).catch(() => undefined);
   const endpoint = spiceEndpoint(vm, pod);
   if (typeof endpoint === 'string') command.error(`vmop vm: ${endpoint}`, { exitCode: 1 });
   if (vm.status?.phase !== 'Running') {
@@ -214,6 +214,9 @@ async function spiceConsole(name: string, options: ConsoleOptions, command: Comm
   }
 }
 
+/** The VM's runner pod, as its status names it (the VM's own name when it names none). */
+const runnerPodOf = (vm: VirtualMachine) => vm.status?.runnerPod?.name ?? vm.metadata.name;
+
 /** What `vmop vm console` runs in the runner container (the image's CLI). */
 const SERIAL_RELAY = ['node', '/opt/vmop/dist/cli/main.js', 'serial-console'];
 /** ^] leaves the serial console, as in telnet and virsh. */
@@ -224,7 +227,10 @@ const ESCAPE = 0x1d;
  * the runner pod (the user's own pods/exec right). Raw mode locally; ^] leaves.
  */
 async function serialConsole(name: string, options: ConsoleOptions) {
-  const { kubeConfig, namespace } = context(options);
+  const { api, kubeConfig, namespace } = context(options);
+  const pod = runnerPodOf(
+    VirtualMachine.parse(await api.getNamespacedCustomObject(vmApiRef(namespace, name))),
+  );
   const toGuest = new PassThrough();
   const local = process.stdin;
   const raw = local.isTTY === true;
@@ -239,17 +245,8 @@ async function serialConsole(name: string, options: ConsoleOptions) {
     });
     local.on('end', () => resolve(undefined));
     new Exec(kubeConfig)
-      .exec(
-        namespace,
-        `${name}-0`,
-        'runner',
-        SERIAL_RELAY,
-        process.stdout,
-        process.stderr,
-        toGuest,
-        true,
-        (status) =>
-          resolve(status.status === 'Success' ? undefined : (status.message ?? 'the console session failed')),
+      .exec(namespace, pod, 'runner', SERIAL_RELAY, process.stdout, process.stderr, toGuest, true, (status) =>
+        resolve(status.status === 'Success' ? undefined : (status.message ?? 'the console session failed')),
       )
       .then((ws) => {
         socket = ws;

@@ -112,6 +112,8 @@ export const WATCHED: Array<{
     plural: 'persistentvolumeclaims',
     fieldSelector: `metadata.name=${IMAGE_REPOSITORY_CLAIM}`,
   },
+  // The VMs' runner data and disk claims.
+  { apiVersion: 'v1', kind: 'PersistentVolumeClaim', plural: 'persistentvolumeclaims', labelSelector: OWNED },
 ];
 
 interface WatchSpec {
@@ -144,9 +146,9 @@ function watchSpecs(objects: KubernetesObjectApi, namespace: string | undefined)
 }
 
 /**
- * Watches VMs, their operations and, by label, the objects that belong to them (StatefulSets,
- * ConfigMaps, Pods, Services, display and runner Secrets, the runner ServiceAccount) and the image
- * repository claim, in the given namespaces (all when undefined): list, then watch from that
+ * Watches VMs, their operations and, by label, the objects that belong to them (ConfigMaps, Pods,
+ * claims, Services, display and runner Secrets, the runner ServiceAccount, StatefulSets of vmop
+ * 0.1) and the image repository claim, in the given namespaces (all when undefined): list, then watch from that
  * resourceVersion. A watch that fails (the apiserver restarting, 429s under load) is restarted
  * with backoff, never ending the process.
  */

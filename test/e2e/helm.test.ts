@@ -1,7 +1,7 @@
 // The packaged product as users install it: the Helm chart with the images built from the
 // Dockerfile, on a real single-node Kubernetes (kubelet, containerd, CoreDNS, local volumes).
 import { execFile } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -10,6 +10,7 @@ import { startCluster, type Cluster } from '../../src/devenv/cluster.js';
 import { locateNodeBinaries } from '../../src/devenv/kube-binaries.js';
 import { clusterVms, testGuestManifest, type ClusterVms } from '../support/cluster-vms.js';
 import { eventually } from '../support/eventually.js';
+import { qemuPid } from '../support/qemu-process.js';
 import { firstWrite, parseManagerLog, startedAfter } from '../support/manager-logs.js';
 import { SPICE_LINK_OK, SPICE_LINK_PERMISSION_DENIED } from '../support/spice-login.js';
 
@@ -22,18 +23,6 @@ const VM_NAMESPACE = 'default';
 
 /** `localhost/vmop-manager:abc` → ['localhost/vmop-manager', 'abc'] */
 const splitRef = (ref: string) => [ref.slice(0, ref.lastIndexOf(':')), ref.slice(ref.lastIndexOf(':') + 1)];
-
-/** The host pid of the VM's qemu among the processes of this cluster's node (its cgroup root). */
-async function qemuPid(vm: string, cgroupRoot: string): Promise<number | undefined> {
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const argv = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
-    if (!argv.startsWith('/usr/bin/qemu-system-x86_64\0') || !argv.includes(`\0guest=${vm},`)) continue;
-    const cgroups = await readFile(`/proc/${entry}/cgroup`, 'utf8').catch(() => '');
-    if (cgroups.includes(`${cgroupRoot}/`)) return Number(entry);
-  }
-  return undefined;
-}
 
 describe('the Helm chart on a real node', () => {
   let cluster: Cluster;
@@ -206,8 +195,8 @@ describe('the Helm chart on a real node', () => {
     const allowed = [
       ['watch', 'vms.vmoperator.jdrupes.org'],
       ['patch', 'vms.vmoperator.jdrupes.org/status'],
-      ['create', 'statefulsets.apps'],
-      ['delete', 'statefulsets.apps'],
+      ['delete', 'statefulsets.apps'], // vmop 0.1's, retired
+      ['create', 'pods'],
       ['patch', 'configmaps'],
       ['create', 'secrets'],
       ['patch', 'pods'],
@@ -223,12 +212,14 @@ describe('the Helm chart on a real node', () => {
       ['watch', 'services'],
       ['get', 'persistentvolumeclaims'],
       ['watch', 'persistentvolumeclaims'],
+      ['create', 'persistentvolumeclaims'],
       ['create', 'events'],
       ['patch', 'events'],
     ];
     const denied = [
       ['delete', 'persistentvolumeclaims'],
-      ['create', 'pods'],
+      ['create', 'statefulsets.apps'],
+      ['patch', 'persistentvolumeclaims'],
       ['delete', 'secrets'],
       ['delete', 'vms.vmoperator.jdrupes.org'],
       ['create', 'rolebindings.rbac.authorization.k8s.io'],
@@ -266,13 +257,22 @@ type: kubernetes.io/service-account-token
     expect(await asManager(['annotate', 'pod', '-n', 'kube-system', dns, 'taken=over'])).toMatch(
       /writes only objects of VMs/,
     );
+    // A pod labelled as a runner's, but with another ServiceAccount (and its token): refused.
+    const impostor = `apiVersion: v1
+kind: Pod
+metadata: {name: impostor, labels: {app.kubernetes.io/name: vm-runner}}
+spec:
+  serviceAccountName: default
+  containers: [{name: x, image: ${cluster.images.runner.ref}, imagePullPolicy: Never}]
+`;
+    expect(await asManager(['create', '-f', '-'], impostor)).toMatch(/makes only runner pods/);
   });
 
-  it("the seed's example VM applies unchanged and gets its StatefulSet (its disk waits for the PV it selects)", async () => {
+  it("the seed's example VM applies unchanged and gets its runner pod (its disk waits for the PV it selects)", async () => {
     await vms.kubectl(['create', 'namespace', 'vmop-demo']);
     const demo = clusterVms(cluster.kubeconfigPath, 'vmop-demo');
     await demo.kubectl(['apply', '-f', 'examples/local-path-test-vm.yaml']);
-    await eventually(() => demo.kubectl(['get', 'statefulset', 'test-vm']), 60_000);
+    await eventually(() => demo.kubectl(['get', 'pod', 'test-vm']), 60_000);
     const vm = await demo.waitForVm('test-vm', (vm) => expect(vm.status?.phase).toBe('Pending'));
     expect(demo.condition(vm, 'SpecValid')?.status).toBe('True');
     await demo.kubectl(['delete', 'vm', 'test-vm']);
@@ -282,7 +282,7 @@ type: kubernetes.io/service-account-token
     await vms.kubectl(['apply', '-f', 'examples/test-guest.yaml']);
     const vm = await vms.waitForVm(VM, (vm) => expect(vms.condition(vm, 'Booted')?.status).toBe('True'));
     expect(vm.status).toMatchObject({ phase: 'Running', cpus: 1, ram: '256Mi', node: cluster.node.name });
-    const pod = JSON.parse(await vms.kubectl(['get', 'pod', `${VM}-0`, '-o', 'json']));
+    const pod = JSON.parse(await vms.kubectl(['get', 'pod', VM, '-o', 'json']));
     expect(pod.spec.containers[0].image).toBe(cluster.images.runner.ref);
     expect(pod.status.qosClass).toBe('Burstable'); // never BestEffort
     expect(pod.spec.volumes.map((v: { name: string }) => v.name)).toContain('vmop-image-repository');
@@ -345,7 +345,7 @@ type: kubernetes.io/service-account-token
         .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]),
     );
     expect((await stat(file)).mode & 0o777).toBe(0o600);
-    const hostIP = await vms.kubectl(['get', 'pod', `${VM}-0`, '-o', 'jsonpath={.status.hostIP}']);
+    const hostIP = await vms.kubectl(['get', 'pod', VM, '-o', 'jsonpath={.status.hostIP}']);
     expect(vv).toMatchObject({ type: 'spice', host: hostIP, port: '5930', 'delete-this-file': '1' });
     expect(vv.password).toMatch(/^[\w-]{16}$/);
     expect(stdout).not.toContain(vv.password);
@@ -406,9 +406,9 @@ type: kubernetes.io/service-account-token
       expect(rule.apiGroups?.every((group: string) => group.endsWith('.k8s.io'))).toBe(true);
       expect(rule.verbs).toEqual(['create']);
     }
-    await expect(
-      vms.kubectl(['exec', `${VM}-0`, '--', 'ls', '/var/run/secrets/kubernetes.io']),
-    ).rejects.toThrow(/No such file or directory/);
+    await expect(vms.kubectl(['exec', VM, '--', 'ls', '/var/run/secrets/kubernetes.io'])).rejects.toThrow(
+      /No such file or directory/,
+    );
   });
 
   it('currentRam and currentCpus changes reach the guest and its status', async () => {
@@ -456,7 +456,7 @@ type: kubernetes.io/service-account-token
     const { cgroupRoot } = cluster.node;
     const pidBefore = await qemuPid(VM, cgroupRoot);
     expect(pidBefore).toBeGreaterThan(0);
-    const podBefore = JSON.parse(await vms.kubectl(['get', 'pod', `${VM}-0`, '-o', 'json']));
+    const podBefore = JSON.parse(await vms.kubectl(['get', 'pod', VM, '-o', 'json']));
     const runIdBefore = (await vms.getVm(VM)).status?.runner?.runId;
     const managersBefore = (await readyManagers()).map((pod) => pod.metadata.name);
 
@@ -471,7 +471,7 @@ type: kubernetes.io/service-account-token
       expect(managers.filter((name) => managersBefore.includes(name))).toEqual([]);
     }, 120_000);
     expect(await qemuPid(VM, cgroupRoot)).toBe(pidBefore);
-    const podAfter = JSON.parse(await vms.kubectl(['get', 'pod', `${VM}-0`, '-o', 'json']));
+    const podAfter = JSON.parse(await vms.kubectl(['get', 'pod', VM, '-o', 'json']));
     expect(podAfter.metadata.uid).toBe(podBefore.metadata.uid);
     expect(podAfter.status.containerStatuses[0].restartCount).toBe(
       podBefore.status.containerStatuses[0].restartCount,
@@ -486,19 +486,16 @@ type: kubernetes.io/service-account-token
     await vms.patchVm(VM, { state: 'Stopped' });
     const vm = await vms.waitForVm(VM, (vm) => expect(vm.status?.phase).toBe('Stopped'), 120_000);
     expect(vm.status?.lastShutdown).toMatchObject({ guestInitiated: true, reason: 'guest-shutdown' });
-    await eventually(
-      () => expect(vms.kubectl(['get', 'pod', `${VM}-0`])).rejects.toThrow(/NotFound/),
-      60_000,
-    );
+    await eventually(() => expect(vms.kubectl(['get', 'pod', VM])).rejects.toThrow(/NotFound/), 60_000);
   });
 
-  it('deleting the VM removes its StatefulSet and ConfigMap and keeps its disks', async () => {
+  it('deleting the VM removes its pod and ConfigMap and keeps its disks', async () => {
     await vms.kubectl(['delete', 'vm', VM]);
     await eventually(async () => {
-      await expect(vms.kubectl(['get', 'statefulset', VM])).rejects.toThrow(/NotFound/);
+      await expect(vms.kubectl(['get', 'pod', VM])).rejects.toThrow(/NotFound/);
       await expect(vms.kubectl(['get', 'configmap', VM])).rejects.toThrow(/NotFound/);
     }, 60_000);
-    for (const claim of [`data-disk-${VM}-0`, `runner-data-${VM}-0`]) {
+    for (const claim of [`${VM}-data-disk`, `${VM}-runner-data`]) {
       expect(await vms.kubectl(['get', 'pvc', claim, '-o', 'jsonpath={.status.phase}'])).toBe('Bound');
     }
   });
@@ -511,7 +508,7 @@ type: kubernetes.io/service-account-token
     expect(await system.kubectl(['get', 'pvc', 'data-vmop-redis-0', '-o', 'jsonpath={.status.phase}'])).toBe(
       'Bound',
     );
-    expect(await vms.kubectl(['get', 'pvc', `data-disk-${VM}-0`, '-o', 'jsonpath={.status.phase}'])).toBe(
+    expect(await vms.kubectl(['get', 'pvc', `${VM}-data-disk`, '-o', 'jsonpath={.status.phase}'])).toBe(
       'Bound',
     );
     expect(await vms.kubectl(['get', 'crd', 'vms.vmoperator.jdrupes.org', '-o', 'name'])).toContain(

@@ -35,7 +35,7 @@ describe('vmop end to end', () => {
   const booted = (name: string) =>
     vms.waitForVm(name, (vm) => expect(vms.condition(vm, 'Booted')?.status).toBe('True'));
   const podGone = (name: string) =>
-    eventually(() => expect(vms.kubectl(['get', 'pod', `${name}-0`])).rejects.toThrow(/NotFound/), 120_000);
+    eventually(() => expect(vms.kubectl(['get', 'pod', name])).rejects.toThrow(/NotFound/), 120_000);
 
   beforeAll(async () => {
     devDir = await mkdtemp(path.join(os.tmpdir(), 'vmop-e2e-'));
@@ -80,9 +80,9 @@ describe('vmop end to end', () => {
     await vms.kubectl(['apply', '-f', 'examples/test-guest.yaml']);
     const vm = await booted('test-guest');
     expect(vm.status).toMatchObject({ phase: 'Running', cpus: 1, ram: '256Mi', node: state.cluster.node });
-    expect(
-      await vms.kubectl(['get', 'pvc', 'data-disk-test-guest-0', '-o', 'jsonpath={.status.phase}']),
-    ).toBe('Bound');
+    expect(await vms.kubectl(['get', 'pvc', 'test-guest-data-disk', '-o', 'jsonpath={.status.phase}'])).toBe(
+      'Bound',
+    );
     await vms.waitForConsole('test-guest', 'VMOP-GUEST-READY');
     await vms.kubectl(['delete', 'vm', 'test-guest', '--wait=false']);
   });
@@ -279,7 +279,7 @@ stringData:
     await vms.waitForConsole('pdt', 'deaf-42');
     await vms.patchVm('pdt', { powerdownTimeout: 5 });
     await eventually(async () => {
-      const logs = await vms.kubectl(['logs', 'pdt-0', '-c', 'runner']);
+      const logs = await vms.kubectl(['logs', 'pdt', '-c', 'runner']);
       expect(logs).toMatch(/"changes":\{[^}]*"powerdownTimeout":5[,}].*"msg":"config changed"/);
     }, 30_000);
     const stopAt = Date.now();

@@ -53,8 +53,7 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
     const { stdout } = await run('pgrep', ['-f', `guest=${name},`]);
     for (const pid of stdout.trim().split('\n')) process.kill(Number(pid), 'SIGKILL');
   };
-  const podUid = async (name: string) =>
-    vms.kubectl(['get', 'pod', `${name}-0`, '-o', 'jsonpath={.metadata.uid}']);
+  const podUid = async (name: string) => vms.kubectl(['get', 'pod', name, '-o', 'jsonpath={.metadata.uid}']);
   /** The README's row "the guest reboots": under every policy, the same runner pod and qemu boot it again. */
   const rebootsInPlace = async (name: string) => {
     await vms.waitForConsole(name, READY);
@@ -150,7 +149,7 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
     it('the runner pod is deleted: the VM stays off', async () => {
       expect((await vmopVm('start', 'manual', '--wait')).code).toBe(0);
       await bootedRun('manual');
-      await vms.kubectl(['delete', 'pod', 'manual-0', '--wait=false']);
+      await vms.kubectl(['delete', 'pod', 'manual', '--wait=false']);
       await stoppedForGood('manual');
       const messages = await vms.eventMessages('manual');
       expect(messages.some((m: string) => m.startsWith('RunnerLost: the runner pod'))).toBe(true);
@@ -182,7 +181,7 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
     it('the runner pod is deleted: a new pod runs it', async () => {
       const before = await podUid('no-policy');
       const runId = (await vms.getVm('no-policy')).status?.runner?.runId;
-      await vms.kubectl(['delete', 'pod', 'no-policy-0']);
+      await vms.kubectl(['delete', 'pod', 'no-policy']);
       await eventually(async () => expect(await podUid('no-policy')).not.toBe(before), 120_000);
       const vm = await bootedRun('no-policy', runId);
       expect(vm.spec.vm.state).toBe('Running');
@@ -258,7 +257,7 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
 
     it('the runner pod is deleted: it runs again in a new one', async () => {
       const before = await podUid('aousm');
-      await vms.kubectl(['delete', 'pod', 'aousm-0']);
+      await vms.kubectl(['delete', 'pod', 'aousm']);
       await eventually(async () => expect(await podUid('aousm')).not.toBe(before), 120_000);
       const vm = await bootedRun('aousm');
       expect(vm.spec.vm.state).toBe('Running');
@@ -292,7 +291,7 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
       vm = await bootedRun('always-on', vm.status?.runner?.runId);
       await killQemu('always-on');
       vm = await bootedRun('always-on', vm.status?.runner?.runId);
-      await vms.kubectl(['delete', 'pod', 'always-on-0']);
+      await vms.kubectl(['delete', 'pod', 'always-on']);
       vm = await bootedRun('always-on', vm.status?.runner?.runId);
       expect(vm.spec.vm.state).toBe('Running');
     });

@@ -74,7 +74,7 @@ describe('start failures and provisioning from Secrets', () => {
       ),
     );
   const running = (vm: Vm) => vms.condition(vm, 'Running');
-  const podUid = (name: string) => vms.kubectl(['get', 'pod', `${name}-0`, '-o', 'jsonpath={.metadata.uid}']);
+  const podUid = (name: string) => vms.kubectl(['get', 'pod', name, '-o', 'jsonpath={.metadata.uid}']);
 
   beforeAll(async () => {
     devDir = await mkdtemp(path.join(os.tmpdir(), 'vmop-e2e-start-'));
@@ -290,7 +290,7 @@ stringData:
       await vms.kubectl(['get', 'configmap', 'provisioned', '-o', 'yaml']),
       await vms.kubectl(['get', 'vm', 'provisioned', '-o', 'yaml']),
       await vms.kubectl(['get', 'events', '-o', 'yaml']),
-      await vms.kubectl(['logs', 'provisioned-0', '-c', 'runner']),
+      await vms.kubectl(['logs', 'provisioned', '-c', 'runner']),
       ...(await Promise.all(state.managers.map((manager) => readFile(manager.log, 'utf8')))),
       await redisContents(state.redisUrl),
     ];

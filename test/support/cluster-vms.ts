@@ -24,6 +24,7 @@ export interface Vm {
     conditions?: Array<{ type: string; status: string; reason: string; message?: string }>;
     lastShutdown?: { guestInitiated: boolean; reason: string };
     runner?: { runId: string; seq: number };
+    runnerPod?: { name: string; uid?: string };
     lastReset?: { request: string; time: string };
     restartAwaitingChanges?: Array<{
       operation: string;
@@ -79,12 +80,28 @@ export function clusterVms(kubeconfig: string, namespace: string) {
       await kubectl(['get', 'events', '--field-selector', `involvedObject.name=${name}`, '-o', 'json']),
     ).items;
   const runnerDir = (name: string) => `/tmp/vmrunner/${vmDirectoryName(name)}`;
-  const exec = (name: string, command: string[]) =>
-    kubectl(['exec', `${name}-0`, '-c', 'runner', '--', ...command]);
+  /**
+   * The VM's runner pod, as its status names it (after a migration it is not the VM's name), or
+   * its one pod (one vmop has not named yet, e.g. a StatefulSet's).
+   */
+  const runnerPod = async (name: string) => {
+    const named = (await getVm(name)).status?.runnerPod?.name;
+    if (named) return named;
+    const pods = await kubectl(['get', 'pods', '-l', `app.kubernetes.io/instance=${name}`, '-o', 'name']);
+    return (
+      pods
+        .trim()
+        .split('\n')[0]
+        ?.replace(/^pod\//, '') || name
+    );
+  };
+  const exec = async (name: string, command: string[]) =>
+    kubectl(['exec', await runnerPod(name), '-c', 'runner', '--', ...command]);
 
   return {
     kubectl,
     getVm,
+    runnerPod,
     apply: (manifest: string) => kubectl(['apply', '-f', '-'], manifest),
     patchVm: (name: string, vm: object) =>
       kubectl(['patch', 'vm', name, '--type', 'merge', '-p', JSON.stringify({ spec: { vm } })]),

@@ -60,7 +60,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   verbs: [patch]
 - apiGroups: [apps]
   resources: [statefulsets]
-  verbs: [get, list, watch, create, patch, delete]
+  # Only to retire the runner StatefulSets of vmop 0.1 (their pods are kept and adopted).
+  verbs: [get, list, watch, delete]
 - apiGroups: [""]
   resources: [configmaps, secrets]
   verbs: [get, list, watch, create, patch]
@@ -70,8 +71,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [""]
   resources: [pods]
-  # delete: Restart and Stop --force operations end the runner pod (the StatefulSet makes a new one).
-  verbs: [get, list, watch, patch, delete]
+  # vmop makes each VM's runner pod (two during a live migration); patch: their metadata only
+  # (config nudge, adoption); delete: stop, restart and move VMs.
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [""]
   resources: [pods/eviction]
   # Evict operations go through the eviction API, so PodDisruptionBudgets are respected.
@@ -81,7 +83,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   verbs: [get, list, watch, create, patch]
 - apiGroups: [""]
   resources: [persistentvolumeclaims]
-  verbs: [get, list, watch]
+  # create: the runner data and disk claims of a VM (never deleted with it).
+  verbs: [get, list, watch, create]
 - apiGroups: [""]
   resources: [events]
   # get and patch: a repeated Event is counted in one series instead of being created again.

@@ -185,8 +185,9 @@ export function createOperationReconciler(options: OperationReconcilerOptions) {
     const signal = signalFor(op, vm);
     const uid = op.status?.podUid;
     if (!uid || (!signal.deletePod && !signal.evictPod)) return;
-    const name = `${vm.metadata.name}-0`;
     const namespace = vm.metadata.namespace!;
+    const name = op.status?.podName ?? vm.status?.runnerPod?.name;
+    if (!name) return;
     if (!signal.evictPod) {
       // Gone already, or a newer pod is there: done either way.
       await deletePodByUid(clients.core, { name, namespace, uid }, signal.deletePod);
@@ -207,7 +208,8 @@ export function createOperationReconciler(options: OperationReconcilerOptions) {
   /** Tells the VM: its state, the in-flight annotation and a reset request, in one guarded write. */
   async function signal(op: VirtualMachineOperation, vm: VirtualMachine): Promise<void> {
     const { state, reset } = signalFor(op, vm);
-    const pod = cache.get<V1Pod>('Pod', vm.metadata.namespace!, `${vm.metadata.name}-0`);
+    const podName = vm.status?.runnerPod?.name;
+    const pod = podName ? cache.get<V1Pod>('Pod', vm.metadata.namespace!, podName) : undefined;
     await clients.customObjects.patchNamespacedCustomObject(
       {
         ...vmApiRef(vm.metadata.namespace!, vm.metadata.name),
@@ -236,7 +238,7 @@ export function createOperationReconciler(options: OperationReconcilerOptions) {
       phase: 'InProgress',
       ...inProgress,
       signalledAt,
-      ...(pod?.metadata?.uid && { podUid: pod.metadata.uid }),
+      ...(pod?.metadata?.uid && { podName: pod.metadata.name, podUid: pod.metadata.uid }),
       ...(pod?.spec?.nodeName && { node: pod.spec.nodeName }),
       conditions: conditions('False', inProgress, 'True'),
     };

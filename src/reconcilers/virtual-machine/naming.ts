@@ -34,6 +34,9 @@ export const START_REQUEST_ANNOTATION = 'vmoperator.jdrupes.org/start-request';
 /** On the runner pod (from its template): the VM spec the pod was made for, as JSON. */
 export const POD_SPEC_ANNOTATION = 'vmoperator.jdrupes.org/pod-spec';
 
+/** On a claim vmop made for a VM: which of the runner pod's volumes it backs (runner-data, <disk>). */
+export const LABEL_VOLUME = 'vmoperator.jdrupes.org/volume';
+
 export const LABEL_NAME = 'app.kubernetes.io/name';
 export const LABEL_INSTANCE = 'app.kubernetes.io/instance';
 export const LABEL_MANAGED_BY = 'app.kubernetes.io/managed-by';

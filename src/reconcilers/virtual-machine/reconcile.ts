@@ -42,6 +42,9 @@ import {
   OPERATION_ANNOTATION,
   FIELD_MANAGER,
   IMAGE_REPOSITORY_CLAIM,
+  APP_NAME,
+  LABEL_INSTANCE,
+  LABEL_NAME,
   displaySecretLabels,
   parseVmKey,
   vmApiRef,
@@ -53,7 +56,10 @@ import {
   desiredRunnerServiceAccount,
   RUNNER_SECRET,
 } from './runner-identity.js';
-import { desiredStatefulSet, type Overcommit, type RunnerImage } from './stateful-set.js';
+import { desiredRunnerPod, gracePeriodSeconds, type Overcommit, type RunnerImage } from './runner-pod.js';
+import { runnerClaims } from './runner-claims.js';
+import { planRunnerPods } from './runner-pods.js';
+import { adoptRunnerPod, createRunnerPod, isOwnedBy, retireStatefulSet } from './runner-pod-writes.js';
 import { desiredLoadBalancerService, type LoadBalancerDefaults } from './load-balancer-service.js';
 import { policyStop } from './run-policy.js';
 import { startRetryInMs } from './start-backoff.js';
@@ -79,6 +85,8 @@ export interface VmReconcilerOptions {
   /** The Redis URL (with the runner's credential) runners publish to; it goes into each namespace's runner Secret. */
   runnerRedisUrl: string;
   overcommit?: Overcommit;
+  /** The StorageClass of new runner data claims; the default one when undefined. */
+  runnerDataStorageClass?: string;
   /** The manager's LoadBalancer Service setting (default: none unless a VM asks for one). */
   loadBalancer?: LoadBalancerDefaults;
   /** Nudge kubelet to refresh a changed config volume at once (default); off only to measure kubelet's own sync. */
@@ -115,13 +123,6 @@ function semanticErrors(vm: VirtualMachine): string[] {
     errors.push(`spec.vm.currentCpus: ${currentCpus} exceeds the ${maximum} CPUs of spec.vm.cpuTopology`);
   }
   return errors;
-}
-
-/** Fields of a StatefulSet the apiserver refuses to update. */
-function immutablePartsDiffer(desired: V1StatefulSet, current: V1StatefulSet): boolean {
-  const claims = (sts: V1StatefulSet) =>
-    (sts.spec?.volumeClaimTemplates ?? []).map((c) => ({ name: c.metadata?.name, spec: c.spec }));
-  return !isSubset(claims(desired), claims(current)) || claims(desired).length !== claims(current).length;
 }
 
 export function createVmReconciler(options: VmReconcilerOptions) {
@@ -305,10 +306,31 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     let requeueAfter: number | undefined = secretErrors.length > 0 ? SECRET_RECHECK_MS : undefined;
     /** Whether the VM's LoadBalancer Service is in place, when it wants one. */
     let loadBalancer: LoadBalancerState | undefined;
-    const pod = cache.get<V1Pod>('Pod', namespace, `${name}-0`);
+    // The VM's runner pods, whatever their names (two during a migration, `<vm>-0` of vmop 0.1).
+    const vmPods = { [LABEL_NAME]: APP_NAME, [LABEL_INSTANCE]: name };
+    const runnerPods = cache.list<V1Pod>('Pod', namespace, vmPods);
+    let podPlan = planRunnerPods({ vm, pods: runnerPods });
+    if (podPlan.verify) {
+      // The status names a pod the cache lacks: just made (the cache lags, briefly) or gone? Wait
+      // a little for the cache, then the apiserver says.
+      const named = podPlan.verify;
+      for (let waited = 0; waited < STALE_CACHE.waitMs; waited += STALE_CACHE.pollMs) {
+        await sleep(STALE_CACHE.pollMs);
+        if (cache.get('Pod', namespace, named)) return { requeueAfter: 0 };
+      }
+      if (await readOptional(() => clients.core.readNamespacedPod({ name: named, namespace })))
+        return { requeueAfter: STALE_CACHE.retryMs };
+      podPlan = planRunnerPods({ vm, pods: runnerPods, absent: new Set([named]) });
+    }
+    const pod = podPlan.current;
+    const imageRepository = cache.get<V1PersistentVolumeClaim>(
+      'PersistentVolumeClaim',
+      namespace,
+      IMAGE_REPOSITORY_CLAIM,
+    );
     const configMap = desiredConfigMap(vm, runnerConfig.yaml);
     const desiredConfig = runnerConfig.digest;
-    /** The ConfigMap, runner Secret and ServiceAccount, StatefulSet; and the config nudge. */
+    /** The ConfigMap, runner Secret and ServiceAccount; the config nudge; stopping and adopting pods. */
     const applyOwnedObjects = async (): Promise<HandlerResult> => {
       const currentConfigMap = cache.get<V1ConfigMap>('ConfigMap', namespace, name);
       const appliedConfigMap = await apply(configMap, currentConfigMap);
@@ -342,36 +364,48 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       if (await applyShared(desiredRunnerServiceAccount(namespace), currentServiceAccount))
         writes.push('ServiceAccount');
 
-      const imageRepository = cache.get<V1PersistentVolumeClaim>(
-        'PersistentVolumeClaim',
-        namespace,
-        IMAGE_REPOSITORY_CLAIM,
-      );
-      const currentSts = cache.get<V1StatefulSet>('StatefulSet', namespace, name);
-      const sts = desiredStatefulSet(vm, {
-        defaultRunnerImage: options.defaultRunnerImage,
-        displaySecretName,
-        hasImageRepository: imageRepository !== undefined && !imageRepository.metadata?.deletionTimestamp,
-        overcommit: options.overcommit,
-        currentGracePeriodSeconds: currentSts?.spec?.template.spec?.terminationGracePeriodSeconds,
-      });
-      if (currentSts && immutablePartsDiffer(sts, currentSts)) {
-        if (vm.spec.vm.state === 'Stopped' && (currentSts.status?.replicas ?? 0) === 0) {
-          // Disks changed while stopped: recreate the StatefulSet (PVCs are retained) on the next run.
-          await clients.apps.deleteNamespacedStatefulSet({
-            name,
-            namespace,
-            propagationPolicy: 'Background',
-          });
-          writes.push('StatefulSet (deleted to change disks)');
-          return { requeueAfter: 1000 };
-        }
-        specErrors.push('spec.vm.disks: disks of a running VM change only after it has been stopped');
-      } else if (await apply(sts, currentSts)) {
-        writes.push('StatefulSet');
+      // vmop 0.1 ran VMs from a StatefulSet: it goes, its pod stays and is adopted (no restart).
+      const legacy = cache.get<V1StatefulSet>('StatefulSet', namespace, name);
+      if (legacy && !legacy.metadata?.deletionTimestamp) {
+        await retireStatefulSet(clients, legacy);
+        writes.push('StatefulSet (deleted; its pod is kept)');
+      }
+      if (legacy) podPlan = { ...podPlan, create: undefined }; // it must be gone before a pod is made
+      if (pod && !pod.metadata?.deletionTimestamp && !isOwnedBy(pod, vm)) {
+        await adoptRunnerPod(clients, pod, vm);
+        writes.push(`Pod ${pod.metadata!.name} (adopted)`);
+      }
+      for (const stale of podPlan.stop) {
+        // powerdownTimeout as it is now (it may have changed since the pod was made).
+        const { name: podName, uid } = stale.metadata!;
+        const options = { gracePeriodSeconds: gracePeriodSeconds(vm) };
+        if (await deletePodByUid(clients.core, { name: podName!, namespace, uid: uid! }, options))
+          writes.push(`Pod ${podName} deleted (stop)`);
       }
       await reconcileLoadBalancer(vm);
     };
+
+    /** Makes the runner pod the status names, and the claims it needs that do not exist yet. */
+    async function makeRunnerPod(podName: string): Promise<void> {
+      const claims = runnerClaims(
+        vm,
+        cache.list<V1PersistentVolumeClaim>('PersistentVolumeClaim', namespace, vmPods),
+        { runnerDataStorageClass: options.runnerDataStorageClass },
+      );
+      const made = await createRunnerPod(
+        clients,
+        claims,
+        desiredRunnerPod(vm, {
+          name: podName,
+          claims,
+          defaultRunnerImage: options.defaultRunnerImage,
+          displaySecretName,
+          hasImageRepository: imageRepository !== undefined && !imageRepository.metadata?.deletionTimestamp,
+          overcommit: options.overcommit,
+        }),
+      );
+      writes.push(...made);
+    }
 
     async function reconcileLoadBalancer(vm: VirtualMachine): Promise<void> {
       const desired = desiredLoadBalancerService(vm, options.loadBalancer ?? { enabled: false });
@@ -425,13 +459,17 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       rejected,
       loadBalancer,
       configDigest: desiredConfig,
+      creatingPod: podPlan.create,
       now: now(),
     };
-    const status = deriveStatus(vm, observed);
+    let status = deriveStatus(vm, observed);
     let resourceVersion = vm.metadata.resourceVersion;
-    if (!isDeepStrictEqual(JSON.parse(JSON.stringify(status)), vm.status ?? {})) {
+    let statusBefore = vm.status;
+    /** Writes `next` unless unchanged (or `force`); false when the VM changed meanwhile. */
+    const writeStatus = async (next: VirtualMachineStatus, force = false): Promise<boolean> => {
+      if (!force && isDeepStrictEqual(JSON.parse(JSON.stringify(next)), statusBefore ?? {})) return true;
       // Guarded: a status derived from a cached VM older than the apiserver's is refused.
-      const body = { metadata: { resourceVersion }, status: statusPatch(vm.status, status) };
+      const body = { metadata: { resourceVersion }, status: statusPatch(statusBefore, next) };
       let written: KubernetesObject;
       try {
         written = (await clients.customObjects.patchNamespacedCustomObjectStatus(
@@ -445,21 +483,40 @@ export function createVmReconciler(options: VmReconcilerOptions) {
           if (isNewer(cachedVm(key, namespace, name), vm)) break;
           await sleep(STALE_CACHE.pollMs);
         }
-        return STATUS_CONFLICT;
+        return false;
       }
       trimForCache(written);
       rememberOwnWrite(key, written);
       resourceVersion = written.metadata?.resourceVersion;
       writes.push('status');
-      for (const event of transitionEvents(vm.status, status, vm.spec.vm.state)) await recordEvent(vm, event);
+      for (const event of transitionEvents(statusBefore, next, vm.spec.vm.state))
+        await recordEvent(vm, event);
+      statusBefore = next;
+      return true;
+    };
+    const stop = policyStop(vm, { pod, snapshot: currentSnapshot(snapshot, pod, vm.status), status });
+    const creating =
+      podPlan.create !== undefined && !stop && specErrors.length === 0 && rejected === undefined;
+    // Before a pod is made the status must name it, in a write the VM's resourceVersion guards
+    // (made even when nothing else changed): a replica with an older VM is refused, not doubled.
+    if (!(await writeStatus(status, creating))) return STATUS_CONFLICT;
+    if (creating) {
+      try {
+        await makeRunnerPod(podPlan.create!);
+      } catch (err) {
+        rejected = apiserverRejection(err);
+        if (rejected === undefined) throw err;
+        // The pod (or a claim) the apiserver refuses: say so now, since nothing retries it.
+        status = deriveStatus(vm, { ...observed, rejected, creatingPod: undefined });
+        if (!(await writeStatus(status))) return STATUS_CONFLICT;
+      }
     }
     const ownSnapshot = currentSnapshot(snapshot, pod, vm.status);
-    const stop = policyStop(vm, { pod, snapshot: ownSnapshot, status });
     const retryInMs = stop
       ? undefined
       : startRetryInMs(status.startFailure, ownSnapshot, desiredConfig, now());
     if (retryInMs === 0 && pod && !pod.metadata?.deletionTimestamp) {
-      // Its StatefulSet makes a new pod, whose runner tries again.
+      // The next reconcile makes a new pod, whose runner tries again.
       const { name: podName, namespace: podNamespace, uid } = pod.metadata!;
       if (await deletePodByUid(clients.core, { name: podName!, namespace: podNamespace!, uid: uid! })) {
         writes.push('Pod deleted (start retry)');

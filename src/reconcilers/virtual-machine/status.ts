@@ -18,8 +18,10 @@ import { isBackingOff, nextStartFailure } from './start-backoff.js';
 import { kubeTime } from '../../kube/time.js';
 
 export interface ObservedState {
-  /** The runner pod `<vm>-0`, if it exists. */
+  /** The VM's current runner pod (runner-pods.ts), if it exists. */
   pod?: V1Pod;
+  /** The name of the runner pod vmop is about to make (named in the status first). */
+  creatingPod?: string;
   /** The runner's latest snapshot from Redis, whichever pod it came from. */
   snapshot?: RunnerSnapshot;
   /** Problems with the spec that the CRD schema cannot catch; owned objects are left alone. */
@@ -442,7 +444,20 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
     ...(startFailure && { startFailure }),
     ...runnerRestarts,
     ...(folded && { runner: { runId: folded.runId, seq: folded.seq, podUid: folded.podUid } }),
+    ...runnerPodStatus(vm, observed),
   };
+}
+
+/** status.runnerPod: the pod about to be made, the current one, or the last one while the VM is to run. */
+function runnerPodStatus(
+  vm: VirtualMachine,
+  observed: ObservedState,
+): Pick<VirtualMachineStatus, 'runnerPod'> {
+  if (observed.creatingPod) return { runnerPod: { name: observed.creatingPod } };
+  const pod = observed.pod?.metadata;
+  if (pod) return { runnerPod: { name: pod.name!, uid: pod.uid } };
+  const last = vm.status?.runnerPod;
+  return vm.spec.vm.state === 'Running' && last ? { runnerPod: last } : {};
 }
 
 /**

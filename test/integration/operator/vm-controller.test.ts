@@ -1,4 +1,4 @@
-import { AppsV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parse } from 'yaml';
 import { installCrds } from '../../../src/devenv/install-crds.js';
@@ -10,7 +10,6 @@ import { startManagerProcess, type ManagerProcess } from '../../support/manager-
 const NAMESPACE = 'vmop-demo'; // the namespace VM-Operator's example names
 const VM = 'test-vm';
 const kubeConfig = sharedKubeConfig();
-const apps = kubeConfig.makeApiClient(AppsV1Api);
 const core = kubeConfig.makeApiClient(CoreV1Api);
 const custom = kubeConfig.makeApiClient(CustomObjectsApi);
 const vmRef = {
@@ -24,7 +23,11 @@ const vmRef = {
 const readVm = () => custom.getNamespacedCustomObject(vmRef);
 const patchVm = (vm: Record<string, unknown>) =>
   kubectl(['patch', 'vm', '-n', NAMESPACE, VM, '--type', 'merge', '-p', JSON.stringify({ spec: { vm } })]);
-const readSts = () => apps.readNamespacedStatefulSet({ name: VM, namespace: NAMESPACE });
+/** The VM's runner pod, named after it (no node here: it waits for one). */
+const readPod = (name = VM) => core.readNamespacedPod({ name, namespace: NAMESPACE });
+const mountedSecret = async (name = VM) =>
+  (await readPod(name)).spec?.volumes?.find((v) => v.name === 'display-secret')?.secret?.secretName;
+const podGone = (name = VM) => eventually(() => expect(readPod(name)).rejects.toSatisfy(isNotFound));
 const readConfigMap = () => core.readNamespacedConfigMap({ name: VM, namespace: NAMESPACE });
 const runnerConfig = async () => parse((await readConfigMap()).data!['config.yaml']!)['/Runner'];
 
@@ -59,29 +62,34 @@ describe('VirtualMachine controller (one manager process, real apiserver and Red
     expect(manager.logs.filter((l) => l.level >= 50)).toEqual([]);
   });
 
-  it("turns VM-Operator's example, applied unchanged, into a StatefulSet, a ConfigMap and the disk PVC", async () => {
+  it("turns VM-Operator's example, applied unchanged, into a runner pod, a ConfigMap and the claims", async () => {
     await kubectl(['apply', '-f', 'examples/local-path-test-vm.yaml']);
-    const sts = await eventually(readSts);
-    expect(sts.spec?.replicas).toBe(1);
-    expect(sts.metadata?.ownerReferences?.[0]).toMatchObject({ kind: 'VirtualMachine', name: VM });
+    const pod = await eventually(() => readPod());
+    expect(pod.metadata?.ownerReferences).toEqual([
+      expect.objectContaining({ kind: 'VirtualMachine', name: VM, controller: true }),
+    ]);
     const config = await eventually(runnerConfig);
     expect(config.vm).toMatchObject({ name: VM, currentCpus: 2, maximumCpus: 4, currentRam: '4Gi' });
-    const pvc = await eventually(() =>
-      core.readNamespacedPersistentVolumeClaim({ name: 'system-disk-test-vm-0', namespace: NAMESPACE }),
-    );
-    expect(pvc.metadata?.labels).toMatchObject({
-      'app.kubernetes.io/name': 'vm-runner',
-      'app.kubernetes.io/instance': VM,
-      'app.kubernetes.io/managed-by': 'vm-operator',
-    });
+    for (const claim of ['test-vm-system-disk', 'test-vm-runner-data']) {
+      const pvc = await core.readNamespacedPersistentVolumeClaim({ name: claim, namespace: NAMESPACE });
+      expect(pvc.metadata?.labels).toMatchObject({
+        'app.kubernetes.io/name': 'vm-runner',
+        'app.kubernetes.io/instance': VM,
+        'app.kubernetes.io/managed-by': 'vm-operator',
+      });
+      expect(pod.spec?.volumes).toContainEqual(
+        expect.objectContaining({ persistentVolumeClaim: { claimName: claim } }),
+      );
+    }
     const vm = await eventually(async () => {
       const current = await readVm();
-      expect(current.status?.phase).toBe('Pending'); // no scheduler here: the runner pod waits for a node
+      expect(current.status?.phase).toBe('Pending'); // no node here: the runner pod waits for one
+      expect(current.status?.runnerPod).toEqual({ name: VM, uid: pod.metadata?.uid });
       return current;
     });
     expect(vm.status.observedGeneration).toBe(vm.metadata.generation);
     // The runner's Redis credential: one Secret for the namespace, named by the pod's env.
-    const env = sts.spec?.template.spec?.containers.find((c) => c.name === 'runner')?.env ?? [];
+    const env = pod.spec?.containers.find((c) => c.name === 'runner')?.env ?? [];
     expect(env.find((e) => e.valueFrom?.secretKeyRef)?.valueFrom?.secretKeyRef).toEqual({
       name: 'vm-runner-redis',
       key: 'url',
@@ -91,7 +99,7 @@ describe('VirtualMachine controller (one manager process, real apiserver and Red
     expect(secret.metadata?.ownerReferences).toBeUndefined();
   });
 
-  it("locks a SPICE VM's console with a generated display Secret, and prefers the user's own", async () => {
+  it("locks a SPICE VM's console with a generated display Secret, and prefers the user's own (from the next pod on)", async () => {
     const generated = await eventually(() =>
       core.readNamespacedSecret({ name: `${VM}-display-secret`, namespace: NAMESPACE }),
     );
@@ -103,11 +111,14 @@ describe('VirtualMachine controller (one manager process, real apiserver and Red
     const text = (key: string) => Buffer.from(generated.data![key]!, 'base64').toString();
     expect(text('password-expiry')).toBe('now');
     expect(text('display-password').length).toBeGreaterThanOrEqual(16);
-    const mounted = async () =>
-      (await readSts()).spec?.template.spec?.volumes?.find((v) => v.name === 'display-secret')?.secret
-        ?.secretName;
-    await eventually(async () => expect(await mounted()).toBe(`${VM}-display-secret`));
+    await eventually(async () => expect(await mountedSecret()).toBe(`${VM}-display-secret`));
     expect((await runnerConfig()).displaySecretDir).toBeDefined();
+    /** A new pod, as a Restart makes one (a pod that waits for a node goes at once). */
+    const newPod = async () => {
+      const before = (await readPod()).metadata?.uid;
+      await core.deleteNamespacedPod({ name: VM, namespace: NAMESPACE });
+      await eventually(async () => expect((await readPod()).metadata?.uid).not.toBe(before));
+    };
 
     await kubectl(
       ['apply', '-f', '-'],
@@ -120,19 +131,18 @@ metadata:
 stringData: {display-password: mine}
 `,
     );
-    await eventually(async () => expect(await mounted()).toBe('my-console'));
+    // A running pod never changes: the next one mounts it.
+    await newPod();
+    expect(await mountedSecret()).toBe('my-console');
     await kubectl(['delete', 'secret', '-n', NAMESPACE, 'my-console']);
-    await eventually(async () => expect(await mounted()).toBe(`${VM}-display-secret`));
+    await newPod();
+    expect(await mountedSecret()).toBe(`${VM}-display-secret`);
   });
 
   it('generates no display Secret for a VM created stopped, until it is started', async () => {
     const name = 'created-stopped';
-    const sts = () => apps.readNamespacedStatefulSet({ name, namespace: NAMESPACE });
     const displaySecret = () =>
       core.readNamespacedSecret({ name: `${name}-display-secret`, namespace: NAMESPACE });
-    const mounted = async () =>
-      (await sts()).spec?.template.spec?.volumes?.find((v) => v.name === 'display-secret')?.secret
-        ?.secretName;
     const setState = (state: string) =>
       kubectl([
         'patch',
@@ -157,18 +167,15 @@ spec: {vm: {state: Stopped, maximumCpus: 2, maximumRam: 256Mi, display: {spice: 
       const vm = await custom.getNamespacedCustomObject({ ...vmRef, name });
       expect(vm.status?.observedGeneration).toBe(vm.metadata.generation);
     });
-    expect((await sts()).spec?.replicas).toBe(0);
-    expect(await mounted()).toBeUndefined();
+    await expect(readPod(name)).rejects.toSatisfy(isNotFound);
     await expect(displaySecret()).rejects.toSatisfy(isNotFound);
 
     await setState('Running');
-    await eventually(async () => expect(await mounted()).toBe(`${name}-display-secret`));
-    expect((await sts()).spec?.replicas).toBe(1);
+    await eventually(async () => expect(await mountedSecret(name)).toBe(`${name}-display-secret`));
     const password = (await displaySecret()).data!['display-password'];
-    // Stopped again, it keeps its Secret (and its password).
+    // Stopped again, its pod goes and it keeps its Secret (and its password).
     await setState('Stopped');
-    await eventually(async () => expect((await sts()).spec?.replicas).toBe(0));
-    expect(await mounted()).toBe(`${name}-display-secret`);
+    await podGone(name);
     expect((await displaySecret()).data!['display-password']).toBe(password);
     await kubectl(['delete', 'vm', '-n', NAMESPACE, name]);
   });
@@ -183,46 +190,45 @@ spec: {vm: {state: Stopped, maximumCpus: 2, maximumRam: 256Mi, display: {spice: 
     expect(metrics).toContain('vmop_queue_enqueue_to_start_seconds_bucket');
   });
 
-  it('flips the StatefulSet between one and zero replicas with the VM state', async () => {
+  it('deletes the runner pod when the VM is stopped, and makes one when it is to run', async () => {
     await patchVm({ state: 'Stopped' });
-    await eventually(async () => expect((await readSts()).spec?.replicas).toBe(0));
+    await podGone();
+    const stopped = await eventually(async () => {
+      const vm = await readVm();
+      expect(vm.status?.phase).toBe('Stopped');
+      return vm;
+    });
+    expect(stopped.status?.runnerPod).toBeUndefined();
     await patchVm({ state: 'Running' });
-    await eventually(async () => expect((await readSts()).spec?.replicas).toBe(1));
+    const pod = await eventually(() => readPod());
+    await eventually(async () =>
+      expect((await readVm()).status?.runnerPod).toEqual({ name: VM, uid: pod.metadata?.uid }),
+    );
   });
 
-  it("applies currentRam through the ConfigMap; the StatefulSet only changes the next pod's requests", async () => {
-    const podUid = (await eventually(() => core.readNamespacedPod({ name: `${VM}-0`, namespace: NAMESPACE })))
-      .metadata?.uid;
+  it('applies currentRam through the ConfigMap; the pod is not replaced, the next one requests the new RAM', async () => {
+    const podUid = (await eventually(() => readPod())).metadata?.uid;
     const since = Date.now();
     await patchVm({ currentRam: '6Gi' });
     await eventually(async () => expect((await runnerConfig()).vm.currentRam).toBe('6Gi'));
     await reconciledAfter(since);
-    // The reconcile writes the ConfigMap first, the StatefulSet right after.
-    const sts = await eventually(async () => {
-      const current = await readSts();
-      // 6Gi / 1.25 (VM-Operator's RAM overcommit) plus the runner's own 192Mi.
-      expect(current.spec?.template.spec?.containers[0]?.resources?.requests?.memory).toBe(
-        String(Math.floor((6 * 2 ** 30) / 1.25) + 192 * 2 ** 20),
-      );
+    const pod = await readPod();
+    expect(pod.metadata?.uid).toBe(podUid);
+    await core.deleteNamespacedPod({ name: VM, namespace: NAMESPACE });
+    const next = await eventually(async () => {
+      const current = await readPod();
+      expect(current.metadata?.uid).not.toBe(podUid);
       return current;
     });
-    expect(sts.spec?.updateStrategy?.type).toBe('OnDelete');
-    // OnDelete: the pod that runs (here: waits for a node) is never replaced for it.
-    const pod = await core.readNamespacedPod({ name: `${VM}-0`, namespace: NAMESPACE });
-    expect(pod.metadata?.uid).toBe(podUid);
-    // kube-controller-manager writes the StatefulSet's status after the change: let it settle
-    // (unchanged for a second), so the next test starts from a quiet StatefulSet.
-    await eventually(async () => {
-      const current = await readSts();
-      expect(current.status?.observedGeneration).toBe(current.metadata?.generation);
-      await new Promise((resolve) => setTimeout(resolve, 1000));
-      expect((await readSts()).metadata?.resourceVersion).toBe(current.metadata?.resourceVersion);
-    });
+    // 6Gi / 1.25 (VM-Operator's RAM overcommit) plus the runner's own 192Mi.
+    expect(next.spec?.containers[0]?.resources?.requests?.memory).toBe(
+      String(Math.floor((6 * 2 ** 30) / 1.25) + 192 * 2 ** 20),
+    );
   });
 
   it('reports a spec the runner cannot use in a condition and leaves the owned objects alone', async () => {
     const before = {
-      sts: (await readSts()).metadata?.resourceVersion,
+      pod: (await readPod()).metadata?.resourceVersion,
       cm: (await readConfigMap()).metadata?.resourceVersion,
     };
     // A valid Kubernetes quantity, but not a RAM size the runner understands.
@@ -235,7 +241,7 @@ spec: {vm: {state: Stopped, maximumCpus: 2, maximumRam: 256Mi, display: {spice: 
       return found;
     });
     expect(condition.message).toMatch(/vm\.currentRam/);
-    expect((await readSts()).metadata?.resourceVersion).toBe(before.sts);
+    expect((await readPod()).metadata?.resourceVersion).toBe(before.pod);
     expect((await readConfigMap()).metadata?.resourceVersion).toBe(before.cm);
     await patchVm({ currentRam: '4Gi' });
     await eventually(async () => {
@@ -250,8 +256,10 @@ spec: {vm: {state: Stopped, maximumCpus: 2, maximumRam: 256Mi, display: {spice: 
     const since = Date.now();
     const patchSpec = (spec: Record<string, unknown>) =>
       kubectl(['patch', 'vm', '-n', NAMESPACE, VM, '--type', 'merge', '-p', JSON.stringify({ spec })]);
-    // The CRD takes any map; the apiserver refuses the StatefulSet with a label key like this.
+    // The CRD takes any map; the apiserver refuses a pod with a label key like this. The running
+    // pod is not changed: the next one is refused.
     await patchSpec({ nodeSelector: { 'not a label key!': 'x' } });
+    await core.deleteNamespacedPod({ name: VM, namespace: NAMESPACE });
     const condition = await eventually(async () => {
       const found = (await readVm()).status?.conditions?.find(
         (c: { type: string }) => c.type === 'SpecValid',
@@ -259,7 +267,7 @@ spec: {vm: {state: Stopped, maximumCpus: 2, maximumRam: 256Mi, display: {spice: 
       expect(found).toMatchObject({ status: 'False', reason: 'RejectedByApiserver' });
       return found;
     });
-    expect(condition.message).toMatch(/StatefulSet.*is invalid.*nodeSelector/);
+    expect(condition.message).toMatch(/Pod.*is invalid.*nodeSelector/);
     const failures = () =>
       manager.logs.filter(
         (l) => l.msg === 'handler failed' && l.key === `vm:${NAMESPACE}/${VM}` && l.time > since,
@@ -280,18 +288,18 @@ spec: {vm: {state: Stopped, maximumCpus: 2, maximumRam: 256Mi, display: {spice: 
       );
       expect(found?.status).toBe('True');
     });
+    await eventually(() => readPod()); // the fixed spec's pod is made
   });
 
-  it('deleting the VM garbage-collects StatefulSet and ConfigMap and keeps the disk PVC', async () => {
+  it('deleting the VM garbage-collects its pod and ConfigMap and keeps its claims', async () => {
     await kubectl(['delete', 'vm', '-n', NAMESPACE, VM, '--wait=true']);
     await eventually(async () => {
-      await expect(readSts()).rejects.toSatisfy(isNotFound);
+      await expect(readPod()).rejects.toSatisfy(isNotFound);
       await expect(readConfigMap()).rejects.toSatisfy(isNotFound);
     });
-    const pvc = await core.readNamespacedPersistentVolumeClaim({
-      name: 'system-disk-test-vm-0',
-      namespace: NAMESPACE,
-    });
-    expect(pvc.metadata?.deletionTimestamp).toBeUndefined();
+    for (const name of ['test-vm-system-disk', 'test-vm-runner-data']) {
+      const pvc = await core.readNamespacedPersistentVolumeClaim({ name, namespace: NAMESPACE });
+      expect(pvc.metadata?.deletionTimestamp).toBeUndefined();
+    }
   });
 });

@@ -9,7 +9,11 @@ import {
   renderRunnerConfig,
   validateRunnerConfig,
 } from '../../../src/reconcilers/virtual-machine/runner-config.js';
-import { desiredStatefulSet } from '../../../src/reconcilers/virtual-machine/stateful-set.js';
+import {
+  desiredRunnerPod,
+  type RunnerPodOptions,
+} from '../../../src/reconcilers/virtual-machine/runner-pod.js';
+import { runnerClaims } from '../../../src/reconcilers/virtual-machine/runner-claims.js';
 import {
   CLOUD_INIT_SECRET_DIR,
   SYSPREP_SECRET_DIR,
@@ -34,56 +38,140 @@ const labels = {
   'app.kubernetes.io/managed-by': 'vm-operator',
 };
 
-describe('desiredStatefulSet', () => {
-  it('runs one runner pod for a Running VM, with a PVC template per disk carrying the three labels', () => {
-    const sts = desiredStatefulSet(vmFrom(), options);
-    expect(sts.metadata).toMatchObject({ name: 'test-vm', namespace: 'vmop-demo', labels });
-    expect(sts.metadata?.ownerReferences?.[0]).toMatchObject({
-      kind: 'VirtualMachine',
-      name: 'test-vm',
-      uid: '0000-1111',
+/** The pod vmop makes for `vm`, with the claims it would make (none exist yet). */
+const podOf = (vm: VirtualMachine, extra: Partial<RunnerPodOptions> = {}) =>
+  desiredRunnerPod(vm, { name: vm.metadata.name, claims: runnerClaims(vm, []), ...options, ...extra });
+const runnerOf = (vm: VirtualMachine, extra: Partial<RunnerPodOptions> = {}) =>
+  podOf(vm, extra).spec!.containers[0]!;
+
+describe('runner claims', () => {
+  it("are VM-Operator's: <vm>-runner-data and <vm>-<disk>, with the three labels and the volume", () => {
+    const claims = runnerClaims(vmFrom(), []);
+    expect(claims.map((c) => [c.volume, c.claimName, c.exists, c.block])).toEqual([
+      ['runner-data', 'test-vm-runner-data', false, false],
+      ['system-disk', 'test-vm-system-disk', false, true],
+    ]);
+    const system = claims[1]!.desired;
+    expect(system.metadata).toMatchObject({
+      name: 'test-vm-system-disk',
+      namespace: 'vmop-demo',
+      labels: { ...labels, 'vmoperator.jdrupes.org/volume': 'system-disk' },
     });
-    expect(sts.spec?.replicas).toBe(1);
-    expect(sts.spec?.updateStrategy).toEqual({ type: 'OnDelete' });
-    const claims = sts.spec?.volumeClaimTemplates ?? [];
-    expect(claims.map((c) => c.metadata?.name)).toEqual(['runner-data', 'system-disk']);
-    const system = claims[1]!;
-    expect(system.metadata?.labels).toEqual(labels);
+    expect(system.metadata?.ownerReferences).toBeUndefined(); // deleting the VM keeps its disks
     expect(system.spec).toMatchObject({
       storageClassName: '',
       volumeMode: 'Block',
+      accessModes: ['ReadWriteOnce'],
       resources: { requests: { storage: '40Gi' } },
       selector: { matchLabels: { 'vmrunner.jdrupes.org/disk': 'system' } },
     });
-    const pod = sts.spec!.template.spec!;
-    const runner = pod.containers[0]!;
+    expect(runnerClaims(vmFrom(), [], { runnerDataStorageClass: 'fast' })[0]!.desired.spec).toMatchObject({
+      storageClassName: 'fast',
+      volumeMode: 'Filesystem',
+    });
+  });
+
+  it("use the StatefulSet's claims of vmop 0.1 (and VM-Operator < 3.4) when they exist", () => {
+    const existing = ['runner-data-test-vm-0', 'system-disk-test-vm-0'].map((name) => ({
+      metadata: { name, labels },
+    }));
+    expect(runnerClaims(vmFrom(), existing).map((c) => [c.claimName, c.exists])).toEqual([
+      ['runner-data-test-vm-0', true],
+      ['system-disk-test-vm-0', true],
+    ]);
+  });
+
+  it('use the claim labelled for the volume (one a migration made), and never one being deleted', () => {
+    const labelled = {
+      metadata: {
+        name: 'test-vm-system-disk-abcde',
+        labels: { 'vmoperator.jdrupes.org/volume': 'system-disk' },
+      },
+    };
+    const deleting = { metadata: { name: 'test-vm-runner-data', deletionTimestamp: new Date() } };
+    expect(runnerClaims(vmFrom(), [labelled, deleting]).map((c) => [c.claimName, c.exists])).toEqual([
+      ['test-vm-runner-data', false],
+      ['test-vm-system-disk-abcde', true],
+    ]);
+  });
+
+  it('name an unnamed disk disk-<index in the disk list>', () => {
+    const vm = vmFrom((raw) => {
+      raw.spec.vm.disks.push({
+        volumeClaimTemplate: { spec: { resources: { requests: { storage: '1Gi' } } } },
+      });
+    });
+    expect(runnerClaims(vm, []).map((c) => c.claimName)).toEqual([
+      'test-vm-runner-data',
+      'test-vm-system-disk',
+      'test-vm-disk-2',
+    ]);
+  });
+});
+
+describe('desiredRunnerPod', () => {
+  it('runs the runner with the config, its claims (disks as block devices) and the three labels, controlled by the VM', () => {
+    const pod = podOf(vmFrom());
+    expect(pod.metadata).toMatchObject({
+      name: 'test-vm',
+      namespace: 'vmop-demo',
+      labels: { ...labels, 'app.kubernetes.io/component': 'vm-runner' },
+    });
+    expect(pod.metadata?.ownerReferences).toEqual([
+      expect.objectContaining({
+        kind: 'VirtualMachine',
+        name: 'test-vm',
+        uid: '0000-1111',
+        controller: true,
+      }),
+    ]);
+    const spec = pod.spec!;
+    const runner = spec.containers[0]!;
     expect(runner.image).toBe('vmop/runner:test');
     expect(runner.volumeDevices).toEqual([{ name: 'system-disk', devicePath: '/dev/system-disk' }]);
-    expect(runner.volumeMounts).toContainEqual({
-      name: 'config',
-      mountPath: '/etc/opt/vmrunner',
-      readOnly: true,
+    expect(spec.volumes).toEqual(
+      expect.arrayContaining([
+        { name: 'config', configMap: { name: 'test-vm' } },
+        { name: 'runner-data', persistentVolumeClaim: { claimName: 'test-vm-runner-data' } },
+        { name: 'system-disk', persistentVolumeClaim: { claimName: 'test-vm-system-disk' } },
+      ]),
+    );
+    expect(runner.volumeMounts).toEqual(
+      expect.arrayContaining([
+        { name: 'config', mountPath: '/etc/opt/vmrunner', readOnly: true },
+        { name: 'runner-data', mountPath: '/var/local/vm-data' },
+      ]),
+    );
+    expect(spec.terminationGracePeriodSeconds).toBe(905); // powerdownTimeout 900 + 5
+    expect(spec).toMatchObject({
+      restartPolicy: 'Always',
+      serviceAccountName: 'vm-runner',
+      automountServiceAccountToken: false,
+      // Host network for SPICE and taps, cluster DNS for Redis' Service name.
+      hostNetwork: true,
+      dnsPolicy: 'ClusterFirstWithHostNet',
     });
-    expect(pod.volumes).toContainEqual({ name: 'config', configMap: { name: 'test-vm' } });
-    expect(pod.terminationGracePeriodSeconds).toBeGreaterThanOrEqual(900);
-    expect(pod.serviceAccountName).toBe('vm-runner');
-    expect(pod.automountServiceAccountToken).toBe(false);
-    // Host network for SPICE and taps, cluster DNS for Redis' Service name.
-    expect(pod).toMatchObject({ hostNetwork: true, dnsPolicy: 'ClusterFirstWithHostNet' });
     expect(runner.env).toContainEqual({
       name: 'VMOP_REDIS_URL',
       valueFrom: { secretKeyRef: { name: 'vm-runner-redis', key: 'url' } },
     });
   });
 
+  it("carries the VM's own labels, so pod (anti-)affinity can name VMs; vmop's own keys win", () => {
+    const vm = vmFrom((raw) => (raw.metadata.labels = { pair: 'db', 'app.kubernetes.io/name': 'mine' }));
+    expect(podOf(vm).metadata?.labels).toEqual({
+      pair: 'db',
+      ...labels,
+      'app.kubernetes.io/component': 'vm-runner',
+    });
+  });
+
   it("requests the VM's CPUs and RAM divided by the overcommit factors, plus the runner's overhead", () => {
     // currentCpus 2, currentRam 4Gi
-    const runner = desiredStatefulSet(vmFrom(), options).spec!.template.spec!.containers[0]!;
-    expect(runner.resources).toEqual({
+    expect(runnerOf(vmFrom()).resources).toEqual({
       requests: { cpu: '1100m', memory: String(Math.floor((4 * 2 ** 30) / 1.25) + 192 * 2 ** 20) },
     });
-    const custom = desiredStatefulSet(vmFrom(), { ...options, overcommit: { cpu: 4, ram: 2 } });
-    expect(custom.spec!.template.spec!.containers[0]!.resources).toEqual({
+    expect(runnerOf(vmFrom(), { overcommit: { cpu: 4, ram: 2 } }).resources).toEqual({
       requests: { cpu: '600m', memory: String(2 * 2 ** 30 + 192 * 2 ** 20) },
     });
     // Without currentCpus and currentRam: the maximums.
@@ -91,27 +179,22 @@ describe('desiredStatefulSet', () => {
       delete raw.spec.vm.currentCpus;
       delete raw.spec.vm.currentRam;
     });
-    expect(
-      desiredStatefulSet(maximums, options).spec!.template.spec!.containers[0]!.resources?.requests,
-    ).toEqual({ cpu: '2100m', memory: String(Math.floor((8 * 2 ** 30) / 1.25) + 192 * 2 ** 20) });
+    expect(runnerOf(maximums).resources?.requests).toEqual({
+      cpu: '2100m',
+      memory: String(Math.floor((8 * 2 ** 30) / 1.25) + 192 * 2 ** 20),
+    });
   });
 
   it("takes the VM's own resources when it has any", () => {
     const vm = vmFrom((raw) => (raw.spec.resources = { limits: { memory: '9Gi' }, requests: { cpu: 3 } }));
-    expect(desiredStatefulSet(vm, options).spec!.template.spec!.containers[0]!.resources).toEqual({
-      limits: { memory: '9Gi' },
-      requests: { cpu: '3' },
-    });
+    expect(runnerOf(vm).resources).toEqual({ limits: { memory: '9Gi' }, requests: { cpu: '3' } });
     const empty = vmFrom((raw) => (raw.spec.resources = {}));
-    expect(
-      desiredStatefulSet(empty, options).spec!.template.spec!.containers[0]!.resources?.requests,
-    ).toEqual(expect.objectContaining({ cpu: '1100m' }));
+    expect(runnerOf(empty).resources?.requests).toEqual(expect.objectContaining({ cpu: '1100m' }));
   });
 
   it('mounts the image repository read-only when the namespace has one', () => {
-    const without = desiredStatefulSet(vmFrom(), options).spec!.template.spec!;
-    expect(without.volumes?.map((v) => v.name)).not.toContain('vmop-image-repository');
-    const pod = desiredStatefulSet(vmFrom(), { ...options, hasImageRepository: true }).spec!.template.spec!;
+    expect(podOf(vmFrom()).spec!.volumes?.map((v) => v.name)).not.toContain('vmop-image-repository');
+    const pod = podOf(vmFrom(), { hasImageRepository: true }).spec!;
     expect(pod.volumes).toContainEqual({
       name: 'vmop-image-repository',
       persistentVolumeClaim: { claimName: 'vmop-image-repository', readOnly: true },
@@ -125,44 +208,24 @@ describe('desiredStatefulSet', () => {
 
   it("uses the manager's default image and pull policy unless the VM names an image", () => {
     const withPolicy = { defaultRunnerImage: { image: 'vmop/runner:1', pullPolicy: 'Never' as const } };
-    const runner = desiredStatefulSet(vmFrom(), withPolicy).spec!.template.spec!.containers[0]!;
-    expect(runner).toMatchObject({ image: 'vmop/runner:1', imagePullPolicy: 'Never' });
-    const own = vmFrom((raw) => (raw.spec.image = { source: 'example/runner:2' }));
-    const ownRunner = desiredStatefulSet(own, withPolicy).spec!.template.spec!.containers[0]!;
-    expect(ownRunner.image).toBe('example/runner:2');
-    expect(ownRunner.imagePullPolicy).toBeUndefined();
-  });
-
-  it('scales to zero for a Stopped VM', () => {
-    const sts = desiredStatefulSet(
-      vmFrom((raw) => (raw.spec.vm.state = 'Stopped')),
-      options,
-    );
-    expect(sts.spec?.replicas).toBe(0);
-  });
-
-  it('names an unnamed disk disk-<index in the disk list>', () => {
-    const vm = vmFrom((raw) => {
-      raw.spec.vm.disks.push({
-        volumeClaimTemplate: { spec: { resources: { requests: { storage: '1Gi' } } } },
-      });
+    expect(runnerOf(vmFrom(), withPolicy)).toMatchObject({
+      image: 'vmop/runner:1',
+      imagePullPolicy: 'Never',
     });
-    const names = desiredStatefulSet(vm, options).spec?.volumeClaimTemplates?.map((c) => c.metadata?.name);
-    expect(names).toEqual(['runner-data', 'system-disk', 'disk-2']);
-  });
-
-  it('uses the image the VM names', () => {
-    const vm = vmFrom(
+    const own = runnerOf(
+      vmFrom((raw) => (raw.spec.image = { source: 'example/runner:2' })),
+      withPolicy,
+    );
+    expect(own.image).toBe('example/runner:2');
+    expect(own.imagePullPolicy).toBeUndefined();
+    const parts = vmFrom(
       (raw) => (raw.spec.image = { repository: 'registry.example', path: 'runner', version: '2' }),
     );
-    expect(desiredStatefulSet(vm, options).spec?.template.spec?.containers[0]?.image).toBe(
-      'registry.example/runner:2',
-    );
+    expect(runnerOf(parts).image).toBe('registry.example/runner:2');
   });
 
   it('mounts the display secret when one exists', () => {
-    const sts = desiredStatefulSet(vmFrom(), { ...options, displaySecretName: 'my-password' });
-    expect(sts.spec?.template.spec?.volumes).toContainEqual({
+    expect(podOf(vmFrom(), { displaySecretName: 'my-password' }).spec?.volumes).toContainEqual({
       name: 'display-secret',
       secret: { secretName: 'my-password' },
     });
@@ -173,7 +236,7 @@ describe('desiredStatefulSet', () => {
       raw.spec.cloudInit = { secretRef: { name: 'vm-cloud-init' }, metaData: { 'local-hostname': 'h' } };
       raw.spec.sysprep = { secretRef: { name: 'vm-answers' } };
     });
-    const pod = desiredStatefulSet(vm, options).spec!.template.spec!;
+    const pod = podOf(vm).spec!;
     expect(pod.volumes).toContainEqual({
       name: 'cloud-init-secret',
       secret: { secretName: 'vm-cloud-init' },
@@ -191,33 +254,6 @@ describe('desiredStatefulSet', () => {
       secretDir: CLOUD_INIT_SECRET_DIR,
     });
     expect(runner.sysprepDir).toBe(SYSPREP_SECRET_DIR);
-  });
-
-  it('keeps the pod template unchanged when only runtime-changeable fields change (but for the requests)', () => {
-    const withoutRequests = (sts: ReturnType<typeof desiredStatefulSet>) => {
-      const copy = structuredClone(sts);
-      delete copy.spec!.template.spec!.containers[0]!.resources;
-      return copy;
-    };
-    const before = desiredStatefulSet(vmFrom(), options);
-    const after = desiredStatefulSet(
-      vmFrom((raw) => {
-        raw.spec.vm.currentRam = '2Gi';
-        raw.spec.vm.currentCpus = 3;
-        raw.spec.vm.disks[1].cdrom.image = 'other.iso';
-        raw.spec.vm.powerdownTimeout = 60;
-      }),
-      { ...options, currentGracePeriodSeconds: before.spec?.template.spec?.terminationGracePeriodSeconds },
-    );
-    expect(withoutRequests(after)).toEqual(withoutRequests(before));
-  });
-
-  it('grows the grace period when powerdownTimeout grows beyond it', () => {
-    const sts = desiredStatefulSet(
-      vmFrom((raw) => (raw.spec.vm.powerdownTimeout = 2000)),
-      { ...options, currentGracePeriodSeconds: 905 },
-    );
-    expect(sts.spec?.template.spec?.terminationGracePeriodSeconds).toBeGreaterThanOrEqual(2000);
   });
 });
 
