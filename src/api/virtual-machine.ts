@@ -325,7 +325,17 @@ export const StartFailure = z.object({
   startRequest: z.string().optional(),
 });
 
-export const VmPhase = z.enum(['Pending', 'Starting', 'Running', 'Stopping', 'Stopped', 'Failed']);
+export const VmPhase = z.enum([
+  'Pending',
+  'Starting',
+  'Running',
+  'Migrating',
+  'Stopping',
+  'Stopped',
+  'Failed',
+  /** Its node stopped reporting: the VM may run there or not. */
+  'Unknown',
+]);
 
 export const VirtualMachineStatus = z.object({
   phase: VmPhase.optional(),
@@ -336,7 +346,15 @@ export const VirtualMachineStatus = z.object({
   ram: z.string().optional(),
   displayPasswordSerial: z.number().int().optional(),
   consoleClient: z.string().optional(),
-  lastShutdown: z.object({ guestInitiated: z.boolean(), reason: z.string(), time: z.string() }).optional(),
+  lastShutdown: z
+    .object({
+      guestInitiated: z.boolean(),
+      reason: z.string(),
+      time: z.string(),
+      /** The runner was asked to stop (its pod deleted or evicted): the shutdown was not the guest's idea. */
+      requested: z.boolean().optional(),
+    })
+    .optional(),
   /** The last reset the runner carried out on request (a Reset operation), by the request's name. */
   lastReset: z.object({ request: z.string(), time: z.string() }).optional(),
   /** Spec changes the running VM has not taken yet: they apply when it restarts. */

@@ -59,6 +59,10 @@ export function register(program: Command): void {
         "Redis URL runners publish to, with the runner's credential (default: --redis)",
       ).env('VMOP_RUNNER_REDIS_URL'),
     )
+    .option(
+      '--runner-data-storage-class <name>',
+      "StorageClass of a VM's runner data claim (default: the cluster's default)",
+    )
     .option('--cpu-overcommit <factor>', 'a VM pod requests its CPUs divided by this', Number, 2)
     .option('--ram-overcommit <factor>', 'a VM pod requests its RAM divided by this', Number, 1.25)
     .addOption(
@@ -86,6 +90,7 @@ export function register(program: Command): void {
         runnerImage: flags.runnerImage,
         runnerImagePullPolicy: flags.runnerImagePullPolicy,
         runnerRedisUrl: flags.runnerRedisUrl,
+        runnerDataStorageClass: flags.runnerDataStorageClass,
         cpuOvercommit: flags.cpuOvercommit,
         ramOvercommit: flags.ramOvercommit,
         configNudge: flags.configNudge,

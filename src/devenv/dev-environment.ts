@@ -10,6 +10,7 @@ import { createLogger, type Logger } from '../util/logger.js';
 import { isAlive } from '../util/process.js';
 import { startCluster, type Cluster } from './cluster.js';
 import { NODE_SERVICES } from './node/node.js';
+import { SHARED_STORAGE_CLASS } from './local-volumes.js';
 import { provideImageRepositoryEverywhere } from './image-repository.js';
 import { installCrds } from './install-crds.js';
 import { spawnLogged } from './logged-process.js';
@@ -133,6 +134,8 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
     const args = [
       ...['manager', '--kubeconfig', kubeconfig, '--redis', redisUrl, '--metrics-port', '0'],
       ...['--runner-image', cluster.images.runner.ref, '--runner-image-pull-policy', 'Never'],
+      // Any node can take a VM over: its runner data is on the shared (network) class.
+      ...['--runner-data-storage-class', SHARED_STORAGE_CLASS],
       ...(options.managerArgs ?? []),
     ];
     managers.push(await superviseProcess(name, () => spawnLogged(name, VMOP_BIN, args, log), supervision));

@@ -2,9 +2,10 @@
 // - `local` (the default): node-local volumes, made on the node the scheduler picked for the pod.
 //   A Block claim gets a loop device on a sparse file (VM disks are raw block devices), a
 //   Filesystem claim a directory; the PV is a `local` one with affinity to that node.
-// - `shared`: Block volumes any node can use at once (ReadWriteMany), the stand-in for network
-//   block storage (Ceph RBD, iSCSI): one loop device, which every node sees since they all run on
-//   this machine; the PV is a `local` one whose affinity admits every node of the cluster.
+// - `shared`: volumes any node can use at once (ReadWriteMany), the stand-in for network storage
+//   (Ceph RBD or iSCSI for Block claims, NFS or CephFS for Filesystem ones): one loop device or
+//   directory, which every node sees since they all run on this machine; the PV is a `local` one
+//   whose affinity admits every node of the cluster.
 // Released volumes of the Delete policy are removed with their data.
 import { execFile } from 'node:child_process';
 import { mkdir, open, rm } from 'node:fs/promises';
@@ -68,7 +69,7 @@ const SELECTED_NODE = 'volume.kubernetes.io/selected-node';
 function placement(claim: V1PersistentVolumeClaim, nodeNames: string[]): string[] | undefined {
   if (!claim.spec || claim.spec.volumeName || claim.status?.phase !== 'Pending') return undefined;
   if (claim.metadata?.deletionTimestamp) return undefined;
-  if (claim.spec.storageClassName === SHARED_STORAGE_CLASS) return isBlock(claim) ? nodeNames : undefined;
+  if (claim.spec.storageClassName === SHARED_STORAGE_CLASS) return nodeNames;
   const selected = claim.metadata?.annotations?.[SELECTED_NODE];
   if (claim.spec.storageClassName !== STORAGE_CLASS || !selected || !nodeNames.includes(selected))
     return undefined;

@@ -11,7 +11,8 @@ export type CachedKind =
   | 'Secret'
   | 'Service'
   | 'ServiceAccount'
-  | 'PersistentVolumeClaim';
+  | 'PersistentVolumeClaim'
+  | 'Node';
 
 export interface ObjectCache {
   get<T extends KubernetesObject>(kind: CachedKind, namespace: string, name: string): T | undefined;
@@ -30,13 +31,16 @@ export function hasLabels(object: KubernetesObject, labels: Record<string, strin
 
 /**
  * Drops what no reconcile reads and what makes cached objects large: managedFields and kubectl's
- * last-applied copy of the whole object (client-go informers offer the same as a transform).
+ * last-applied copy of the whole object (client-go informers offer the same as a transform), and
+ * of a Node all of its status but its conditions (its image list alone can be hundreds of KB).
  */
-export function trimForCache(object: KubernetesObject): void {
+export function trimForCache(object: KubernetesObject, kind = object.kind): void {
   const metadata = object.metadata;
   if (!metadata) return;
   delete metadata.managedFields;
   if (metadata.annotations?.['kubectl.kubernetes.io/last-applied-configuration'] !== undefined) {
     delete metadata.annotations['kubectl.kubernetes.io/last-applied-configuration'];
   }
+  const node = object as { status?: { conditions?: unknown } };
+  if (kind === 'Node' && node.status) node.status = { conditions: node.status.conditions };
 }

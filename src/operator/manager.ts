@@ -36,6 +36,8 @@ export const ManagerOptions = z.object({
   runnerImagePullPolicy: z.enum(['Always', 'IfNotPresent', 'Never']).optional(),
   /** The Redis URL runners publish to, with the runner's credential; default: redisUrl (the manager's). */
   runnerRedisUrl: RedisUrlSchema.optional(),
+  /** The StorageClass of new runner data claims; the cluster's default when absent. */
+  runnerDataStorageClass: z.string().min(1).optional(),
   cpuOvercommit: z.number().positive().default(DEFAULT_OVERCOMMIT.cpu),
   ramOvercommit: z.number().positive().default(DEFAULT_OVERCOMMIT.ram),
   /** A LoadBalancer Service for every VM with SPICE (VM-Operator's loadBalancerService), with these labels/annotations. */
@@ -97,6 +99,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     },
     runnerRedisUrl: options.runnerRedisUrl ?? options.redisUrl,
     overcommit: { cpu: options.cpuOvercommit, ram: options.ramOvercommit },
+    runnerDataStorageClass: options.runnerDataStorageClass,
     loadBalancer: options.loadBalancerService,
     configNudge: options.configNudge,
     logger,

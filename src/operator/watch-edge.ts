@@ -14,6 +14,8 @@ import {
   type KubeConfig,
   type KubernetesListObject,
   type KubernetesObject,
+  type V1Node,
+  type V1Pod,
 } from '@kubernetes/client-node';
 import { GROUP, KIND, PLURAL, VERSION } from '../api/virtual-machine.js';
 import { OPERATION_KIND, OPERATION_PLURAL, operationKey } from '../api/virtual-machine-operation.js';
@@ -90,13 +92,15 @@ export function vmFingerprint(object: KubernetesObject): string {
   ]);
 }
 
-/** What is watched: the VMs and their operations, and by label the objects that belong to VMs. */
+/** What is watched: the VMs and their operations, by label the objects that belong to VMs, and the nodes. */
 export const WATCHED: Array<{
   apiVersion: string;
   kind: CachedKind;
   plural: string;
   labelSelector?: string;
   fieldSelector?: string;
+  /** Not namespaced: watched once, whatever the namespaces. */
+  clusterScoped?: boolean;
 }> = [
   { apiVersion: `${GROUP}/${VERSION}`, kind: KIND, plural: PLURAL },
   { apiVersion: `${GROUP}/${VERSION}`, kind: OPERATION_KIND, plural: OPERATION_PLURAL },
@@ -114,7 +118,15 @@ export const WATCHED: Array<{
   },
   // The VMs' runner data and disk claims.
   { apiVersion: 'v1', kind: 'PersistentVolumeClaim', plural: 'persistentvolumeclaims', labelSelector: OWNED },
+  // Where runner pods run: a node that is lost, cordoned or out of service concerns its VMs.
+  { apiVersion: 'v1', kind: 'Node', plural: 'nodes', clusterScoped: true },
 ];
+
+/** What of a Node concerns its VMs; heartbeats alone change nothing of it. */
+export function nodeFingerprint(node: V1Node): string {
+  const ready = node.status?.conditions?.find((c) => c.type === 'Ready')?.status;
+  return JSON.stringify([ready, node.spec?.unschedulable, node.spec?.taints?.map((t) => [t.key, t.effect])]);
+}
 
 interface WatchSpec {
   kind: CachedKind;
@@ -124,8 +136,13 @@ interface WatchSpec {
   list: () => Promise<KubernetesListObject<KubernetesObject>>;
 }
 
-function watchSpecs(objects: KubernetesObjectApi, namespace: string | undefined): WatchSpec[] {
-  return WATCHED.map(({ apiVersion, kind, plural, labelSelector, fieldSelector }) => ({
+function watchSpecs(
+  objects: KubernetesObjectApi,
+  namespace: string | undefined,
+  scope: 'namespaced' | 'cluster',
+): WatchSpec[] {
+  const watched = WATCHED.filter((w) => (w.clusterScoped ?? false) === (scope === 'cluster'));
+  return watched.map(({ apiVersion, kind, plural, labelSelector, fieldSelector }) => ({
     kind,
     path: `${apiVersion.includes('/') ? '/apis' : '/api'}/${apiVersion}${namespace ? `/namespaces/${namespace}` : ''}/${plural}`,
     labelSelector,
@@ -159,12 +176,34 @@ export function createWatchEdge(
   logger: Logger,
 ): WatchEdge {
   const objects = KubernetesObjectApi.makeApiClient(kubeConfig);
-  const specs = (namespaces ?? [undefined]).flatMap((namespace) => watchSpecs(objects, namespace));
+  const specs = [
+    ...(namespaces ?? [undefined]).flatMap((namespace) => watchSpecs(objects, namespace, 'namespaced')),
+    ...watchSpecs(objects, undefined, 'cluster'),
+  ];
+  /** The last fingerprint of each Node: only a change of readiness, cordon or taints concerns VMs. */
+  const nodeFingerprints = new Map<string, string>();
+  /** The keys of the VMs whose runner pods run on `node` (from the pod cache). */
+  const vmsOnNode = (node: string) =>
+    cache
+      .list<V1Pod>('Pod', undefined)
+      .filter((pod) => pod.spec?.nodeName === node)
+      .flatMap((pod) => keysOfObject({ ...pod, kind: 'Pod' }));
   /** The last fingerprint of each VM (by uid): a status-only change enqueues no VM reconcile. */
   const vmFingerprints = new Map<string, string>();
   const forward = (spec: WatchSpec, type: WatchEventSummary['type']) => (object: KubernetesObject) => {
     const typed = { ...object, kind: spec.kind }; // list items carry no kind
     const { name, uid, generation, resourceVersion } = object.metadata!;
+    if (spec.kind === 'Node') {
+      const fingerprint = type === 'deleted' ? 'deleted' : nodeFingerprint(object as V1Node);
+      if (nodeFingerprints.get(name!) === fingerprint) return;
+      nodeFingerprints.set(name!, fingerprint);
+      const event = { type, kind: spec.kind, name: name!, resourceVersion };
+      for (const key of new Set(vmsOnNode(name!)))
+        sink(key, event).catch((err: unknown) =>
+          logger.warn({ err, key }, 'could not enqueue a watch event'),
+        );
+      return;
+    }
     let vmUnchanged = false;
     if (spec.kind === KIND && uid) {
       if (type === 'deleted') {
@@ -192,7 +231,11 @@ export function createWatchEdge(
     watch: watchObjects(
       kubeConfig,
       spec,
-      { trim: trimForCache, upsert: forward(spec, 'changed'), deleted: forward(spec, 'deleted') },
+      {
+        trim: (object) => trimForCache(object, spec.kind), // list items carry no kind
+        upsert: forward(spec, 'changed'),
+        deleted: forward(spec, 'deleted'),
+      },
       logger,
     ),
   }));

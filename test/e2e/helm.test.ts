@@ -215,6 +215,7 @@ describe('the Helm chart on a real node', () => {
       ['create', 'persistentvolumeclaims'],
       ['create', 'events'],
       ['patch', 'events'],
+      ['watch', 'nodes'],
     ];
     const denied = [
       ['delete', 'persistentvolumeclaims'],
@@ -226,7 +227,7 @@ describe('the Helm chart on a real node', () => {
       ['bind', 'clusterroles.rbac.authorization.k8s.io'],
       ['create', 'serviceaccounts/token'],
       ['create', 'pods/exec'],
-      ['get', 'nodes'],
+      ['patch', 'nodes'],
       ['impersonate', 'users'],
     ];
     for (const [verb, resource] of allowed)

@@ -41,7 +41,14 @@ describe('faults on a real single-node vmop', () => {
   /** Sums Event counts by reason: a series counts once per occurrence. */
   const eventCounts = async (): Promise<Record<string, number>> => {
     const list = JSON.parse(
-      await vms.kubectl(['get', 'events', '--field-selector', `involvedObject.name=${VM}`, '-o', 'json']),
+      await vms.kubectl([
+        'get',
+        'events',
+        '--field-selector',
+        `involvedObject.kind=VirtualMachine,involvedObject.name=${VM}`,
+        '-o',
+        'json',
+      ]),
     ) as { items: Array<{ reason: string; count?: number }> };
     const counts: Record<string, number> = {};
     for (const e of list.items) counts[e.reason] = (counts[e.reason] ?? 0) + (e.count ?? 1);

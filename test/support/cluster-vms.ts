@@ -77,7 +77,14 @@ export function clusterVms(kubeconfig: string, namespace: string) {
     JSON.parse(await kubectl(['get', 'vm', name, '-o', 'json']));
   const events = async (name: string): Promise<Array<{ reason: string; message: string }>> =>
     JSON.parse(
-      await kubectl(['get', 'events', '--field-selector', `involvedObject.name=${name}`, '-o', 'json']),
+      await kubectl([
+        'get',
+        'events',
+        '--field-selector',
+        `involvedObject.kind=VirtualMachine,involvedObject.name=${name}`,
+        '-o',
+        'json',
+      ]),
     ).items;
   const runnerDir = (name: string) => `/tmp/vmrunner/${vmDirectoryName(name)}`;
   /**

@@ -5,6 +5,7 @@ import {
   type KubernetesObject,
   type V1ConfigMap,
   type V1PersistentVolumeClaim,
+  type V1Node,
   type V1Pod,
   type V1Secret,
   type V1Service,
@@ -59,6 +60,7 @@ import {
 import { desiredRunnerPod, gracePeriodSeconds, type Overcommit, type RunnerImage } from './runner-pod.js';
 import { runnerClaims } from './runner-claims.js';
 import { planRunnerPods } from './runner-pods.js';
+import { nodeFacts } from './node-facts.js';
 import { adoptRunnerPod, createRunnerPod, isOwnedBy, retireStatefulSet } from './runner-pod-writes.js';
 import { desiredLoadBalancerService, type LoadBalancerDefaults } from './load-balancer-service.js';
 import { policyStop } from './run-policy.js';
@@ -309,7 +311,8 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     // The VM's runner pods, whatever their names (two during a migration, `<vm>-0` of vmop 0.1).
     const vmPods = { [LABEL_NAME]: APP_NAME, [LABEL_INSTANCE]: name };
     const runnerPods = cache.list<V1Pod>('Pod', namespace, vmPods);
-    let podPlan = planRunnerPods({ vm, pods: runnerPods });
+    const node = (nodeName: string) => nodeFacts(nodeName, cache.get<V1Node>('Node', '', nodeName));
+    let podPlan = planRunnerPods({ vm, pods: runnerPods, node });
     if (podPlan.verify) {
       // The status names a pod the cache lacks: just made (the cache lags, briefly) or gone? Wait
       // a little for the cache, then the apiserver says.
@@ -320,7 +323,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       }
       if (await readOptional(() => clients.core.readNamespacedPod({ name: named, namespace })))
         return { requeueAfter: STALE_CACHE.retryMs };
-      podPlan = planRunnerPods({ vm, pods: runnerPods, absent: new Set([named]) });
+      podPlan = planRunnerPods({ vm, pods: runnerPods, node, absent: new Set([named]) });
     }
     const pod = podPlan.current;
     const imageRepository = cache.get<V1PersistentVolumeClaim>(
@@ -374,6 +377,13 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       if (pod && !pod.metadata?.deletionTimestamp && !isOwnedBy(pod, vm)) {
         await adoptRunnerPod(clients, pod, vm);
         writes.push(`Pod ${pod.metadata!.name} (adopted)`);
+      }
+      for (const lost of podPlan.forget ?? []) {
+        // Its node is gone for sure (deleted, or down and out of service): nothing of it runs.
+        const { name: podName, uid, namespace: podNamespace } = lost.metadata!;
+        const forgotten = { name: podName!, namespace: podNamespace!, uid: uid! };
+        if (await deletePodByUid(clients.core, forgotten, { gracePeriodSeconds: 0 }))
+          writes.push(`Pod ${podName} removed (its node ${lost.spec?.nodeName} is gone)`);
       }
       for (const stale of podPlan.stop) {
         // powerdownTimeout as it is now (it may have changed since the pod was made).
@@ -460,6 +470,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       loadBalancer,
       configDigest: desiredConfig,
       creatingPod: podPlan.create,
+      node: pod?.spec?.nodeName ? node(pod.spec.nodeName) : undefined,
       now: now(),
     };
     let status = deriveStatus(vm, observed);

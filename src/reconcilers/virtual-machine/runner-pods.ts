@@ -5,6 +5,7 @@
 // the status names but the cache lacks is looked up before it counts as gone.
 import type { V1Pod } from '@kubernetes/client-node';
 import type { VirtualMachine } from '../../api/virtual-machine.js';
+import { isGoneForSure, type NodeFacts } from './node-facts.js';
 
 export interface RunnerPodFacts {
   vm: VirtualMachine;
@@ -12,6 +13,8 @@ export interface RunnerPodFacts {
   pods: V1Pod[];
   /** Names the apiserver said just now that no pod has (a lookup after `verify`). */
   absent?: ReadonlySet<string>;
+  /** What a node tells (from the cache). */
+  node: (name: string) => NodeFacts;
 }
 
 export interface RunnerPodPlan {
@@ -19,6 +22,8 @@ export interface RunnerPodPlan {
   current?: V1Pod;
   /** Pods to delete (gracefully): the VM is to be stopped. */
   stop: V1Pod[];
+  /** Pods whose node is gone for sure: removed at once, nothing of them runs anymore. */
+  forget?: V1Pod[];
   /** Make a runner pod of this name (once the status names it). */
   create?: string;
   /** The status names this pod, the cache does not have it: look it up before anything else. */
@@ -42,7 +47,16 @@ export function currentRunnerPod(vm: VirtualMachine, pods: V1Pod[]): V1Pod | und
 }
 
 export function planRunnerPods(facts: RunnerPodFacts): RunnerPodPlan {
-  const { vm, pods } = facts;
+  const { vm } = facts;
+  const onLostNode = (pod: V1Pod) =>
+    pod.spec?.nodeName !== undefined && isGoneForSure(facts.node(pod.spec.nodeName));
+  const forget = facts.pods.filter(onLostNode);
+  if (forget.length > 0) {
+    // Their deletion brings the key back; then the VM is planned without them.
+    const current = currentRunnerPod(vm, facts.pods);
+    return { current, stop: [], forget, waiting: 'the runner pod of a node that is gone is removed' };
+  }
+  const { pods } = facts;
   const current = currentRunnerPod(vm, pods);
   if (vm.spec.vm.state !== 'Running') return { current, stop: pods.filter((pod) => !terminating(pod)) };
   if (current && !terminating(current)) return { current, stop: [] };

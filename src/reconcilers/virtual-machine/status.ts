@@ -10,6 +10,7 @@ import type {
   VmPhase,
 } from '../../api/virtual-machine.js';
 import { runnerContainer } from './runner-pod-facts.js';
+import type { NodeFacts } from './node-facts.js';
 import { formatBytes } from '../../api/runner-config.js';
 import type { ObjectEvent } from '../events.js';
 import { restartAwaitingChanges } from './restart-awaiting.js';
@@ -22,6 +23,8 @@ export interface ObservedState {
   pod?: V1Pod;
   /** The name of the runner pod vmop is about to make (named in the status first). */
   creatingPod?: string;
+  /** What the current pod's node tells. */
+  node?: NodeFacts;
   /** The runner's latest snapshot from Redis, whichever pod it came from. */
   snapshot?: RunnerSnapshot;
   /** Problems with the spec that the CRD schema cannot catch; owned objects are left alone. */
@@ -295,6 +298,28 @@ function loadBalancerCondition(state: LoadBalancerState): ConditionFacts {
     : { type: LOAD_BALANCER_CONDITION, status: 'False', reason: 'NameTaken', message: state.message ?? '' };
 }
 
+function nodeNotReadyPhase(node: NodeFacts): PhaseFacts {
+  return {
+    phase: 'Unknown',
+    reason: 'NodeNotReady',
+    message:
+      `node ${node.name} is not ready${node.since ? ` since ${node.since}` : ''}: the VM may still run there; ` +
+      `vmop starts it elsewhere only once the node is deleted or tainted node.kubernetes.io/out-of-service`,
+  };
+}
+
+function nodeReachableCondition(node: NodeFacts): ConditionFacts {
+  if (node.state === 'Ready')
+    return {
+      type: 'NodeReachable',
+      status: 'True',
+      reason: 'NodeReady',
+      message: `node ${node.name} is ready`,
+    };
+  const { reason, message } = nodeNotReadyPhase(node);
+  return { type: 'NodeReachable', status: 'False', reason, message };
+}
+
 const AWAITING_RESTART = 'AwaitingRestartToApplyConfiguration';
 
 function awaitingRestartCondition(vm: VirtualMachine, awaiting: RestartAwaitingChange[]): ConditionFacts {
@@ -330,7 +355,8 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
   const runnerRestarts = container && { runnerRestarts: container.restartCount };
 
   const wantRunning = vm.spec.vm.state === 'Running' && !pod?.metadata?.deletionTimestamp;
-  if (!ownSnapshot && wantRunning && runnerWentQuiet(previous, pod)) {
+  const nodeReady = !observed.node || observed.node.state === 'Ready';
+  if (!ownSnapshot && wantRunning && nodeReady && runnerWentQuiet(previous, pod)) {
     const kept = (type: string) => previous!.conditions?.find((c) => c.type === type);
     return {
       ...previous,
@@ -366,9 +392,12 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
       : snapshot && pod
         ? runnerPhase(vm, pod, snapshot)
         : podPhase(vm, pod);
+  // A node that stopped reporting: the VM may run there or not, whatever was seen last.
+  const unreachable = observed.node && observed.node.state !== 'Ready' ? observed.node : undefined;
+  if (unreachable) Object.assign(facts, nodeNotReadyPhase(unreachable));
   const running: ConditionFacts = {
     type: 'Running',
-    status: facts.phase === 'Running' ? 'True' : 'False',
+    status: facts.phase === 'Running' ? 'True' : unreachable ? 'Unknown' : 'False',
     reason: facts.reason,
     message: facts.message,
   };
@@ -411,6 +440,7 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
         guestInitiated: snapshot.lastShutdown.guest,
         reason: snapshot.lastShutdown.reason,
         time: snapshot.lastShutdown.at,
+        ...(snapshot.stopRequested && { requested: true }),
       }
     : previous?.lastShutdown;
   const lastReset = snapshot?.lastReset
@@ -428,6 +458,7 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
       reporting,
       awaitingRestartCondition(vm, awaiting),
       ...(observed.loadBalancer ? [loadBalancerCondition(observed.loadBalancer)] : []),
+      ...(observed.node ? [nodeReachableCondition(observed.node)] : []),
     ]),
     ...(agent?.osinfo && { osinfo: agent.osinfo }),
     ...(agent?.connected && agent.addresses?.length && { ipAddresses: agent.addresses }),
@@ -476,7 +507,7 @@ export function transitionEvents(
   }
   const shutdown = after.lastShutdown;
   if (shutdown && shutdown.time !== before?.lastShutdown?.time) {
-    if (desiredState === 'Stopped') {
+    if (desiredState === 'Stopped' || shutdown.requested) {
       events.push({
         type: 'Normal',
         reason: 'StoppedByRequest',

@@ -1,0 +1,192 @@
+// VMs on two nodes (issue 24 §4): `kubectl drain` moves a VM that cannot migrate by shutting it
+// down and starting it on the other node; anti-affinity between VMs holds through a drain; a lost
+// node's VMs show it, never run twice, and run elsewhere once the node is gone for sure.
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startDevEnvironment, type DevEnvironment } from '../../src/devenv/dev-environment.js';
+import { isAlive } from '../../src/util/process.js';
+import { clusterVms, testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
+import { qemuPid } from '../support/qemu-process.js';
+
+const NAMESPACE = 'default';
+const READY = 'VMOP-GUEST-READY';
+const OUT_OF_SERVICE = 'node.kubernetes.io/out-of-service';
+
+/** Prefers `node` (the VM may run elsewhere); `extra` more lines under spec (two-space indent). */
+const placedOn = (node: string, extra = '') => `  affinity:
+    nodeAffinity:
+      preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        preference: {matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [${node}]}]}
+${extra}`;
+
+/** A data disk on the shared (network) storage class: it goes wherever the VM goes. */
+const sharedDisk = `    disks:
+    - volumeClaimTemplate:
+        metadata: {name: data}
+        spec:
+          storageClassName: shared
+          accessModes: [ReadWriteMany]
+          resources: {requests: {storage: 16Mi}}
+`;
+
+describe('VMs on two nodes: drain, placement, node loss', () => {
+  let dir: string;
+  let env: DevEnvironment;
+  let vms: ClusterVms;
+  const [one, two] = ['vmop-node-1', 'vmop-node-2'];
+  const nodeIndex = (name: string) => (name === one ? 0 : 1);
+  const applyVm = (name: string, spec: string, vm = '') =>
+    vms.apply(
+      testGuestManifest(name, NAMESPACE, { extraSpec: spec }).replace(
+        '    networks: []\n',
+        `    networks: []\n${vm}`,
+      ),
+    );
+  const runsOn = (name: string, node: string, notRunId?: string) =>
+    vms.waitForVm(name, (vm) => {
+      expect(vm.status?.phase).toBe('Running');
+      expect(vms.condition(vm, 'Booted')?.status).toBe('True');
+      expect(vm.status?.node).toBe(node);
+      if (notRunId) expect(vm.status?.runner?.runId).not.toBe(notRunId);
+    });
+  const kubectl = (...args: string[]) => vms.kubectl(args);
+
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 'vmop-e2e-nodes-'));
+    env = await startDevEnvironment({ dir, nodes: 2 });
+    vms = clusterVms(env.state.kubeconfig, NAMESPACE);
+  }, 1_800_000);
+
+  afterAll(async () => {
+    await env?.stop();
+    await rm(dir, { recursive: true, force: true });
+  }, 600_000);
+
+  it('`kubectl drain` of a VM that cannot migrate: it shuts down gracefully and starts on the other node; the drain completes', async () => {
+    await applyVm('cold', placedOn(one));
+    const before = await runsOn('cold', one);
+    await vms.waitForConsole('cold', READY);
+    try {
+      await kubectl('drain', one, '--ignore-daemonsets', '--timeout=240s');
+      const after = await runsOn('cold', two, before.status?.runner?.runId);
+      expect(after.status?.runnerPod?.name).toBe('cold');
+      // Shut down gracefully first (through the guest agent), as asked.
+      expect(after.status?.lastShutdown).toMatchObject({ guestInitiated: true, requested: true });
+      expect(await vms.eventReasons('cold')).toContain('StoppedByRequest');
+    } finally {
+      await kubectl('uncordon', one);
+    }
+    await kubectl('delete', 'vm', 'cold', '--wait=false');
+  });
+
+  it('anti-affinity between two VMs holds through a drain: the drained one waits rather than join the other', async () => {
+    const apart = `    podAntiAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+      - labelSelector: {matchLabels: {pair: db}}
+        topologyKey: kubernetes.io/hostname
+`;
+    const pair = (name: string, node: string) =>
+      vms.apply(
+        testGuestManifest(name, NAMESPACE, { extraSpec: placedOn(node, apart) }).replace(
+          `metadata: {name: ${name}, namespace: ${NAMESPACE}}`,
+          `metadata: {name: ${name}, namespace: ${NAMESPACE}, labels: {pair: db}}`,
+        ),
+      );
+    await pair('pair-a', one);
+    await pair('pair-b', two);
+    const [a, b] = [await runsOn('pair-a', one), await runsOn('pair-b', two)];
+    expect(a.status?.node).not.toBe(b.status?.node);
+    await kubectl('drain', one, '--ignore-daemonsets', '--timeout=240s').catch(async (err: unknown) => {
+      await kubectl('uncordon', one);
+      throw err;
+    });
+    const waiting = await vms.waitForVm('pair-a', (vm) => {
+      expect(vm.status?.phase).toBe('Pending');
+      expect(vms.condition(vm, 'Running')?.message).toMatch(
+        /didn't match pod anti-affinity rules|node\(s\) were unschedulable/,
+      );
+    });
+    expect(waiting.status?.node).toBeUndefined();
+    expect((await vms.getVm('pair-b')).status?.node).toBe(two);
+    await kubectl('uncordon', one);
+    await runsOn('pair-a', one, a.status?.runner?.runId);
+    for (const name of ['pair-a', 'pair-b']) await kubectl('delete', 'vm', name, '--wait=false');
+  });
+
+  it('a lost node: its VM shows it within 60 s and never runs twice; once the node is out of service it runs on the other node, its shared disk intact', async () => {
+    await applyVm('lost', placedOn(two), sharedDisk);
+    await applyVm('lost-manual', `  runPolicy: Manual\n${placedOn(two)}`);
+    await runsOn('lost', two);
+    await runsOn('lost-manual', two);
+    const data = `before-the-node-was-lost-${process.pid}`;
+    await vms.waitForConsole('lost', READY);
+    await vms.typeOnConsole('lost', `echo ${data} | dd of=/dev/vda conv=fsync 2>/dev/null; echo written`);
+    await vms.waitForConsole('lost', 'written');
+    const node = env.cluster.nodes[nodeIndex(two)]!;
+    const qemu = await qemuPid('lost', node.cgroupRoot);
+
+    // kubelet and containerd stop: the node goes NotReady, its qemu runs on.
+    const lostAt = Date.now();
+    await node.stopServices();
+    const unknown = await vms.waitForVm(
+      'lost',
+      (vm) => {
+        expect(vm.status?.phase).toBe('Unknown');
+        expect(vms.condition(vm, 'NodeReachable')).toMatchObject({ status: 'False', reason: 'NodeNotReady' });
+      },
+      60_000,
+    );
+    console.log(`node lost: status Unknown after ${Date.now() - lostAt} ms`);
+    expect(vms.condition(unknown, 'NodeReachable')?.message).toContain(two);
+    // No second copy while the old one may still write the disk.
+    await sleep(30_000);
+    expect(isAlive(qemu!)).toBe(true);
+    const pods = JSON.parse(
+      await kubectl('get', 'pods', '-l', 'app.kubernetes.io/instance=lost', '-o', 'json'),
+    );
+    expect(pods.items.map((p: { spec: { nodeName: string } }) => p.spec.nodeName)).toEqual([two]);
+
+    // The admin makes sure it is down (here: its pods' processes die, as at a power loss), then says so.
+    await node.powerOff();
+    const taintedAt = Date.now();
+    await kubectl('taint', 'node', two, `${OUT_OF_SERVICE}=nodeshutdown:NoExecute`);
+    await vms.waitForVm(
+      'lost',
+      (vm) => {
+        expect(vm.status?.phase).toBe('Running');
+        expect(vm.status?.node).toBe(one);
+      },
+      60_000,
+    );
+    console.log(`node out of service: the VM runs on the other node after ${Date.now() - taintedAt} ms`);
+    await vms.waitForConsole('lost', READY);
+    await vms.typeOnConsole(
+      'lost',
+      `dd if=/dev/vda bs=512 count=1 2>/dev/null | head -c ${data.length}; echo`,
+    );
+    await vms.waitForConsole('lost', `${data}\r`);
+    // runPolicy Manual: the lost runner is not replaced.
+    const manual = await vms.waitForVm(
+      'lost-manual',
+      (vm) => {
+        expect(vm.spec.vm.state).toBe('Stopped');
+        expect(vm.status?.phase).toBe('Stopped');
+      },
+      60_000,
+    );
+    expect(vms.condition(manual as Vm, 'Running')?.status).toBe('False');
+    expect(await vms.eventReasons('lost-manual')).toContain('RunnerLost');
+
+    // The node comes back: nothing of the VM runs there again.
+    await kubectl('taint', 'node', two, `${OUT_OF_SERVICE}-`);
+    await node.startServices();
+    await kubectl('wait', '--for=condition=Ready', `node/${two}`, '--timeout=120s');
+    await sleep(10_000);
+    expect(await qemuPid('lost', node.cgroupRoot)).toBeUndefined();
+    expect((await vms.getVm('lost')).status?.node).toBe(one);
+  });
+});
