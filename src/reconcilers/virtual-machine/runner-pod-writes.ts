@@ -62,8 +62,9 @@ export async function retireStatefulSet(clients: KubeClients, sts: V1StatefulSet
     .deleteNamespacedStatefulSet({
       name: sts.metadata!.name!,
       namespace: sts.metadata!.namespace!,
-      propagationPolicy: 'Orphan',
-      body: { preconditions: { uid: sts.metadata!.uid } },
+      // In the body: with a body, the apiserver ignores the query's options, and a background
+      // deletion would have the garbage collector delete the pod before it is adopted.
+      body: { propagationPolicy: 'Orphan', preconditions: { uid: sts.metadata!.uid } },
     })
     .catch((err: unknown) => {
       if (!isNotFound(err) && !isConflict(err)) throw err;
