@@ -38,6 +38,25 @@ export const RunnerConfigError = z.object({
   message: z.string(),
 });
 
+/** Where a live migration of the VM stands, as the source or the target runner sees it. */
+export const MigrationProgress = z.object({
+  id: z.string(),
+  role: z.enum(['source', 'target']),
+  /**
+   * listening: the source waits for the target; preparing: the target starts its QEMU;
+   * mirroring: disks the target does not share are being copied; transferring: the memory is;
+   * completed: the guest runs on the target; failed: it runs on the source, as before.
+   */
+  state: z.enum(['listening', 'preparing', 'mirroring', 'transferring', 'completed', 'failed']),
+  /** The source's side channel port (host network). */
+  port: z.number().int().optional(),
+  message: z.string().optional(),
+  /** QEMU's figures, once completed: how long the guest was paused, the whole, bytes sent. */
+  downtimeMs: z.number().optional(),
+  totalMs: z.number().optional(),
+  bytes: z.number().optional(),
+});
+
 export const RunnerSnapshot = z.object({
   /** Increments with every published change of one runner start. */
   seq: z.number().int().nonnegative(),
@@ -91,6 +110,8 @@ export const RunnerSnapshot = z.object({
   startFailed: z.boolean().optional(),
   /** Set with phase failed when the config names something that is not there. */
   configError: RunnerConfigError.optional(),
+  /** A live migration this runner takes part in (the last one of this run). */
+  migration: MigrationProgress.optional(),
   updatedAt: z.string(),
 });
 
@@ -100,8 +121,17 @@ export type ConsoleClient = z.infer<typeof ConsoleClient>;
 export type LastShutdown = z.infer<typeof LastShutdown>;
 export type RunnerConfigError = z.infer<typeof RunnerConfigError>;
 export type RunnerSnapshot = z.infer<typeof RunnerSnapshot>;
+export type MigrationProgress = z.infer<typeof MigrationProgress>;
 
-/** The Redis key under which the runner of VM key `vmKey` (e.g. `vm:ns/name`) stores its snapshot. */
-export function snapshotRedisKey(vmKey: string): string {
-  return `vmop:snapshot:${vmKey}`;
+/**
+ * The Redis key under which the runner of VM key `vmKey` (e.g. `vm:ns/name`) stores its snapshot;
+ * a runner that started as a migration's target stores its own under `<that>@<pod>` (`suffix`),
+ * so the source's and the target's never overwrite each other.
+ */
+export function snapshotRedisKey(vmKey: string, suffix = ''): string {
+  return `vmop:snapshot:${vmKey}${suffix}`;
 }
+
+/** The suffix of a migration target's snapshot key (SNAPSHOT_SUFFIX_ENV in its pod). */
+export const snapshotSuffixOf = (podName: string) => `@${podName}`;
+export const SNAPSHOT_SUFFIX_ENV = 'VMOP_SNAPSHOT_SUFFIX';

@@ -1,4 +1,6 @@
+import path from 'node:path';
 import { Command, Option } from 'commander';
+import { SNAPSHOT_SUFFIX_ENV } from '../api/runner-snapshot.js';
 import { WorkKeySchema } from '../queue/index.js';
 import { createLogger } from '../util/logger.js';
 import { logPublisher, redisPublisher } from '../runner/publish.js';
@@ -11,8 +13,11 @@ interface RunnerCliOptions {
   config: string;
   redis?: string;
   vmKey?: string;
+  snapshotSuffix?: string;
   pod?: string;
   podUid?: string;
+  podInfo?: string;
+  migrationKeys?: string;
 }
 
 async function runRunner(options: RunnerCliOptions): Promise<number> {
@@ -25,7 +30,12 @@ async function runRunner(options: RunnerCliOptions): Promise<number> {
   }
   const publisher =
     options.redis && options.vmKey
-      ? redisPublisher({ redisUrl: options.redis, vmKey: options.vmKey, logger })
+      ? redisPublisher({
+          redisUrl: options.redis,
+          vmKey: options.vmKey,
+          snapshotSuffix: options.snapshotSuffix,
+          logger,
+        })
       : logPublisher(logger);
   const runner = new VmRunner({
     configPath: options.config,
@@ -33,6 +43,12 @@ async function runRunner(options: RunnerCliOptions): Promise<number> {
     logger,
     pod: options.pod,
     podUid: options.podUid,
+    ...(options.podInfo && {
+      migration: {
+        podInfoFile: options.podInfo,
+        keysDir: options.migrationKeys ?? path.join(path.dirname(options.config), 'migration'),
+      },
+    }),
   });
   const stop = (signal: NodeJS.Signals) => {
     logger.info({ signal }, 'stop requested');
@@ -57,6 +73,21 @@ export function register(program: Command): void {
     .addOption(new Option('--pod <name>', 'the pod the runner runs in').env('VMOP_POD_NAME'))
     .addOption(
       new Option('--pod-uid <uid>', "the pod's uid (tells pod incarnations apart)").env('VMOP_POD_UID'),
+    )
+    .addOption(
+      new Option('--pod-info <file>', "the pod's annotations (downward API): live migration requests").env(
+        'VMOP_POD_INFO',
+      ),
+    )
+    .addOption(
+      new Option('--migration-keys <dir>', "where a live migration's key file appears").env(
+        'VMOP_MIGRATION_KEYS',
+      ),
+    )
+    .addOption(
+      new Option('--snapshot-suffix <suffix>', "a migration target's own snapshot key").env(
+        SNAPSHOT_SUFFIX_ENV,
+      ),
     )
     .action(async (options: RunnerCliOptions) => {
       process.exit(await runRunner(options));

@@ -43,6 +43,8 @@ const CLOSE_FLUSH_MS = 5_000;
 export function redisPublisher(options: {
   redisUrl: string;
   vmKey: string;
+  /** A migration target's: its snapshot goes to `<key>@<pod>` (snapshotRedisKey). */
+  snapshotSuffix?: string;
   logger: Logger;
 }): SnapshotPublisher {
   const { vmKey, logger } = options;
@@ -58,7 +60,7 @@ export function redisPublisher(options: {
       const { snapshot, event } = next;
       next = undefined;
       try {
-        await redis.set(snapshotRedisKey(vmKey), JSON.stringify(snapshot));
+        await redis.set(snapshotRedisKey(vmKey, options.snapshotSuffix), JSON.stringify(snapshot));
         await queue.add(vmKey, { event });
         logger.debug({ seq: snapshot.seq, event: event.event }, 'snapshot published');
       } catch (err) {

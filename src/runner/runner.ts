@@ -37,7 +37,7 @@ import { DeviceDeletedData, TrayMovedData, VserportChangeData, type VmEvent } fr
 import { GuestAgentController } from './guest-agent/controller.js';
 import { foldEvent, type SnapshotState } from './snapshot/fold.js';
 import { SnapshotStore, type PublishSnapshot } from './snapshot/store.js';
-import { startSwtpm } from './swtpm.js';
+import { startSwtpm, swtpmSupportsMigration, withMigrationArgs } from './swtpm.js';
 import { buildSysprepImage } from './sysprep.js';
 import { AGENT_PORT_ID, GUEST_AGENT_PORT_ID, templateContext } from './template/context.js';
 import { templateForVm, templateSearchPath } from './template/locate.js';
@@ -45,6 +45,17 @@ import { executableCandidates, flattenArguments } from './template/process-defin
 import { renderProcessDefinitions } from './template/render.js';
 import { machineUuid } from './uuid.js';
 import { keepSerialLogSmall, runMarker, startRunInSerialLog } from './serial-log.js';
+import type { MigrationProgress } from '../api/runner-snapshot.js';
+import { OutgoingMigrations } from './migration/outgoing.js';
+import { contactSource, incomingProcesses, receive, type Incoming } from './migration/target.js';
+import {
+  arrivedMarker,
+  hasMarker,
+  leftMarker,
+  readMigrationRequest,
+  type MigrationRequest,
+} from './migration/request.js';
+import path from 'node:path';
 
 export const EXIT_CLEAN = 0;
 export const EXIT_FAILED = 1;
@@ -57,6 +68,8 @@ export interface RunnerOptions {
   pod?: string;
   podUid?: string;
   env?: NodeJS.ProcessEnv;
+  /** Live migration: where the pod's annotations appear (downward API) and its key file. */
+  migration?: { podInfoFile: string; keysDir: string };
 }
 
 /** How long qemu gets to exit after `quit` before it is killed. */
@@ -135,6 +148,12 @@ export class VmRunner {
   private releaseLinger: (() => void) | undefined;
   /** What in the config keeps the VM from starting, when that is why it failed. */
   private configError?: RunnerConfigError;
+  /** How qemu (and swtpm) were started: a migration target starts the very same. */
+  private launched?: { qemu: ProcessLaunch; swtpm?: ProcessLaunch };
+  /** The live migrations this runner is the source of. */
+  private outgoing?: OutgoingMigrations;
+  /** The guest left for another pod: qemu's end is no shutdown, and the runner waits to be stopped. */
+  private migratedAway = false;
 
   constructor(private readonly options: RunnerOptions) {
     this.logger = options.logger;
@@ -156,9 +175,28 @@ export class VmRunner {
     this.store = new SnapshotStore(this.initialState(settings), this.options.publish);
     this.store.update((state) => state, { event: 'RUNNER_STARTING' });
 
+    const request = await readMigrationRequest(this.options.migration?.podInfoFile);
+    if (request?.role === 'source' && hasMarker(leftMarker(this.paths.dataDir, request.id))) {
+      // Restarted after the guest left this pod: it runs elsewhere, so nothing starts here.
+      this.migratedAway = true;
+      this.store.update(
+        (state) => ({
+          ...state,
+          phase: 'stopped',
+          migration: { id: request.id, role: 'source', state: 'completed' },
+        }),
+        { event: 'RUNNER_MIGRATED_AWAY' },
+      );
+      return this.linger(EXIT_CLEAN, 'the guest migrated to another pod');
+    }
+    const incoming =
+      request?.role === 'target' && !hasMarker(arrivedMarker(this.paths.dataDir, request.id))
+        ? request
+        : undefined;
+
     let failure: string | undefined;
     try {
-      await this.start(settings);
+      await this.start(settings, incoming);
     } catch (err) {
       if (this.stopRequested) {
         this.abandonedStart = true;
@@ -175,19 +213,22 @@ export class VmRunner {
     await this.cleanUp();
     const code = this.finish(failure, exit);
     const waitFor = this.waitsForStop(code);
-    if (waitFor) {
-      // Exiting would make kubelet start the VM again before the operator sets it to Stopped.
-      this.logger.info(`${waitFor}: waiting to be stopped`);
-      const keepAlive = setInterval(() => undefined, 60_000); // a pending promise alone ends the process
-      await new Promise<void>((resolve) => (this.releaseLinger = resolve));
-      clearInterval(keepAlive);
-    }
+    return waitFor ? this.linger(code, waitFor) : code;
+  }
+
+  /** Waits to be stopped instead of exiting (kubelet would start the runner, and the VM, again). */
+  private async linger(code: number, why: string): Promise<number> {
+    this.logger.info(`${why}: waiting to be stopped`);
+    const keepAlive = setInterval(() => undefined, 60_000); // a pending promise alone ends the process
+    await new Promise<void>((resolve) => (this.releaseLinger = resolve));
+    clearInterval(keepAlive);
     return code;
   }
 
   /** Why the runner stays (the VM is to stay off after how qemu ended), or undefined to exit. */
   private waitsForStop(code: number): string | undefined {
     if (this.stopRequested) return undefined;
+    if (this.migratedAway) return 'the guest migrated to another pod';
     const settings = this.applied['/Runner'];
     if (code === EXIT_CLEAN && this.store.snapshot.lastShutdown?.guest) {
       const staysOff = settings.whenGuestPowersOff === 'waitForStop' || settings.guestShutdownStops;
@@ -261,7 +302,7 @@ export class VmRunner {
     if (this.stopRequested) throw new StopRequested();
   }
 
-  private async start(settings: RunnerSettings): Promise<void> {
+  private async start(settings: RunnerSettings, migration?: MigrationRequest): Promise<void> {
     const paths = this.paths;
     await mkdir(paths.runtimeDir, { recursive: true, mode: 0o700 });
     await mkdir(paths.dataDir, { recursive: true });
@@ -273,14 +314,34 @@ export class VmRunner {
     this.startedWithDisplayPassword =
       settings.vm.display.spice !== undefined && secret.password !== undefined;
 
-    const processes = await this.renderProcesses(settings);
-    await this.launch(settings, processes);
-    await this.configure(settings, secret);
+    // A migration's target starts the source's very QEMU (and swtpm), waiting for its state.
+    const incoming = migration && (await contactSource(migration, this.keysDir(), this.logger));
+    const processes = incoming
+      ? incomingProcesses(incoming, paths.runtimeDir)
+      : await this.renderProcesses(settings);
+    this.launched = processes;
+    await this.launch(settings, processes, incoming !== undefined);
+    if (incoming) await this.takeOver(settings, secret, incoming);
+    else await this.configure(settings, secret);
+    this.outgoing = new OutgoingMigrations({
+      logger: this.logger,
+      store: this.store,
+      qmp: () => this.qmp!,
+      launched: () => this.launched!,
+      podInfoFile: this.options.migration?.podInfoFile,
+      keysDir: this.keysDir(),
+      runtimeDir: paths.runtimeDir,
+      dataDir: paths.dataDir,
+      enqueue: (what, task) => this.enqueue(what, task),
+      left: () => (this.migratedAway = true),
+    });
 
+    const podInfo = this.options.migration?.podInfoFile;
     const watched = new Map([
       [this.options.configPath, this.startedConfigText],
       [secretFiles.password, secret.password],
       [secretFiles.expiry, secret.expiry],
+      ...(podInfo ? [[podInfo, await readOptional(podInfo)] as [string, string | undefined]] : []),
     ]);
     this.watch = watchFiles([...watched.keys()], watched, (file) => this.onFileChanged(file), {
       logger: this.logger,
@@ -331,11 +392,18 @@ export class VmRunner {
   }
 
   /** Starts swtpm, builds the cloud-init image, starts qemu (paused) and connects to its QMP socket. */
-  private async launch(settings: RunnerSettings, processes: { qemu: ProcessLaunch; swtpm?: ProcessLaunch }) {
+  private async launch(
+    settings: RunnerSettings,
+    processes: { qemu: ProcessLaunch; swtpm?: ProcessLaunch },
+    incoming = false,
+  ) {
     const paths = this.paths;
     const searchPath = this.env.PATH;
     if (processes.swtpm) {
       this.checkStop();
+      // Ready to share its state directory with the other swtpm of a live migration.
+      if (await swtpmSupportsMigration(processes.swtpm.executable))
+        processes.swtpm.args = withMigrationArgs(processes.swtpm.args, incoming);
       this.swtpm = await startSwtpm({
         ...processes.swtpm,
         stateDir: paths.swtpmStateDir,
@@ -505,6 +573,8 @@ export class VmRunner {
   }
 
   private onEvent(event: QmpEvent) {
+    // qemu quits once the guest left: no shutdown of the guest's.
+    if (this.migratedAway && event.event === 'SHUTDOWN') return;
     this.store.update((state) => foldEvent(state, event, eventTime(event), AGENT_PORT_ID), event);
     switch (event.event) {
       case 'VSERPORT_CHANGE': {
@@ -541,6 +611,10 @@ export class VmRunner {
   }
 
   private onFileChanged(file: string) {
+    if (file === this.options.migration?.podInfoFile) {
+      void this.outgoing?.requestChanged();
+      return;
+    }
     if (file === this.options.configPath) {
       this.enqueue('applying the changed config', () => this.applyConfigFile());
     } else {
@@ -581,6 +655,72 @@ export class VmRunner {
     }
     if (reset) await attempt('resetting the guest', () => this.reset(resetRequest));
     this.publishRestartChanges({ event: 'RUNNER_CONFIG_CHANGED', data: { ...changes } }, configDigest(text));
+  }
+
+  private keysDir(): string {
+    return this.options.migration?.keysDir ?? path.join(path.dirname(this.options.configPath), 'migration');
+  }
+
+  /** The target: takes the guest in, then runs it as if it had started it. */
+  private async takeOver(
+    settings: RunnerSettings,
+    secret: { password?: string; expiry?: string },
+    incoming: Incoming,
+  ): Promise<void> {
+    const qmp = this.qmp!;
+    const progress = (state: Omit<MigrationProgress, 'id' | 'role'>) =>
+      this.store.update(
+        (current) => ({ ...current, migration: { id: incoming.request.id, role: 'target', ...state } }),
+        { event: 'RUNNER_MIGRATION', data: { state: state.state } },
+      );
+    progress({ state: 'preparing' });
+    try {
+      await receive(qmp, incoming, {
+        keysDir: this.keysDir(),
+        dataDir: this.paths.dataDir,
+        runtimeDir: this.paths.runtimeDir,
+        qemuExited: this.qemu!.exited,
+        logger: this.logger,
+      });
+    } catch (err) {
+      progress({ state: 'failed', message: (err as Error).message });
+      throw err;
+    }
+    this.cpus = new CpuController(qmp, this.logger);
+    this.cdroms = new CdromController(qmp, this.store, this.paths.imageRepository, this.logger);
+    this.display = new DisplayController(qmp, this.logger);
+    this.guestAgent = new GuestAgentController(this.paths.guestAgentSocket, this.store, this.logger);
+    // The display password is this QEMU's own (not part of the migrated state).
+    if (this.startedWithDisplayPassword) await this.applyDisplayPassword(secret.password, secret.expiry);
+    await cont(qmp);
+    this.guestRan = true;
+    const [cpus, ram] = [await queryCpuCount(qmp), await queryBalloon(qmp)];
+    this.store.update(
+      (state) => ({
+        ...state,
+        phase: incoming.bundle.booted ? 'running' : 'booting',
+        booted: incoming.bundle.booted,
+        cpus,
+        ram,
+        drives: Object.fromEntries(
+          Object.entries(incoming.bundle.media).map(([id, medium]) => [
+            id,
+            { tray: 'closed' as const, ...(medium ? { medium } : {}) },
+          ]),
+        ),
+        migration: { id: incoming.request.id, role: 'target', state: 'completed' },
+      }),
+      { event: 'RUNNER_MIGRATED_IN' },
+    );
+    this.logger.info({ migration: incoming.request.id, cpus, ram }, 'the guest migrated in and runs');
+    // No port event tells a migrated-in runner that the agent's port is open (it was before);
+    // not awaited: the start must not wait for the agent.
+    if (!this.store.snapshot.guestAgent?.connected)
+      void this.guestAgent
+        .portChanged(true)
+        .catch((err: unknown) =>
+          this.logger.debug({ err: String(err) }, 'the guest agent does not answer (yet)'),
+        );
   }
 
   private async reset(request: string): Promise<void> {

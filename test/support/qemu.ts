@@ -210,6 +210,16 @@ export class SerialConsole {
     return Number(line.slice(token.length + 1));
   }
 
+  /** Runs a shell command in the guest and resolves with the lines it printed. */
+  async capture(command: string): Promise<string[]> {
+    const token = `vmop-out-${++this.commands}`;
+    const from = this.text.length;
+    this.type(`echo ${token}-begin; ${command}; echo ${token}-end`);
+    await this.waitForLine(`${token}-end`, { from });
+    const lines = this.text.slice(from).split('\n');
+    return lines.slice(lines.indexOf(`${token}-begin`) + 1, lines.indexOf(`${token}-end`));
+  }
+
   close(): void {
     this.outputStream.off('data', this.onOutput);
     this.log.end();

@@ -1,0 +1,163 @@
+// The target runner's part of a live migration: it asks the source how its QEMU runs, starts the
+// very same (swtpm too) waiting for the incoming state, adds the CPUs the source plugged in and
+// its CD media, exports the disks the source copies (NBD over TLS), takes the state and lets the
+// guest run. It never boots the guest itself: a target that fails just ends.
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Logger } from '../../util/logger.js';
+import { freePort } from '../../util/free-port.js';
+import { blockdevChangeMedium, deviceAdd, queryBlock } from '../qmp/commands.js';
+import type { QmpClient, QmpEvent } from '../qmp/client.js';
+import { connectToSource, readPsk, type Channel, type ChannelMessage, type Psk } from './channel.js';
+import {
+  TLS_CREDS_ID,
+  addPskCredentials,
+  blockNodeOf,
+  exportForMirror,
+  migrateIncoming,
+  setCapabilities,
+  setParameters,
+  stopNbdServer,
+} from './qmp.js';
+import { arrivedMarker, setMarker, type MigrationRequest } from './request.js';
+import { waitForFile } from './wait.js';
+import path from 'node:path';
+
+export type Bundle = Extract<ChannelMessage, { type: 'bundle' }>;
+
+/** How long the target tries to reach the source (its side channel opens once it saw the key). */
+const CONNECT_TIMEOUT_MS = 60_000;
+
+export interface Incoming {
+  request: MigrationRequest;
+  channel: Channel;
+  bundle: Bundle;
+  psk: Psk;
+}
+
+/**
+ * The source's processes, QEMU waiting for the incoming state, with the target's own runtime
+ * directory where they name the source's (its sockets and per-pod files).
+ */
+export function incomingProcesses({ bundle }: Incoming, runtimeDir: string) {
+  const here = (args: string[]) => args.map((arg) => arg.replaceAll(bundle.runtimeDir, runtimeDir));
+  return {
+    qemu: { ...bundle.qemu, args: [...here(bundle.qemu.args), '-incoming', 'defer'] },
+    ...(bundle.swtpm && { swtpm: { ...bundle.swtpm, args: here(bundle.swtpm.args) } }),
+  };
+}
+
+/** A host file of the source's (a disk to mirror) as the target has it. */
+export const hereOf = (bundle: Bundle, runtimeDir: string, file: string) =>
+  file.replaceAll(bundle.runtimeDir, runtimeDir);
+
+/** Connects to the source and fetches how its QEMU runs. */
+export async function contactSource(
+  request: MigrationRequest,
+  keysDir: string,
+  logger: Logger,
+): Promise<Incoming> {
+  if (!request.source) throw new Error('the migration request names no source');
+  const [host, port] = [
+    request.source.slice(0, request.source.lastIndexOf(':')),
+    Number(request.source.split(':').pop()),
+  ];
+  const keys = path.join(keysDir, 'keys.psk');
+  await waitForFile(keys, CONNECT_TIMEOUT_MS, () => false);
+  const psk = await readPsk(keys);
+  const deadline = Date.now() + CONNECT_TIMEOUT_MS;
+  let channel: Channel | undefined;
+  for (;;) {
+    try {
+      channel = await connectToSource(host, port, psk);
+      break;
+    } catch (err) {
+      if (Date.now() > deadline)
+        throw new Error(`cannot reach the migration source at ${request.source}: ${(err as Error).message}`);
+      await sleep(500);
+    }
+  }
+  channel.send({ type: 'hello', id: request.id });
+  const bundle = await channel.next();
+  if (bundle.type !== 'bundle') throw new Error(`the source sent ${bundle.type}, not how its QEMU runs`);
+  logger.info(
+    { migration: request.id, source: request.source, mirror: bundle.mirror },
+    'the migration source answered',
+  );
+  return { request, channel, bundle, psk };
+}
+
+/**
+ * With QEMU started from the bundle and `-incoming defer`: takes the migration in; resolves once
+ * the guest runs here (the caller then sets the display password and lets it run), throws when
+ * the migration failed (the guest runs on at the source).
+ */
+export async function receive(
+  qmp: QmpClient,
+  incoming: Incoming,
+  context: {
+    keysDir: string;
+    dataDir: string;
+    runtimeDir: string;
+    qemuExited: Promise<unknown>;
+    logger: Logger;
+  },
+): Promise<void> {
+  const { bundle, channel, request } = incoming;
+  const events: QmpEvent[] = [];
+  const onEvent = (event: QmpEvent) => events.push(event);
+  qmp.on('event', onEvent);
+  try {
+    for (const cpu of bundle.cpus) await deviceAdd(qmp, cpu.driver, cpu.id, cpu.props);
+    const inserted = new Map(
+      (await queryBlock(qmp)).map((b) => [b.qdev ?? b.device, b.inserted?.file ?? null]),
+    );
+    for (const [drive, medium] of Object.entries(bundle.media)) {
+      if (medium && inserted.get(drive) !== medium) await blockdevChangeMedium(qmp, drive, medium);
+    }
+    await setCapabilities(qmp, ['events', 'late-block-activate']);
+    await addPskCredentials(qmp, 'server', context.keysDir, incoming.psk.identity);
+    await setParameters(qmp, { 'tls-creds': TLS_CREDS_ID });
+    const exports: Record<string, string> = {};
+    let nbdPort: number | undefined;
+    if (bundle.mirror.length > 0) {
+      nbdPort = await freePort('0.0.0.0');
+      for (const file of bundle.mirror) {
+        const node = await blockNodeOf(qmp, hereOf(bundle, context.runtimeDir, file));
+        if (!node) throw new Error(`no disk of ${file} to take the copy`);
+        exports[file] = node;
+      }
+      await exportForMirror(qmp, nbdPort, Object.values(exports));
+    }
+    const migrationPort = await freePort('0.0.0.0');
+    await migrateIncoming(qmp, migrationPort);
+    channel.send({ type: 'ready', migrationPort, ...(nbdPort && { nbdPort }), exports });
+    context.logger.info(
+      { migration: request.id, migrationPort, nbdPort },
+      'ready for the incoming migration',
+    );
+
+    const completed = () =>
+      events.some((e) => e.event === 'MIGRATION' && (e.data as { status?: string })?.status === 'completed');
+    let sourceFailed: string | undefined;
+    channel.next().then(
+      (message) => {
+        if (message.type === 'ended' && message.result === 'failed')
+          sourceFailed = message.message ?? 'no reason given';
+      },
+      (err: Error) => (sourceFailed ??= err.message),
+    );
+    let qemuEnded = false;
+    void context.qemuExited.then(() => (qemuEnded = true));
+    while (!completed()) {
+      if (qemuEnded) throw new Error('QEMU ended while taking the migration in');
+      if (sourceFailed !== undefined) throw new Error(`the source gave up: ${sourceFailed}`);
+      await sleep(50);
+    }
+    // The guest's state is here: from now on this pod runs it (a restarted runner boots it afresh).
+    await setMarker(arrivedMarker(context.dataDir, request.id));
+    if (nbdPort) await stopNbdServer(qmp);
+  } finally {
+    qmp.off('event', onEvent);
+    channel.close();
+  }
+}

@@ -1,0 +1,191 @@
+// Live migration between two runners on this machine (real QEMU under TCG, TLS with a
+// pre-shared key): the runners' part of it, as the manager and kubelet drive it (a migration
+// annotation in each "pod's" downward API file, the key in its Secret volume). They share the data
+// directory (as on a shared runner data volume); each has its own runtime directory, where the
+// guest's "local" disk lives, so the source copies it to the target while the guest runs.
+import { randomBytes } from 'node:crypto';
+import { mkdir, rm, truncate, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RunnerConfigInput } from '../../../src/api/runner-config.js';
+import { MIGRATION_ANNOTATION } from '../../../src/runner/migration/request.js';
+import type { SerialConsole } from '../../support/qemu.js';
+import {
+  configYaml,
+  isAlive,
+  makeImageRepository,
+  makeTempDir,
+  openConsole,
+  startRunner,
+  waitForConsoleLog,
+  type RunnerProcess,
+} from './harness.js';
+
+describe('runner: live migration between two runners', () => {
+  let tmp: string;
+  let source: RunnerProcess;
+  let target: RunnerProcess;
+  let back: RunnerProcess | undefined;
+  let guest: SerialConsole;
+  const dataDir = () => path.join(tmp, 'data');
+  const runtimeOf = (who: string) => path.join(tmp, `run-${who}`);
+  const podInfo = (who: string) => path.join(tmp, `podinfo-${who}`);
+  /** As kubelet writes the downward API file: `key="<%q-quoted value>"`. */
+  const annotate = (who: string, request: object) =>
+    writeFile(podInfo(who), `${MIGRATION_ANNOTATION}=${JSON.stringify(JSON.stringify(request))}\n`);
+  const runnerEnv = (who: string) => ({
+    ...process.env,
+    VMOP_POD_NAME: who,
+    VMOP_POD_INFO: podInfo(who),
+    VMOP_MIGRATION_KEYS: path.join(tmp, 'keys'),
+  });
+
+  beforeAll(async () => {
+    tmp = await makeTempDir('runner-migration');
+    await mkdir(path.join(tmp, 'keys'));
+    await writeFile(path.join(tmp, 'keys', 'keys.psk'), `vmop:${randomBytes(32).toString('hex')}\n`);
+    for (const who of ['source', 'target', 'back']) {
+      await mkdir(runtimeOf(who), { recursive: true });
+      await writeFile(podInfo(who), '');
+      await truncate(path.join(runtimeOf(who), 'local.img'), 0).catch(() => undefined);
+      await writeFile(path.join(runtimeOf(who), 'local.img'), '');
+      await truncate(path.join(runtimeOf(who), 'local.img'), 16 * 1024 * 1024);
+    }
+    await writeFile(path.join(tmp, 'shared.img'), '');
+    await truncate(path.join(tmp, 'shared.img'), 16 * 1024 * 1024);
+    const images = await makeImageRepository(path.join(tmp, 'images'));
+    // The same config for both; each runner has its own runtime directory (as pods have their own /tmp).
+    const config = (who: string): RunnerConfigInput => ({
+      '/Runner': {
+        dataDir: dataDir(),
+        runtimeDir: runtimeOf(who),
+        template: 'test-guest.liquid',
+        imageRepository: images,
+        vm: {
+          name: 'migrating',
+          maximumCpus: 2,
+          currentCpus: 2,
+          maximumRam: '256Mi',
+          currentRam: '224Mi',
+          network: [{ type: 'user' }],
+          drives: [
+            { type: 'raw', file: path.join(runtimeOf(who), 'local.img') },
+            { type: 'raw', file: path.join(tmp, 'shared.img') },
+          ],
+        },
+      },
+    });
+    for (const who of ['source', 'target', 'back'])
+      await writeFile(path.join(tmp, `${who}.yaml`), configYaml(config(who)));
+    source = await startRunner(path.join(tmp, 'source.yaml'), { env: runnerEnv('source') });
+  });
+
+  afterAll(async () => {
+    guest?.close();
+    await source?.stop();
+    await target?.stop();
+    await back?.stop();
+    await rm(tmp, { recursive: true, force: true });
+  });
+
+  it('a guest runs at the source, with a second CPU, less RAM and data on both disks', async () => {
+    await source.waitForSnapshot((snapshot) => snapshot.booted && snapshot.cpus === 2);
+    await waitForConsoleLog(path.join(dataDir(), 'console.log'), 'VMOP-GUEST-READY');
+    guest = await openConsole(
+      path.join(runtimeOf('source'), 'console.sock'),
+      path.join(tmp, 'console-1.log'),
+    );
+    expect(await guest.run('echo local-data | dd of=/dev/vda conv=fsync 2>/dev/null')).toBe(0);
+    expect(await guest.run('echo shared-data | dd of=/dev/vdb conv=fsync 2>/dev/null')).toBe(0);
+    // A counter the guest prints every 100 ms: it must go on, not start over.
+    expect(
+      await guest.run('(i=0; while true; do echo tick-$i; i=$((i+1)); sleep 0.1; done) >/dev/ttyS0 & true'),
+    ).toBe(0);
+    await guest.waitForLine(/^tick-20$/);
+  });
+
+  it('migrates to the target: the counter goes on, uptime too, both disks hold their data, CPUs and RAM as before', async () => {
+    /** One line a command printed (the counter's lines mix in). */
+    const answer = async (command: string) =>
+      (await guest.capture(command))
+        .filter((line) => !line.startsWith('tick-'))
+        .join('')
+        .trim();
+    const uptimeBefore = Number(await answer('cut -d" " -f1 /proc/uptime'));
+    await annotate('source', {
+      id: 'm1',
+      role: 'source',
+      mirror: [path.join(runtimeOf('source'), 'local.img')],
+    });
+    const listening = await source.waitForSnapshot((s) => s.migration?.state === 'listening');
+    await annotate('target', { id: 'm1', role: 'target', source: `127.0.0.1:${listening.migration!.port}` });
+    target = await startRunner(path.join(tmp, 'target.yaml'), { env: runnerEnv('target') });
+    const arrived = await target.waitForSnapshot(
+      (s) => s.migration?.state === 'completed' && s.phase === 'running',
+    );
+    expect(arrived).toMatchObject({ cpus: 2, booted: true, migration: { id: 'm1', role: 'target' } });
+    expect(arrived.ram).toBe(224 * 1024 * 1024);
+    const left = await source.waitForSnapshot((s) => s.migration?.state === 'completed');
+    expect(left.migration!.downtimeMs, JSON.stringify(left.migration)).toBeGreaterThan(0);
+    expect(left.migration!.bytes).toBeGreaterThan(16 * 1024 * 1024); // the local disk and the RAM
+    expect(left.lastShutdown).toBeUndefined(); // the guest did not shut down: it left
+    // The source's qemu is gone; its runner stays (a restarted one would not boot the guest).
+    await source.waitForLog((l) => l.msg === 'the guest migrated to another pod: waiting to be stopped');
+    expect(isAlive(source.pid)).toBe(true);
+
+    guest.close();
+    guest = await openConsole(
+      path.join(runtimeOf('target'), 'console.sock'),
+      path.join(tmp, 'console-2.log'),
+    );
+    const tick = Number(/tick-(\d+)/.exec(await guest.waitForLine(/^tick-\d+$/))![1]);
+    expect(tick).toBeGreaterThan(20); // went on from where it was
+    expect(Number(await answer('cut -d" " -f1 /proc/uptime'))).toBeGreaterThan(uptimeBefore);
+    expect(await answer('dd if=/dev/vda bs=512 count=1 2>/dev/null | head -c 10; echo')).toBe('local-data');
+    expect(await answer('dd if=/dev/vdb bs=512 count=1 2>/dev/null | head -c 11; echo')).toBe('shared-data');
+    expect(await answer('grep -c ^processor /proc/cpuinfo')).toBe('2');
+  });
+
+  it('migrates on from the runner it arrived in (whose QEMU came in by migration) to a third one', async () => {
+    await annotate('target', {
+      id: 'm2',
+      role: 'source',
+      mirror: [path.join(runtimeOf('target'), 'local.img')],
+    });
+    const listening = await target
+      .waitForSnapshot((s) => s.migration?.id === 'm2' && s.migration.state === 'listening', 30_000)
+      .catch((err: Error) => {
+        throw new Error(
+          `${err.message}\n${target.logs
+            .slice(-15)
+            .map((l) => JSON.stringify(l).slice(0, 300))
+            .join('\n')}`,
+        );
+      });
+    await annotate('back', { id: 'm2', role: 'target', source: `127.0.0.1:${listening.migration!.port}` });
+    back = await startRunner(path.join(tmp, 'back.yaml'), { env: runnerEnv('back') });
+    const arrived = await back.waitForSnapshot(
+      (s) => s.migration?.state === 'completed' && s.phase === 'running',
+    );
+    expect(arrived).toMatchObject({ cpus: 2, booted: true, migration: { id: 'm2', role: 'target' } });
+    const left = await target.waitForSnapshot(
+      (s) =>
+        s.migration?.id === 'm2' &&
+        s.migration.state !== 'listening' &&
+        s.migration.state !== 'transferring' &&
+        s.migration.state !== 'mirroring' &&
+        s.migration.state !== 'preparing',
+    );
+    expect(left.migration, JSON.stringify(left.migration)).toMatchObject({ state: 'completed' });
+    guest.close();
+    guest = await openConsole(path.join(runtimeOf('back'), 'console.sock'), path.join(tmp, 'console-3.log'));
+    const line = await guest.waitForLine(/^tick-\d+$/);
+    expect(Number(/tick-(\d+)/.exec(line)![1])).toBeGreaterThan(20);
+    const answer = async (command: string) =>
+      (await guest.capture(command))
+        .filter((l) => !l.startsWith('tick-'))
+        .join('')
+        .trim();
+    expect(await answer('dd if=/dev/vda bs=512 count=1 2>/dev/null | head -c 10; echo')).toBe('local-data');
+  });
+});
