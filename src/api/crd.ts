@@ -141,6 +141,12 @@ export function virtualMachineCrd() {
       },
       { name: 'Run policy', type: 'string', jsonPath: '.spec.runPolicy', priority: 1 },
       { name: 'IP', type: 'string', jsonPath: '.status.ipAddresses[0]', priority: 1 },
+      {
+        name: 'Migratable',
+        type: 'string',
+        jsonPath: ".status.conditions[?(@.type=='Migratable')].status",
+        priority: 1,
+      },
       { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
     ],
     spec: VirtualMachineSpec,

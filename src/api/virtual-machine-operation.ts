@@ -9,14 +9,25 @@ export const OPERATION_PLURAL = 'virtualmachineoperations';
 export const OPERATION_SINGULAR = 'virtualmachineoperation';
 export const OPERATION_SHORT_NAME = 'vmop';
 
-export const OperationType = z.enum(['Start', 'Stop', 'Restart', 'Reset', 'Evict']);
+export const OperationType = z.enum(['Start', 'Stop', 'Restart', 'Reset', 'Evict', 'Migrate']);
 
 export const OperationSpec = z
   .object({
     virtualMachineName: z.string().min(1).max(253).describe('The VM (in the same namespace) to operate on.'),
     type: OperationType.describe(
-      'Start, Stop, Restart, Reset (a hard reset of the running guest) or Evict (stop, and start wherever placement allows, through the eviction API).',
+      'Start, Stop, Restart, Reset (a hard reset of the running guest), Migrate (move the running guest live to another node) or Evict (Migrate when the VM can, else stop it and start it wherever placement allows, through the eviction API).',
     ),
+    migrate: z
+      .object({
+        nodeName: z
+          .string()
+          .min(1)
+          .max(253)
+          .optional()
+          .describe('The node to move to; any other node when absent.'),
+      })
+      .optional()
+      .describe('Migrate only.'),
     force: z
       .boolean()
       .optional()
@@ -29,6 +40,11 @@ export const OperationSpec = z
         rule: "!has(self.force) || !self.force || self.type == 'Stop' || self.type == 'Restart'",
         message: 'force applies to Stop and Restart only',
         fieldPath: '.force',
+      },
+      {
+        rule: "!has(self.migrate) || self.type == 'Migrate'",
+        message: 'migrate applies to Migrate only',
+        fieldPath: '.migrate',
       },
     ],
   });
@@ -47,6 +63,12 @@ export const OperationStatus = z.object({
   podName: z.string().optional(),
   podUid: z.string().optional(),
   node: z.string().optional(),
+  /** Evict: whether the VM is moved live (true) or cold (false); Migrate: true. */
+  live: z.boolean().optional(),
+  /** Evict: why it moves live or not. */
+  liveReason: z.string().optional(),
+  /** The live migration's id (the VM's status.migrationState.id). */
+  migrationId: z.string().optional(),
   completedAt: z.string().optional(),
 });
 

@@ -183,10 +183,17 @@ export const RunPolicy = z
     "What keeps the VM running (Deckhouse's policies; see the README). Without it, spec.vm.state and guestShutdownStops decide, as in VM-Operator.",
   );
 
+export const EvictionStrategy = z
+  .enum(['LiveMigrate', 'LiveMigrateIfPossible', 'None'])
+  .describe(
+    "What an eviction (a node drain, an Evict operation) does to the running VM (KubeVirt's): LiveMigrate moves it live and refuses the eviction while it cannot; LiveMigrateIfPossible moves it live when it can, else shuts it down for a start elsewhere; None always does the latter. Default: the manager's (--eviction-strategy).",
+  );
+
 export const VirtualMachineSpec = z
   .object({
     image: RunnerImage.optional(),
     runPolicy: RunPolicy.optional(),
+    evictionStrategy: EvictionStrategy.optional(),
     disruptions: z
       .object({
         restartApprovalMode: z
@@ -337,6 +344,31 @@ export const VmPhase = z.enum([
   'Unknown',
 ]);
 
+/** The VM's last live migration (KubeVirt's migrationState). */
+export const MigrationState = z.object({
+  /** The migration's id (from the operation that asked for it). */
+  id: z.string(),
+  /** The VirtualMachineOperation that asked for it. */
+  operation: z.string().optional(),
+  sourceNode: z.string().optional(),
+  sourcePod: z.string(),
+  targetNode: z.string().optional(),
+  targetPod: z.string().optional(),
+  /** The node the target must run on (the operation's spec.migrate.nodeName). */
+  requestedNode: z.string().optional(),
+  startTimestamp: z.string(),
+  endTimestamp: z.string().optional(),
+  /** Absent while it is under way. */
+  result: z.enum(['Succeeded', 'Failed']).optional(),
+  message: z.string().optional(),
+  /** How long the guest was paused at the switch-over (QEMU's figure). */
+  downtimeMs: z.number().optional(),
+  /** Memory, device state and copied disks, as sent. */
+  bytesTransferred: z.number().optional(),
+  /** The disks copied to the target (node-local ones), by volume. */
+  copiedDisks: z.array(z.string()).optional(),
+});
+
 export const VirtualMachineStatus = z.object({
   phase: VmPhase.optional(),
   observedGeneration: z.number().int().optional(),
@@ -376,6 +408,7 @@ export const VirtualMachineStatus = z.object({
    * resourceVersion, so no two replicas make two), then with its uid.
    */
   runnerPod: z.object({ name: z.string(), uid: z.string().optional() }).optional(),
+  migrationState: MigrationState.optional(),
 });
 
 export const ObjectMeta = z.object({
@@ -407,3 +440,5 @@ export type VmPhase = z.infer<typeof VmPhase>;
 export type RunPolicy = z.infer<typeof RunPolicy>;
 export type RestartAwaitingChange = z.infer<typeof RestartAwaitingChange>;
 export type StartFailure = z.infer<typeof StartFailure>;
+export type MigrationState = z.infer<typeof MigrationState>;
+export type EvictionStrategy = z.infer<typeof EvictionStrategy>;

@@ -63,6 +63,16 @@ export function register(program: Command): void {
       '--runner-data-storage-class <name>',
       "StorageClass of a VM's runner data claim (default: the cluster's default)",
     )
+    .option(
+      '--runner-data-access-mode <mode>',
+      'ReadWriteOnce, or ReadWriteMany (shared storage: lets VMs migrate live)',
+      'ReadWriteOnce',
+    )
+    .option(
+      '--eviction-strategy <strategy>',
+      'LiveMigrate, LiveMigrateIfPossible or None: what an eviction does to a VM that names none',
+      'LiveMigrateIfPossible',
+    )
     .option('--cpu-overcommit <factor>', 'a VM pod requests its CPUs divided by this', Number, 2)
     .option('--ram-overcommit <factor>', 'a VM pod requests its RAM divided by this', Number, 1.25)
     .addOption(
@@ -91,6 +101,8 @@ export function register(program: Command): void {
         runnerImagePullPolicy: flags.runnerImagePullPolicy,
         runnerRedisUrl: flags.runnerRedisUrl,
         runnerDataStorageClass: flags.runnerDataStorageClass,
+        runnerDataAccessMode: flags.runnerDataAccessMode,
+        evictionStrategy: flags.evictionStrategy,
         cpuOvercommit: flags.cpuOvercommit,
         ramOvercommit: flags.ramOvercommit,
         configNudge: flags.configNudge,

@@ -30,6 +30,8 @@ interface VmCliOptions {
   namespace?: string;
   allNamespaces?: boolean;
   force?: boolean;
+  /** migrate: the node to move to. */
+  to?: string;
   wait?: boolean;
   timeout: number;
   output: 'table' | 'json';
@@ -42,7 +44,7 @@ interface ConsoleOptions extends VmCliOptions {
   validity: number;
 }
 
-const VERBS: Array<{ verb: string; type: OperationType; what: string; force?: boolean }> = [
+const VERBS: Array<{ verb: string; type: OperationType; what: string; force?: boolean; to?: boolean }> = [
   { verb: 'start', type: 'Start', what: 'Start a VM' },
   { verb: 'stop', type: 'Stop', what: 'Stop a VM (gracefully; --force skips powerdownTimeout)', force: true },
   {
@@ -55,8 +57,9 @@ const VERBS: Array<{ verb: string; type: OperationType; what: string; force?: bo
   {
     verb: 'evict',
     type: 'Evict',
-    what: 'Stop a VM and start it wherever placement allows (through the eviction API)',
+    what: 'Move a VM to another node: live if it can (its evictionStrategy), else stopped and started there',
   },
+  { verb: 'migrate', type: 'Migrate', what: 'Move a running VM live to another node', to: true },
 ];
 
 function parseTimeout(value: string): number {
@@ -87,7 +90,12 @@ async function createOperation(name: string, type: OperationType, options: VmCli
         apiVersion: API_VERSION,
         kind: OPERATION_KIND,
         metadata: { generateName: `${name}-${type.toLowerCase()}-`, labels: { [OPERATION_VM_LABEL]: name } },
-        spec: { virtualMachineName: name, type, ...(options.force && { force: true }) },
+        spec: {
+          virtualMachineName: name,
+          type,
+          ...(options.force && { force: true }),
+          ...(options.to && { migrate: { nodeName: options.to } }),
+        },
       },
     }),
   );
@@ -277,12 +285,13 @@ function action<A extends unknown[]>(command: Command, run: (...args: A) => Prom
 export function register(program: Command): void {
   const vm = program
     .command('vm')
-    .description('Start, stop, restart, reset, evict and list VMs (also `kubectl vmop …`)')
+    .description('Start, stop, restart, reset, evict, migrate and list VMs (also `kubectl vmop …`)')
     .option('--kubeconfig <file>', 'kubeconfig (default: $KUBECONFIG or ~/.kube/config)')
     .option('-n, --namespace <namespace>', "namespace (default: the context's, else default)");
-  for (const { verb, type, what, force } of VERBS) {
+  for (const { verb, type, what, force, to } of VERBS) {
     const sub = vm.command(`${verb} <name>`).description(what);
     if (force) sub.option('-f, --force', 'do not wait for the guest to power down');
+    if (to) sub.option('--to <node>', 'the node to move to (default: any other)');
     sub
       .option('-w, --wait', 'wait until the operation is done (default: until the VM was told)')
       .addOption(

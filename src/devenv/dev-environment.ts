@@ -135,7 +135,7 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
       ...['manager', '--kubeconfig', kubeconfig, '--redis', redisUrl, '--metrics-port', '0'],
       ...['--runner-image', cluster.images.runner.ref, '--runner-image-pull-policy', 'Never'],
       // Any node can take a VM over: its runner data is on the shared (network) class.
-      ...['--runner-data-storage-class', SHARED_STORAGE_CLASS],
+      ...['--runner-data-storage-class', SHARED_STORAGE_CLASS, '--runner-data-access-mode', 'ReadWriteMany'],
       ...(options.managerArgs ?? []),
     ];
     managers.push(await superviseProcess(name, () => spawnLogged(name, VMOP_BIN, args, log), supervision));

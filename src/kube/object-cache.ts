@@ -12,6 +12,7 @@ export type CachedKind =
   | 'Service'
   | 'ServiceAccount'
   | 'PersistentVolumeClaim'
+  | 'PodDisruptionBudget'
   | 'Node';
 
 export interface ObjectCache {

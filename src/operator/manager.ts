@@ -3,7 +3,7 @@
 import { Redis } from 'ioredis';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { z } from 'zod';
-import { KIND } from '../api/virtual-machine.js';
+import { EvictionStrategy, KIND } from '../api/virtual-machine.js';
 import { makeKubeClients, readableApiError } from '../kube/clients.js';
 import { loadKubeConfig } from '../kube/config.js';
 import { TerminalError, openWorkQueue, startWorkers, type KeyHandler } from '../queue/index.js';
@@ -38,6 +38,10 @@ export const ManagerOptions = z.object({
   runnerRedisUrl: RedisUrlSchema.optional(),
   /** The StorageClass of new runner data claims; the cluster's default when absent. */
   runnerDataStorageClass: z.string().min(1).optional(),
+  /** ReadWriteMany on shared storage lets VMs migrate live. */
+  runnerDataAccessMode: z.enum(['ReadWriteOnce', 'ReadWriteMany']).default('ReadWriteOnce'),
+  /** What an eviction does to a VM without spec.evictionStrategy. */
+  evictionStrategy: EvictionStrategy.default('LiveMigrateIfPossible'),
   cpuOvercommit: z.number().positive().default(DEFAULT_OVERCOMMIT.cpu),
   ramOvercommit: z.number().positive().default(DEFAULT_OVERCOMMIT.ram),
   /** A LoadBalancer Service for every VM with SPICE (VM-Operator's loadBalancerService), with these labels/annotations. */
@@ -100,11 +104,18 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     runnerRedisUrl: options.runnerRedisUrl ?? options.redisUrl,
     overcommit: { cpu: options.cpuOvercommit, ram: options.ramOvercommit },
     runnerDataStorageClass: options.runnerDataStorageClass,
+    runnerDataAccessMode: options.runnerDataAccessMode,
+    evictionStrategy: options.evictionStrategy,
     loadBalancer: options.loadBalancerService,
     configNudge: options.configNudge,
     logger,
   });
-  const reconcileOperation = createOperationReconciler({ clients, cache: watches.cache, logger });
+  const reconcileOperation = createOperationReconciler({
+    clients,
+    cache: watches.cache,
+    evictionStrategy: options.evictionStrategy,
+    logger,
+  });
   const handler: KeyHandler = async (key) => {
     const reconcile = key.startsWith('vm:')
       ? reconcileVm

@@ -2,10 +2,13 @@ import type { Redis } from 'ioredis';
 import { RunnerSnapshot, snapshotRedisKey } from '../api/runner-snapshot.js';
 import type { Logger } from '../util/logger.js';
 
-/** Reads a VM's latest runner snapshot; a malformed one is logged and treated as absent. */
+/**
+ * Reads a VM's latest runner snapshot (a migration target's: `suffix`, see snapshotRedisKey); a
+ * malformed one is logged and treated as absent.
+ */
 export function snapshotReader(redis: Redis, logger: Logger) {
-  return async (key: string): Promise<RunnerSnapshot | undefined> => {
-    const text = await redis.get(snapshotRedisKey(key));
+  return async (key: string, suffix = ''): Promise<RunnerSnapshot | undefined> => {
+    const text = await redis.get(snapshotRedisKey(key, suffix));
     if (text === null) return undefined;
     const parsed = RunnerSnapshot.safeParse(JSON.parse(text));
     if (parsed.success) return parsed.data;

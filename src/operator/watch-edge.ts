@@ -118,6 +118,13 @@ export const WATCHED: Array<{
   },
   // The VMs' runner data and disk claims.
   { apiVersion: 'v1', kind: 'PersistentVolumeClaim', plural: 'persistentvolumeclaims', labelSelector: OWNED },
+  // The budgets that keep a drain from evicting VMs that move live instead.
+  {
+    apiVersion: 'policy/v1',
+    kind: 'PodDisruptionBudget',
+    plural: 'poddisruptionbudgets',
+    labelSelector: OWNED,
+  },
   // Where runner pods run: a node that is lost, cordoned or out of service concerns its VMs.
   { apiVersion: 'v1', kind: 'Node', plural: 'nodes', clusterScoped: true },
 ];

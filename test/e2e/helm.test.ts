@@ -213,15 +213,21 @@ describe('the Helm chart on a real node', () => {
       ['get', 'persistentvolumeclaims'],
       ['watch', 'persistentvolumeclaims'],
       ['create', 'persistentvolumeclaims'],
+      // A live migration's copies of node-local disks replace the originals (or go).
+      ['delete', 'persistentvolumeclaims'],
+      ['patch', 'persistentvolumeclaims'],
+      // A VM that moves live on eviction has a budget, so a drain waits while vmop moves it.
+      ['create', 'poddisruptionbudgets.policy'],
+      ['delete', 'poddisruptionbudgets.policy'],
+      ['watch', 'poddisruptionbudgets.policy'],
       ['create', 'events'],
       ['patch', 'events'],
       ['watch', 'nodes'],
     ];
     const denied = [
-      ['delete', 'persistentvolumeclaims'],
       ['create', 'statefulsets.apps'],
-      ['patch', 'persistentvolumeclaims'],
       ['delete', 'secrets'],
+      ['delete', 'persistentvolumes'],
       ['delete', 'vms.vmoperator.jdrupes.org'],
       ['create', 'rolebindings.rbac.authorization.k8s.io'],
       ['bind', 'clusterroles.rbac.authorization.k8s.io'],
@@ -243,6 +249,16 @@ describe('the Helm chart on a real node', () => {
     expect(await asManager(['create', 'service', 'clusterip', 'not-a-vms', '--tcp=80'])).toMatch(
       /writes only objects of VMs/,
     );
+    // A budget could block the drain of any workload: only VMs' ones.
+    expect(
+      await asManager([
+        'create',
+        'poddisruptionbudget',
+        'not-a-vms',
+        '--selector=app=x',
+        '--min-available=1',
+      ]),
+    ).toMatch(/writes only objects of VMs/);
     const tokenSecret = `apiVersion: v1
 kind: Secret
 metadata:

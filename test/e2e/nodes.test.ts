@@ -1,14 +1,12 @@
 // VMs on two nodes (issue 24 §4): `kubectl drain` moves a VM that cannot migrate by shutting it
 // down and starting it on the other node; anti-affinity between VMs holds through a drain; a lost
 // node's VMs show it, never run twice, and run elsewhere once the node is gone for sure.
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startDevEnvironment, type DevEnvironment } from '../../src/devenv/dev-environment.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { DevEnvironment } from '../../src/devenv/dev-environment.js';
+import { twoNodeDevEnvironment } from '../support/two-nodes.js';
 import { isAlive } from '../../src/util/process.js';
-import { clusterVms, testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
+import { testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
 import { qemuPid } from '../support/qemu-process.js';
 
 const NAMESPACE = 'default';
@@ -34,7 +32,6 @@ const sharedDisk = `    disks:
 `;
 
 describe('VMs on two nodes: drain, placement, node loss', () => {
-  let dir: string;
   let env: DevEnvironment;
   let vms: ClusterVms;
   const [one, two] = ['vmop-node-1', 'vmop-node-2'];
@@ -55,19 +52,13 @@ describe('VMs on two nodes: drain, placement, node loss', () => {
     });
   const kubectl = (...args: string[]) => vms.kubectl(args);
 
-  beforeAll(async () => {
-    dir = await mkdtemp(path.join(os.tmpdir(), 'vmop-e2e-nodes-'));
-    env = await startDevEnvironment({ dir, nodes: 2 });
-    vms = clusterVms(env.state.kubeconfig, NAMESPACE);
-  }, 1_800_000);
+  const bed = twoNodeDevEnvironment('nodes', NAMESPACE);
+  beforeAll(() => {
+    ({ env, vms } = bed);
+  });
 
-  afterAll(async () => {
-    await env?.stop();
-    await rm(dir, { recursive: true, force: true });
-  }, 600_000);
-
-  it('`kubectl drain` of a VM that cannot migrate: it shuts down gracefully and starts on the other node; the drain completes', async () => {
-    await applyVm('cold', placedOn(one));
+  it('`kubectl drain` of a VM that may not migrate: it shuts down gracefully and starts on the other node; the drain completes', async () => {
+    await applyVm('cold', placedOn(one, '  evictionStrategy: None\n'));
     const before = await runsOn('cold', one);
     await vms.waitForConsole('cold', READY);
     try {

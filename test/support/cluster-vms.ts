@@ -4,6 +4,7 @@ import { execFile } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { expect } from 'vitest';
+import type { MigrationState } from '../../src/api/virtual-machine.js';
 import { DATA_DIR } from '../../src/reconcilers/virtual-machine/naming.js';
 import { vmDirectoryName } from '../../src/runner/paths.js';
 import { RUN_MARKER_PREFIX } from '../../src/runner/serial-log.js';
@@ -22,7 +23,7 @@ export interface Vm {
     ram?: string;
     node?: string;
     conditions?: Array<{ type: string; status: string; reason: string; message?: string }>;
-    lastShutdown?: { guestInitiated: boolean; reason: string };
+    lastShutdown?: { guestInitiated: boolean; reason: string; time?: string };
     runner?: { runId: string; seq: number };
     runnerPod?: { name: string; uid?: string };
     lastReset?: { request: string; time: string };
@@ -33,6 +34,7 @@ export interface Vm {
       desiredValue?: unknown;
     }>;
     displayPasswordSerial?: number;
+    migrationState?: MigrationState;
   };
 }
 

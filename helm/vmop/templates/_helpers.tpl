@@ -83,8 +83,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   verbs: [get, list, watch, create, patch]
 - apiGroups: [""]
   resources: [persistentvolumeclaims]
-  # create: the runner data and disk claims of a VM (never deleted with it).
-  verbs: [get, list, watch, create]
+  # create: the runner data and disk claims of a VM (never deleted with it); patch and delete: a
+  # live migration's copies of node-local disks take the place of the originals (or go, if it fails).
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  # A VM that moves live on eviction has one, so a drain waits while vmop moves it.
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [""]
   resources: [events]
   # get and patch: a repeated Event is counted in one series instead of being created again.

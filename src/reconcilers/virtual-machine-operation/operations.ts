@@ -5,7 +5,13 @@ import {
   type OperationType,
   type VirtualMachineOperation,
 } from '../../api/virtual-machine-operation.js';
-import { API_VERSION, type RunPolicy, type VirtualMachine } from '../../api/virtual-machine.js';
+import {
+  API_VERSION,
+  type EvictionStrategy,
+  type RunPolicy,
+  type VirtualMachine,
+} from '../../api/virtual-machine.js';
+import { canTakeVms, type NodeFacts } from '../virtual-machine/node-facts.js';
 import { ownerReference } from '../virtual-machine/naming.js';
 import { kubeTime } from '../../kube/time.js';
 
@@ -33,7 +39,65 @@ const POLICIES: Record<OperationType, Array<RunPolicy | undefined>> = {
   Restart: ALL_BUT_ALWAYS_OFF,
   Reset: ALL_BUT_ALWAYS_OFF,
   Evict: ALL_BUT_ALWAYS_OFF,
+  Migrate: ALL_BUT_ALWAYS_OFF,
 };
+
+/** What an operation needs to know beyond the VM: the cluster's nodes, the manager's defaults. */
+export interface OperationContext {
+  nodes: NodeFacts[];
+  evictionStrategy: EvictionStrategy;
+}
+
+/** No nodes known, the chart's default strategy. */
+const NO_CONTEXT: OperationContext = { nodes: [], evictionStrategy: 'LiveMigrateIfPossible' };
+
+/** Why the VM cannot move live now (undefined: it can), for Migrate and Evict. */
+export function liveMigrationObstacle(
+  op: VirtualMachineOperation,
+  vm: VirtualMachine,
+  context: OperationContext,
+): string | undefined {
+  const migratable = vm.status?.conditions?.find((c) => c.type === 'Migratable');
+  if (migratable?.status !== 'True')
+    return migratable?.message ?? 'the VM cannot migrate (no Migratable condition yet)';
+  const here = vm.status?.node;
+  const wanted = op.spec.migrate?.nodeName;
+  const usable = (node: NodeFacts) => canTakeVms(node, here);
+  if (wanted) {
+    const node = context.nodes.find((n) => n.name === wanted);
+    if (wanted === here) return `the VM runs on ${wanted} already`;
+    if (!node || !usable(node))
+      return `node ${wanted} is not ready to take VMs (absent, not ready or cordoned)`;
+    return undefined;
+  }
+  return context.nodes.some(usable)
+    ? undefined
+    : `no other node is ready to take the VM (it runs on ${here})`;
+}
+
+/** Whether an Evict moves the VM live (its evictionStrategy, and whether it can). */
+export function evictsLive(op: VirtualMachineOperation, vm: VirtualMachine, context: OperationContext) {
+  const strategy = vm.spec.evictionStrategy ?? context.evictionStrategy;
+  if (strategy === 'None') return { live: false, why: 'its evictionStrategy is None' };
+  const obstacle = liveMigrationObstacle(op, vm, context);
+  return obstacle ? { live: false, why: obstacle } : { live: true, why: 'it can move live' };
+}
+
+/** An Evict that cannot move the VM live, though its evictionStrategy is LiveMigrate: refused. */
+function strictEvictionRefusal(
+  op: VirtualMachineOperation,
+  vm: VirtualMachine,
+  context: OperationContext,
+): Outcome | undefined {
+  if ((vm.spec.evictionStrategy ?? context.evictionStrategy) !== 'LiveMigrate') return undefined;
+  const obstacle = liveMigrationObstacle(op, vm, context);
+  return obstacle
+    ? {
+        reason: 'NotMigratable',
+        message: `its evictionStrategy is LiveMigrate and it cannot move live: ${obstacle}`,
+      }
+    : undefined;
+}
 
 const phaseRefusal = (message: string): Outcome => ({
   reason: 'NotApplicableForVirtualMachinePhase',
@@ -41,7 +105,11 @@ const phaseRefusal = (message: string): Outcome => ({
 });
 
 /** Why the operation cannot be carried out on the VM as it is (it then fails at once), if so. */
-export function refusal(op: VirtualMachineOperation, vm: VirtualMachine): Outcome | undefined {
+export function refusal(
+  op: VirtualMachineOperation,
+  vm: VirtualMachine,
+  context: OperationContext = NO_CONTEXT,
+): Outcome | undefined {
   const { type, force } = op.spec;
   const policy = vm.spec.runPolicy;
   if (!POLICIES[type].includes(policy)) {
@@ -71,9 +139,15 @@ export function refusal(op: VirtualMachineOperation, vm: VirtualMachine): Outcom
       return phase === 'Pending' ? phaseRefusal(`${is}: it has not started yet`) : undefined;
     case 'Reset':
     case 'Evict':
-      return state === 'Running' && phase === 'Running'
-        ? undefined
-        : phaseRefusal(`${is}: ${type} needs a running guest`);
+      if (state !== 'Running' || phase !== 'Running')
+        return phaseRefusal(`${is}: ${type} needs a running guest`);
+      return type === 'Evict' ? strictEvictionRefusal(op, vm, context) : undefined;
+    case 'Migrate': {
+      if (state !== 'Running' || phase !== 'Running')
+        return phaseRefusal(`${is}: only a running VM migrates`);
+      const obstacle = liveMigrationObstacle(op, vm, context);
+      return obstacle ? { reason: 'NotMigratable', message: obstacle } : undefined;
+    }
   }
 }
 
@@ -83,7 +157,7 @@ export function supersedes(active: VirtualMachineOperation, incoming: VirtualMac
   const b = incoming.spec;
   const stopOrRestart = (type: OperationType) => type === 'Stop' || type === 'Restart';
   if (a.type === 'Start') return b.type === 'Stop';
-  if (a.type === 'Evict') return stopOrRestart(b.type);
+  if (a.type === 'Evict' || a.type === 'Migrate') return stopOrRestart(b.type);
   if (stopOrRestart(a.type) && !a.force) return stopOrRestart(b.type) && b.force === true;
   return false;
 }
@@ -97,9 +171,11 @@ export interface Signal {
   evictPod?: boolean;
   /** Ask the runner for a reset. */
   reset?: boolean;
+  /** Move the guest live (the VM's migrate annotation). */
+  migrate?: boolean;
 }
 
-/** What tells the VM to carry out the operation. */
+/** What tells the VM to carry out the operation (an Evict decided live or cold: op.status.live). */
 export function signalFor(op: VirtualMachineOperation, vm: VirtualMachine): Signal {
   // One second: kubelet sends SIGTERM (the runner presses the power button) and kills it a second later.
   const forced = op.spec.force ? { gracePeriodSeconds: 1 } : {};
@@ -113,7 +189,9 @@ export function signalFor(op: VirtualMachineOperation, vm: VirtualMachine): Sign
     case 'Reset':
       return { reset: true };
     case 'Evict':
-      return { evictPod: true };
+      return op.status?.live ? { migrate: true } : { evictPod: true };
+    case 'Migrate':
+      return { migrate: true };
   }
 }
 
@@ -141,10 +219,16 @@ export function completion(op: VirtualMachineOperation, vm: VirtualMachine): Out
     case 'Stop':
       if (vm.spec.vm.state !== 'Stopped') return failed('spec.vm.state was set to Running meanwhile');
       return status.phase === 'Stopped' ? done('the VM is stopped') : undefined;
-    case 'Restart':
-    case 'Evict': {
+    case 'Migrate':
+      return migrationOutcome(op, vm);
+    case 'Evict':
+      if (op.status?.live) return migrationOutcome(op, vm);
+    // falls through: moved cold
+    case 'Restart': {
       if (newPod && status.phase === 'Running') {
-        return done(`the VM runs again, in a new runner pod on ${status.node ?? 'its node'}`);
+        const cold =
+          type === 'Evict' && op.status?.liveReason ? `moved cold, as ${op.status.liveReason}: ` : '';
+        return done(`${cold}the VM runs again, in a new runner pod on ${status.node ?? 'its node'}`);
       }
       if (vm.spec.vm.state !== 'Running') return failed('spec.vm.state was set to Stopped meanwhile');
       return failedSince ? failed(running!.message) : undefined;
@@ -153,6 +237,22 @@ export function completion(op: VirtualMachineOperation, vm: VirtualMachine): Out
       if (status.lastReset?.request === op.metadata.name) return done('the guest was reset');
       return status.phase === 'Running' ? undefined : failed(`the VM stopped running (${status.phase})`);
   }
+}
+
+/** A live migration's outcome, from the VM's status.migrationState. */
+function migrationOutcome(op: VirtualMachineOperation, vm: VirtualMachine): Outcome | undefined {
+  const state = vm.status?.migrationState;
+  if (!state || state.id !== op.status?.migrationId || !state.result) return undefined;
+  if (state.result === 'Failed')
+    return {
+      reason: 'OperationFailed',
+      message: `${state.message ?? 'the migration failed'}; the VM runs on where it was`,
+    };
+  const downtime = state.downtimeMs !== undefined ? ` (the guest paused ${state.downtimeMs} ms)` : '';
+  return {
+    reason: 'OperationCompleted',
+    message: `moved live from ${state.sourceNode} to ${state.targetNode}${downtime}`,
+  };
 }
 
 /** The Restart operation vmop creates itself under restartApprovalMode Automatic (one per generation). */

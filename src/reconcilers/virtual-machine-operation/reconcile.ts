@@ -1,12 +1,20 @@
 // The idempotent reconcile of one VirtualMachineOperation key: check, signal the VM once, then
 // read the outcome from the VM's status; finished operations are cleaned up.
-import { PatchStrategy, setHeaderOptions, type KubernetesObject, type V1Pod } from '@kubernetes/client-node';
+import {
+  PatchStrategy,
+  setHeaderOptions,
+  type KubernetesObject,
+  type V1Node,
+  type V1Pod,
+} from '@kubernetes/client-node';
 import type { ObjectCache } from '../../kube/object-cache.js';
 import {
   KEEP_FINISHED,
   OPERATION_VM_LABEL,
   completion,
+  evictsLive,
   refusal,
+  type OperationContext,
   signalFor,
   supersedes,
   type Outcome,
@@ -20,7 +28,9 @@ import {
   type OperationPhase,
   type OperationStatus,
 } from '../../api/virtual-machine-operation.js';
-import { KIND, VirtualMachine, type Condition } from '../../api/virtual-machine.js';
+import { KIND, VirtualMachine, type Condition, type EvictionStrategy } from '../../api/virtual-machine.js';
+import { nodeFacts } from '../virtual-machine/node-facts.js';
+import { MIGRATE_ANNOTATION, migrationIdOf } from '../virtual-machine/migration/request.js';
 import {
   deletePodByUid,
   isConflict,
@@ -44,6 +54,8 @@ export interface OperationReconcilerOptions {
   clients: KubeClients;
   /** The watches' caches (see watch-edge.ts). */
   cache: ObjectCache;
+  /** What an eviction does to a VM without spec.evictionStrategy. */
+  evictionStrategy?: EvictionStrategy;
   logger: Logger;
   now?: () => Date;
 }
@@ -55,6 +67,10 @@ export function createOperationReconciler(options: OperationReconcilerOptions) {
   const { clients, cache, logger } = options;
   const now = options.now ?? (() => new Date());
   const record = eventRecorder(clients, logger, now);
+  const context = (): OperationContext => ({
+    nodes: cache.list<V1Node>('Node', undefined).map((node) => nodeFacts(node.metadata!.name!, node)),
+    evictionStrategy: options.evictionStrategy ?? 'LiveMigrateIfPossible',
+  });
 
   /** The cached operation (a copy); not cached: gone, or its watch event is still to come. */
   function readOperation(namespace: string, name: string) {
@@ -128,7 +144,7 @@ export function createOperationReconciler(options: OperationReconcilerOptions) {
       await clients.customObjects.patchNamespacedCustomObject(
         {
           ...vmApiRef(vm.metadata.namespace!, vm.metadata.name),
-          body: { metadata: { annotations: { [OPERATION_ANNOTATION]: null } } },
+          body: { metadata: { annotations: { [OPERATION_ANNOTATION]: null, [MIGRATE_ANNOTATION]: null } } },
         },
         mergePatch,
       );
@@ -189,6 +205,16 @@ export function createOperationReconciler(options: OperationReconcilerOptions) {
     const name = op.status?.podName ?? vm.status?.runnerPod?.name;
     if (!name) return;
     if (!signal.evictPod) {
+      // Each of the VM's status changes brings the operation back: delete once, not each time
+      // (again only to shorten the grace period, as --force does).
+      const pod = cache.get<V1Pod>('Pod', namespace, name);
+      const grace = signal.deletePod?.gracePeriodSeconds;
+      if (
+        pod?.metadata?.uid === uid &&
+        pod.metadata.deletionTimestamp &&
+        (grace === undefined || (pod.metadata.deletionGracePeriodSeconds ?? 0) <= grace)
+      )
+        return;
       // Gone already, or a newer pod is there: done either way.
       await deletePodByUid(clients.core, { name, namespace, uid }, signal.deletePod);
       return;
@@ -206,8 +232,12 @@ export function createOperationReconciler(options: OperationReconcilerOptions) {
   }
 
   /** Tells the VM: its state, the in-flight annotation and a reset request, in one guarded write. */
-  async function signal(op: VirtualMachineOperation, vm: VirtualMachine): Promise<void> {
-    const { state, reset } = signalFor(op, vm);
+  async function signal(operation: VirtualMachineOperation, vm: VirtualMachine): Promise<void> {
+    // An Evict moves the VM live when it can; which it does is decided now, and recorded.
+    const evict = operation.spec.type === 'Evict' ? evictsLive(operation, vm, context()) : undefined;
+    const op = evict ? { ...operation, status: { ...operation.status, live: evict.live } } : operation;
+    const { state, reset, migrate } = signalFor(op, vm);
+    const migrationId = migrate ? migrationIdOf(op.metadata.uid!) : undefined;
     const podName = vm.status?.runnerPod?.name;
     const pod = podName ? cache.get<V1Pod>('Pod', vm.metadata.namespace!, podName) : undefined;
     await clients.customObjects.patchNamespacedCustomObject(
@@ -220,6 +250,13 @@ export function createOperationReconciler(options: OperationReconcilerOptions) {
             annotations: {
               [OPERATION_ANNOTATION]: op.metadata.name,
               ...(reset && { [RESET_REQUEST_ANNOTATION]: op.metadata.name }),
+              ...(migrationId && {
+                [MIGRATE_ANNOTATION]: JSON.stringify({
+                  id: migrationId,
+                  operation: op.metadata.name,
+                  ...(op.spec.migrate?.nodeName && { nodeName: op.spec.migrate.nodeName }),
+                }),
+              }),
               // KubeVirt's way: a start or restart request resets the start back-off.
               ...(startsAfresh(op) && { [START_REQUEST_ANNOTATION]: op.metadata.name }),
             },
@@ -232,12 +269,18 @@ export function createOperationReconciler(options: OperationReconcilerOptions) {
     const signalledAt = now().toISOString();
     const inProgress = {
       reason: `${op.spec.type}InProgress`,
-      message: `the VM was told to ${op.spec.type.toLowerCase()}`,
+      message: evict
+        ? evict.live
+          ? 'the VM moves live to another node'
+          : `the VM is stopped and started elsewhere: it does not move live, as ${evict.why}`
+        : `the VM was told to ${op.spec.type.toLowerCase()}`,
     };
     const status: OperationStatus = {
       phase: 'InProgress',
       ...inProgress,
       signalledAt,
+      ...(evict && { live: evict.live, liveReason: evict.why }),
+      ...(migrationId && { live: true, migrationId }),
       ...(pod?.metadata?.uid && { podName: pod.metadata.name, podUid: pod.metadata.uid }),
       ...(pod?.spec?.nodeName && { node: pod.spec.nodeName }),
       conditions: conditions('False', inProgress, 'True'),
@@ -296,7 +339,7 @@ export function createOperationReconciler(options: OperationReconcilerOptions) {
       }
     }
     if (holder !== name) {
-      const refused = refusal(op, vm);
+      const refused = refusal(op, vm, context());
       if (refused) return finish(op, vm, 'Failed', refused);
     }
     await signal(op, vm);

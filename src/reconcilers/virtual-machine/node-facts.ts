@@ -29,6 +29,10 @@ export function nodeFacts(name: string, node: V1Node | undefined): NodeFacts {
   };
 }
 
+/** A node a VM can be moved to now (other than `here`): it reports and is not cordoned. */
+export const canTakeVms = (node: NodeFacts, here: string | undefined) =>
+  node.state === 'Ready' && !node.unschedulable && node.name !== here;
+
 /** Nothing of the node runs anymore: it was deleted, or it is down and an admin said so. */
 export const isGoneForSure = (node: NodeFacts) =>
   node.state === 'Gone' || (node.state === 'NotReady' && node.outOfService);

@@ -7,6 +7,7 @@ import {
   type V1PersistentVolumeClaim,
   type V1Node,
   type V1Pod,
+  type V1PodDisruptionBudget,
   type V1Secret,
   type V1Service,
   type V1ServiceAccount,
@@ -14,7 +15,12 @@ import {
 } from '@kubernetes/client-node';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
-import { KIND, VirtualMachine, type VirtualMachineStatus } from '../../api/virtual-machine.js';
+import {
+  KIND,
+  VirtualMachine,
+  type EvictionStrategy,
+  type VirtualMachineStatus,
+} from '../../api/virtual-machine.js';
 import { trimForCache, type ObjectCache } from '../../kube/object-cache.js';
 import type { RunnerSnapshot } from '../../api/runner-snapshot.js';
 import { TerminalError, type HandlerResult } from '../../queue/index.js';
@@ -37,7 +43,11 @@ import {
   wantsGeneratedDisplaySecret,
 } from './display-secret.js';
 import { automaticRestart } from '../virtual-machine-operation/operations.js';
-import { operationApiRef, type VirtualMachineOperation } from '../../api/virtual-machine-operation.js';
+import {
+  OPERATION_KIND,
+  VirtualMachineOperation,
+  operationApiRef,
+} from '../../api/virtual-machine-operation.js';
 import {
   CONFIG_VERSION_ANNOTATION,
   OPERATION_ANNOTATION,
@@ -49,6 +59,7 @@ import {
   displaySecretLabels,
   parseVmKey,
   vmApiRef,
+  vmKey,
 } from './naming.js';
 import { desiredRunnerConfig, maximumCpus, renderRunnerConfig } from './runner-config.js';
 import {
@@ -60,7 +71,13 @@ import {
 import { desiredRunnerPod, gracePeriodSeconds, type Overcommit, type RunnerImage } from './runner-pod.js';
 import { runnerClaims } from './runner-claims.js';
 import { planRunnerPods } from './runner-pods.js';
-import { nodeFacts } from './node-facts.js';
+import { canTakeVms, nodeFacts, type NodeFacts } from './node-facts.js';
+import { migratability } from './migration/migratable.js';
+import { planMigration } from './migration/plan.js';
+import { readVmMigrationRequest } from './migration/request.js';
+import { snapshotSuffixOfPod } from './migration/target.js';
+import { carryOutMigration } from './migration/writes.js';
+import { disruptionBudget, evacuation, planEviction } from './migration/eviction.js';
 import { adoptRunnerPod, createRunnerPod, isOwnedBy, retireStatefulSet } from './runner-pod-writes.js';
 import { desiredLoadBalancerService, type LoadBalancerDefaults } from './load-balancer-service.js';
 import { policyStop } from './run-policy.js';
@@ -89,12 +106,16 @@ export interface VmReconcilerOptions {
   overcommit?: Overcommit;
   /** The StorageClass of new runner data claims; the default one when undefined. */
   runnerDataStorageClass?: string;
+  /** What an eviction does to a VM without spec.evictionStrategy (default LiveMigrateIfPossible). */
+  evictionStrategy?: EvictionStrategy;
+  /** The access mode of new runner data claims (ReadWriteMany lets VMs migrate). */
+  runnerDataAccessMode?: 'ReadWriteOnce' | 'ReadWriteMany';
   /** The manager's LoadBalancer Service setting (default: none unless a VM asks for one). */
   loadBalancer?: LoadBalancerDefaults;
   /** Nudge kubelet to refresh a changed config volume at once (default); off only to measure kubelet's own sync. */
   configNudge?: boolean;
-  /** The runner's latest snapshot of a VM key (from Redis), if any. */
-  readSnapshot?: (key: string) => Promise<RunnerSnapshot | undefined>;
+  /** The runner's latest snapshot of a VM key (from Redis; a migration target's: `suffix`), if any. */
+  readSnapshot?: (key: string, suffix?: string) => Promise<RunnerSnapshot | undefined>;
   logger: Logger;
   now?: () => Date;
 }
@@ -246,6 +267,42 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       event,
     );
 
+  /**
+   * Where the VM's live migration stands and what to do next (migration/plan.ts), with the snapshot
+   * of the pod that runs the guest (the target's, once it took over).
+   */
+  async function planVmMigration(
+    vm: VirtualMachine,
+    pods: V1Pod[],
+    claims: V1PersistentVolumeClaim[],
+    current: V1Pod | undefined,
+    snapshot: RunnerSnapshot | undefined,
+    node: (name: string) => NodeFacts,
+  ) {
+    const key = vmKey(vm.metadata.namespace!, vm.metadata.name);
+    const sourceSnapshot = currentSnapshot(snapshot, current, vm.status);
+    const state = vm.status?.migrationState;
+    const target = state?.targetPod ? pods.find((pod) => pod.metadata?.name === state.targetPod) : undefined;
+    const targetSnapshot =
+      target && !state?.result
+        ? currentSnapshot(await options.readSnapshot?.(key, snapshotSuffixOfPod(target)), target, undefined)
+        : undefined;
+    const migratable = migratability(vm, current, claims);
+    const plan = planMigration({
+      vm,
+      request: readVmMigrationRequest(vm.metadata.annotations),
+      pods,
+      claims,
+      current,
+      sourceSnapshot,
+      targetSnapshot,
+      migratable,
+      node,
+      now: now(),
+    });
+    return { plan, migratable, snapshot: plan.switchTo ? targetSnapshot : snapshot };
+  }
+
   return async function reconcileVirtualMachine(key: string): Promise<HandlerResult> {
     for (let attempt = 1; ; attempt++) {
       const result = await reconcileOnce(key);
@@ -257,7 +314,10 @@ export function createVmReconciler(options: VmReconcilerOptions) {
   async function reconcileOnce(key: string): Promise<HandlerResult | typeof STATUS_CONFLICT> {
     const { namespace, name } = parseVmKey(key);
     // Read at once, beside freshVm's Redis read rather than after it (one round trip less to wait).
-    const snapshotRead = options.readSnapshot?.(key) ?? Promise.resolve(undefined);
+    // The runner of the pod the VM's status names (a migration's target publishes under its own key).
+    const named = (cachedVm(key, namespace, name) as VirtualMachine | undefined)?.status?.runnerPod?.name;
+    const suffix = snapshotSuffixOfPod(named ? cache.get<V1Pod>('Pod', namespace, named) : undefined);
+    const snapshotRead = options.readSnapshot?.(key, suffix) ?? Promise.resolve(undefined);
     snapshotRead.catch(() => undefined); // awaited below, unless the reconcile ends before
     const { raw, stale } = await freshVm(key, namespace, name);
     if (stale) {
@@ -325,7 +385,11 @@ export function createVmReconciler(options: VmReconcilerOptions) {
         return { requeueAfter: STALE_CACHE.retryMs };
       podPlan = planRunnerPods({ vm, pods: runnerPods, node, absent: new Set([named]) });
     }
-    const pod = podPlan.current;
+    let pod = podPlan.current;
+    const vmClaims = cache.list<V1PersistentVolumeClaim>('PersistentVolumeClaim', namespace, vmPods);
+    const migration = await planVmMigration(vm, runnerPods, vmClaims, pod, await snapshotRead, node);
+    if (migration.plan.switchTo) pod = migration.plan.switchTo;
+    const podSnapshot = migration.snapshot;
     const imageRepository = cache.get<V1PersistentVolumeClaim>(
       'PersistentVolumeClaim',
       namespace,
@@ -336,24 +400,27 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     /** The ConfigMap, runner Secret and ServiceAccount; the config nudge; stopping and adopting pods. */
     const applyOwnedObjects = async (): Promise<HandlerResult> => {
       const currentConfigMap = cache.get<V1ConfigMap>('ConfigMap', namespace, name);
-      const appliedConfigMap = await apply(configMap, currentConfigMap);
-      if (appliedConfigMap) writes.push('ConfigMap');
-      const configMapVersion = (appliedConfigMap ?? currentConfigMap)?.metadata?.resourceVersion ?? '';
-      if (options.configNudge !== false && pod) {
-        const nudge = nudgeDecision({
-          pod,
-          configVersion: [configMapVersion, displaySecret?.metadata?.resourceVersion]
-            .filter(Boolean)
-            .join('/'),
-          configDigest: desiredConfig,
-          snapshot: await snapshotRead,
-          now: now(),
-        });
-        if (nudge.annotations) {
-          await nudgeRunnerPod(pod, nudge.annotations);
-          writes.push(`Pod annotation (config ${nudge.annotations[CONFIG_VERSION_ANNOTATION]})`);
+      // Runtime changes wait for a migration: both runners read the one config.
+      if (!migration.plan.migrating) {
+        const appliedConfigMap = await apply(configMap, currentConfigMap);
+        if (appliedConfigMap) writes.push('ConfigMap');
+        const configMapVersion = (appliedConfigMap ?? currentConfigMap)?.metadata?.resourceVersion ?? '';
+        if (options.configNudge !== false && pod) {
+          const nudge = nudgeDecision({
+            pod,
+            configVersion: [configMapVersion, displaySecret?.metadata?.resourceVersion]
+              .filter(Boolean)
+              .join('/'),
+            configDigest: desiredConfig,
+            snapshot: podSnapshot,
+            now: now(),
+          });
+          if (nudge.annotations) {
+            await nudgeRunnerPod(pod, nudge.annotations);
+            writes.push(`Pod annotation (config ${nudge.annotations[CONFIG_VERSION_ANNOTATION]})`);
+          }
+          requeueAfter = nudge.retryAfterMs;
         }
-        requeueAfter = nudge.retryAfterMs;
       }
 
       const currentSecret = cache.get<V1Secret>('Secret', namespace, RUNNER_SECRET);
@@ -393,14 +460,57 @@ export function createVmReconciler(options: VmReconcilerOptions) {
           writes.push(`Pod ${podName} deleted (stop)`);
       }
       await reconcileLoadBalancer(vm);
+      await reconcileEviction();
     };
+
+    /** The VM's disruption budget, and its evacuation when its node is cordoned (migration/eviction.ts). */
+    async function reconcileEviction(): Promise<void> {
+      const evacuationOp = pod?.metadata?.uid
+        ? cache.get(OPERATION_KIND, namespace, evacuation(vm, pod).metadata.name)
+        : undefined;
+      const evacuating = evacuationOp && VirtualMachineOperation.safeParse(evacuationOp).data;
+      const eviction = planEviction({
+        vm,
+        pod,
+        node: pod?.spec?.nodeName ? node(pod.spec.nodeName) : undefined,
+        migratable: migration.migratable,
+        defaultStrategy: options.evictionStrategy ?? 'LiveMigrateIfPossible',
+        evacuation: evacuating,
+        migrating: migration.plan.migrating,
+        otherNodeReady: cache
+          .list<V1Node>('Node', undefined)
+          .map((other) => nodeFacts(other.metadata!.name!, other))
+          .some((other) => canTakeVms(other, pod?.spec?.nodeName)),
+      });
+      const budget = cache.get<V1PodDisruptionBudget>('PodDisruptionBudget', namespace, name);
+      if (eviction.budget && !budget) {
+        await apply(disruptionBudget(vm), undefined);
+        writes.push('PodDisruptionBudget');
+      } else if (!eviction.budget && budget) {
+        await clients.objects.delete(disruptionBudget(vm)).catch((err: unknown) => {
+          if (!isNotFound(err)) throw err;
+        });
+        writes.push('PodDisruptionBudget (deleted)');
+      }
+      if (eviction.evacuate && (await createOperation(eviction.evacuate))) {
+        writes.push(`VirtualMachineOperation ${eviction.evacuate.metadata.name} (its node is cordoned)`);
+        await recordEvent(vm, {
+          type: 'Normal',
+          reason: 'Evacuating',
+          message: `node ${pod?.spec?.nodeName} is cordoned: moving the VM live to another node`,
+        });
+      }
+    }
 
     /** Makes the runner pod the status names, and the claims it needs that do not exist yet. */
     async function makeRunnerPod(podName: string): Promise<void> {
       const claims = runnerClaims(
         vm,
         cache.list<V1PersistentVolumeClaim>('PersistentVolumeClaim', namespace, vmPods),
-        { runnerDataStorageClass: options.runnerDataStorageClass },
+        {
+          runnerDataStorageClass: options.runnerDataStorageClass,
+          runnerDataAccessMode: options.runnerDataAccessMode,
+        },
       );
       const made = await createRunnerPod(
         clients,
@@ -461,7 +571,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       }
     }
 
-    const snapshot = await snapshotRead;
+    const snapshot = podSnapshot;
     const observed = {
       pod,
       snapshot,
@@ -471,6 +581,11 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       configDigest: desiredConfig,
       creatingPod: podPlan.create,
       node: pod?.spec?.nodeName ? node(pod.spec.nodeName) : undefined,
+      migration: {
+        state: migration.plan.state ?? vm.status?.migrationState,
+        migrating: migration.plan.migrating,
+        migratable: migration.migratable,
+      },
       now: now(),
     };
     let status = deriveStatus(vm, observed);
@@ -510,7 +625,13 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       podPlan.create !== undefined && !stop && specErrors.length === 0 && rejected === undefined;
     // Before a pod is made the status must name it, in a write the VM's resourceVersion guards
     // (made even when nothing else changed): a replica with an older VM is refused, not doubled.
-    if (!(await writeStatus(status, creating))) return STATUS_CONFLICT;
+    // So must a migration's every step: two replicas never make two targets or switch twice.
+    const migrationStep = migration.plan.state !== undefined;
+    if (!(await writeStatus(status, creating || migrationStep))) return STATUS_CONFLICT;
+    if (specErrors.length === 0 && rejected === undefined)
+      writes.push(...(await carryOutMigration(clients, cache, vm, migration.plan)));
+    if (migration.plan.requeueAfterMs !== undefined)
+      requeueAfter = Math.min(requeueAfter ?? migration.plan.requeueAfterMs, migration.plan.requeueAfterMs);
     if (creating) {
       try {
         await makeRunnerPod(podPlan.create!);
@@ -613,12 +734,28 @@ function wantsAutomaticRestart(
   );
 }
 
-/** A JSON merge patch turning `before` into `after`: fields that went away become null. */
-function statusPatch(
+/**
+ * A JSON merge patch turning `before` into `after`: fields that went away become null, also within
+ * objects (a merge patch merges them: an old migrationState's result would outlive a new one's start).
+ */
+export function statusPatch(
   before: VirtualMachineStatus | undefined,
   after: VirtualMachineStatus,
 ): Record<string, unknown> {
-  const patch: Record<string, unknown> = JSON.parse(JSON.stringify(after));
-  for (const key of Object.keys(before ?? {})) if (!(key in patch)) patch[key] = null;
+  return mergePatchOf(before ?? {}, JSON.parse(JSON.stringify(after)));
+}
+
+const isPlainObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+function mergePatchOf(
+  before: Record<string, unknown>,
+  after: Record<string, unknown>,
+): Record<string, unknown> {
+  const patch: Record<string, unknown> = { ...after };
+  for (const [key, old] of Object.entries(before)) {
+    if (!(key in after)) patch[key] = null;
+    else if (isPlainObject(old) && isPlainObject(after[key])) patch[key] = mergePatchOf(old, after[key]);
+  }
   return patch;
 }

@@ -6,6 +6,7 @@
 import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import type { VirtualMachine } from '../../api/virtual-machine.js';
 import { LABEL_VOLUME, RUNNER_DATA_CLAIM, diskVolumeName, vmLabels } from './naming.js';
+import { LABEL_MIGRATION } from './migration/request.js';
 
 export interface RunnerClaim {
   /** The pod's volume name; a disk's is also its device path in the runner, /dev/<volume>. */
@@ -43,12 +44,22 @@ export const claimNames = (vmName: string, volume: string) => ({
  * the StatefulSet's of old, else the one vmop makes.
  */
 function claimFor(vmName: string, volume: string, existing: V1PersistentVolumeClaim[]) {
-  const live = existing.filter((claim) => !claim.metadata?.deletionTimestamp);
+  // A migration's target claims count once it succeeded (the label goes then).
+  const live = existing.filter(
+    (claim) => !claim.metadata?.deletionTimestamp && !claim.metadata?.labels?.[LABEL_MIGRATION],
+  );
   const labelled = live.find((claim) => claim.metadata?.labels?.[LABEL_VOLUME] === volume);
   const names = claimNames(vmName, volume);
   const legacy = live.find((claim) => claim.metadata?.name === names.legacy);
   const name = labelled?.metadata?.name ?? legacy?.metadata?.name ?? names.current;
   return { name, exists: live.some((claim) => claim.metadata?.name === name) };
+}
+
+export interface RunnerClaimOptions {
+  /** The StorageClass of new runner data claims (the default one when absent). */
+  runnerDataStorageClass?: string;
+  /** ReadWriteMany (on shared storage) lets a VM migrate live; ReadWriteOnce when absent. */
+  runnerDataAccessMode?: 'ReadWriteOnce' | 'ReadWriteMany';
 }
 
 /**
@@ -58,7 +69,7 @@ function claimFor(vmName: string, volume: string, existing: V1PersistentVolumeCl
 export function runnerClaims(
   vm: VirtualMachine,
   existing: V1PersistentVolumeClaim[],
-  options: { runnerDataStorageClass?: string } = {},
+  options: RunnerClaimOptions = {},
 ): RunnerClaim[] {
   const vmName = vm.metadata.name;
   const namespace = vm.metadata.namespace;
@@ -83,7 +94,7 @@ export function runnerClaims(
   };
   // The runner's own state: machine uuid, firmware variables, TPM state, template copy, serial log.
   const runnerData = claim(RUNNER_DATA_CLAIM, {
-    accessModes: ['ReadWriteOnce'],
+    accessModes: [options.runnerDataAccessMode ?? 'ReadWriteOnce'],
     volumeMode: 'Filesystem',
     resources: { requests: { storage: '1Mi' } },
     ...(options.runnerDataStorageClass && { storageClassName: options.runnerDataStorageClass }),

@@ -51,6 +51,15 @@ export const DEFAULT_OVERCOMMIT: Overcommit = { cpu: 2, ram: 1.25 };
 /** What the runner itself (node, QEMU's own memory, swtpm) needs beside the guest. */
 export const RUNNER_OVERHEAD = { cpuMillis: 100, memoryBytes: 192 * 1024 * 1024 };
 
+/** The pod's annotations as a file (downward API): how the runner learns of a migration. */
+export const POD_INFO_VOLUME = 'podinfo';
+const POD_INFO_DIR = '/etc/opt/vmrunner/podinfo';
+/** The VM's migration key (a Secret vmop makes when the VM first migrates; optional until then). */
+export const MIGRATION_KEYS_VOLUME = 'migration-keys';
+const MIGRATION_KEYS_DIR = '/etc/opt/vmrunner/migration';
+/** The Secret holding a VM's migration key. */
+export const migrationSecretName = (vmName: string) => `${vmName}-migration`;
+
 /** The value of LABEL_COMPONENT on runner pods (VM-Operator's). */
 export const RUNNER_COMPONENT = 'vm-runner';
 
@@ -129,6 +138,18 @@ export function desiredRunnerPod(vm: VirtualMachine, options: RunnerPodOptions):
     volumes.push({ name: volume, secret: { secretName } });
     volumeMounts.push({ name: volume, mountPath, readOnly: true });
   }
+  // Live migration: the request arrives as an annotation, the key as a Secret made when needed.
+  volumes.push(
+    {
+      name: POD_INFO_VOLUME,
+      downwardAPI: { items: [{ path: 'annotations', fieldRef: { fieldPath: 'metadata.annotations' } }] },
+    },
+    { name: MIGRATION_KEYS_VOLUME, secret: { secretName: migrationSecretName(name), optional: true } },
+  );
+  volumeMounts.push(
+    { name: POD_INFO_VOLUME, mountPath: POD_INFO_DIR, readOnly: true },
+    { name: MIGRATION_KEYS_VOLUME, mountPath: MIGRATION_KEYS_DIR, readOnly: true },
+  );
   if (options.hasImageRepository) {
     volumes.push({
       name: IMAGE_REPOSITORY_CLAIM,
@@ -140,6 +161,8 @@ export function desiredRunnerPod(vm: VirtualMachine, options: RunnerPodOptions):
     { name: 'VMOP_VM_KEY', value: vmKey(namespace, name) },
     { name: 'VMOP_POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
     { name: 'VMOP_POD_UID', valueFrom: { fieldRef: { fieldPath: 'metadata.uid' } } },
+    { name: 'VMOP_POD_INFO', value: `${POD_INFO_DIR}/annotations` },
+    { name: 'VMOP_MIGRATION_KEYS', value: MIGRATION_KEYS_DIR },
     {
       name: 'VMOP_REDIS_URL',
       valueFrom: { secretKeyRef: { name: RUNNER_SECRET, key: RUNNER_REDIS_URL_KEY } },

@@ -6,6 +6,7 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import type { VirtualMachine } from '../../api/virtual-machine.js';
 import { isGoneForSure, type NodeFacts } from './node-facts.js';
+import { isMigrationTarget } from './migration/target.js';
 
 export interface RunnerPodFacts {
   vm: VirtualMachine;
@@ -42,7 +43,8 @@ export function currentRunnerPod(vm: VirtualMachine, pods: V1Pod[]): V1Pod | und
   const named = vm.status?.runnerPod?.name;
   const byName = named ? pods.find((pod) => pod.metadata?.name === named) : undefined;
   if (byName) return byName;
-  const live = pods.filter((pod) => !terminating(pod));
+  // A migration's target runs the guest only once the status names it.
+  const live = pods.filter((pod) => !terminating(pod) && !isMigrationTarget(pod));
   return live.length === 1 ? live[0] : undefined;
 }
 
@@ -66,6 +68,14 @@ export function planRunnerPods(facts: RunnerPodFacts): RunnerPodPlan {
       current,
       stop: [],
       waiting: `the runner pod ${leaving.metadata!.name} is shutting down; a VM never runs twice`,
+    };
+  }
+  const other = pods.find((pod) => !terminating(pod));
+  if (other) {
+    return {
+      current,
+      stop: [],
+      waiting: `the runner pod ${other.metadata!.name} is still there; a VM never runs twice`,
     };
   }
   const named = vm.status?.runnerPod?.name;

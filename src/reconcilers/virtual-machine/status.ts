@@ -4,6 +4,7 @@ import type { V1ContainerStatus, V1ContainerStateTerminated, V1Pod } from '@kube
 import type { RunnerSnapshot } from '../../api/runner-snapshot.js';
 import type {
   Condition,
+  MigrationState,
   RestartAwaitingChange,
   VirtualMachine,
   VirtualMachineStatus,
@@ -17,6 +18,7 @@ import { restartAwaitingChanges } from './restart-awaiting.js';
 import { specPathOfRunnerField } from './runner-config.js';
 import { isBackingOff, nextStartFailure } from './start-backoff.js';
 import { kubeTime } from '../../kube/time.js';
+import type { Migratability } from './migration/migratable.js';
 
 export interface ObservedState {
   /** The VM's current runner pod (runner-pods.ts), if it exists. */
@@ -35,6 +37,8 @@ export interface ObservedState {
   loadBalancer?: LoadBalancerState;
   /** configDigest() of the config the runner should have: a runner's config error counts only for it. */
   configDigest?: string;
+  /** The VM's live migration (migration/plan.ts) and whether it can migrate. */
+  migration?: { state?: MigrationState; migrating: boolean; migratable: Migratability };
   now: Date;
 }
 
@@ -395,16 +399,20 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
   // A node that stopped reporting: the VM may run there or not, whatever was seen last.
   const unreachable = observed.node && observed.node.state !== 'Ready' ? observed.node : undefined;
   if (unreachable) Object.assign(facts, nodeNotReadyPhase(unreachable));
+  // The guest runs (at the source, paused at the end, then at the target) while it moves.
+  else if (observed.migration?.migrating && (facts.phase === 'Running' || snapshot?.migration))
+    Object.assign(facts, migratingPhase(observed.migration.state));
+  const guestRuns = facts.phase === 'Running' || facts.phase === 'Migrating';
   const running: ConditionFacts = {
     type: 'Running',
-    status: facts.phase === 'Running' ? 'True' : unreachable ? 'Unknown' : 'False',
+    status: guestRuns ? 'True' : unreachable ? 'Unknown' : 'False',
     reason: facts.reason,
     message: facts.message,
   };
-  const agent = facts.phase === 'Running' ? snapshot?.guestAgent : undefined;
+  const agent = guestRuns ? snapshot?.guestAgent : undefined;
   // Booted as VM-Operator means it (the guest agent answers), or the vmop agent port opened.
   const booted: ConditionFacts =
-    facts.phase === 'Running' && (snapshot?.booted || agent?.connected)
+    guestRuns && (snapshot?.booted || agent?.connected)
       ? {
           type: 'Booted',
           status: 'True',
@@ -459,6 +467,7 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
       awaitingRestartCondition(vm, awaiting),
       ...(observed.loadBalancer ? [loadBalancerCondition(observed.loadBalancer)] : []),
       ...(observed.node ? [nodeReachableCondition(observed.node)] : []),
+      ...(observed.migration && pod ? [migratableCondition(observed.migration.migratable)] : []),
     ]),
     ...(agent?.osinfo && { osinfo: agent.osinfo }),
     ...(agent?.connected && agent.addresses?.length && { ipAddresses: agent.addresses }),
@@ -476,6 +485,27 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
     ...runnerRestarts,
     ...(folded && { runner: { runId: folded.runId, seq: folded.seq, podUid: folded.podUid } }),
     ...runnerPodStatus(vm, observed),
+    ...((observed.migration?.state ?? previous?.migrationState) && {
+      migrationState: observed.migration?.state ?? previous?.migrationState,
+    }),
+  };
+}
+
+function migratingPhase(state: MigrationState | undefined): PhaseFacts {
+  const where = state?.targetNode ? ` to ${state.targetNode}` : '';
+  return {
+    phase: 'Migrating',
+    reason: 'Migrating',
+    message: `the VM moves live from ${state?.sourceNode ?? 'its node'}${where}`,
+  };
+}
+
+function migratableCondition(migratable: Migratability): ConditionFacts {
+  return {
+    type: 'Migratable',
+    status: migratable.migratable ? 'True' : 'False',
+    reason: migratable.reason,
+    message: migratable.message,
   };
 }
 
@@ -502,7 +532,8 @@ export function transitionEvents(
   desiredState: VirtualMachine['spec']['vm']['state'],
 ): ObjectEvent[] {
   const events: ObjectEvent[] = [];
-  if (after.phase === 'Running' && before?.phase !== 'Running') {
+  // A migration's end is no start: the guest ran on.
+  if (after.phase === 'Running' && before?.phase !== 'Running' && before?.phase !== 'Migrating') {
     events.push({ type: 'Normal', reason: 'Started', message: `the VM runs on ${after.node ?? 'its node'}` });
   }
   const shutdown = after.lastShutdown;
@@ -520,6 +551,26 @@ export function transitionEvents(
     }
   } else if (after.phase === 'Stopped' && before?.phase && before.phase !== 'Stopped') {
     events.push({ type: 'Normal', reason: 'Stopped', message: 'the VM is stopped' });
+  }
+  const migration = after.migrationState;
+  const previousMigration = before?.migrationState;
+  if (migration && migration.id !== previousMigration?.id && !migration.result) {
+    events.push({ type: 'Normal', reason: 'Migrating', message: `moving live from ${migration.sourceNode}` });
+  }
+  if (migration?.result && (migration.id !== previousMigration?.id || !previousMigration.result)) {
+    events.push(
+      migration.result === 'Succeeded'
+        ? {
+            type: 'Normal',
+            reason: 'Migrated',
+            message: `${migration.message ?? 'moved live'} (the guest paused ${migration.downtimeMs ?? '?'} ms)`,
+          }
+        : {
+            type: 'Warning',
+            reason: 'MigrationFailed',
+            message: `${migration.message}; the VM runs on where it was`,
+          },
+    );
   }
   if (after.phase === 'Failed' && before?.phase !== 'Failed') {
     const message = after.conditions?.find((c) => c.type === 'Running')?.message ?? 'the VM failed';

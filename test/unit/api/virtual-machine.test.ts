@@ -70,6 +70,7 @@ describe('generated CRD', () => {
       'Need restart',
       'Run policy',
       'IP',
+      'Migratable',
       'Age',
     ]);
   });

@@ -18,7 +18,11 @@ const vmWith = (state: 'Running' | 'Stopped', runnerPod?: { name: string; uid?: 
     ...(runnerPod && { status: { runnerPod } }),
   });
 const pod = (name: string, deleting = false): V1Pod => ({
-  metadata: { name, uid: `${name}-uid`, ...(deleting && { deletionTimestamp: new Date() }) },
+  metadata: {
+    name,
+    uid: `${name}-uid`,
+    ...(deleting && { deletionTimestamp: new Date('2026-11-25T10:00:00Z') }),
+  },
 });
 const names = (pods: V1Pod[]) => pods.map((p) => p.metadata!.name);
 

@@ -1,0 +1,118 @@
+// Carries out a migration plan's writes (plan.ts decides them): the key Secret, the runner
+// migration requests on pods, the target pod and its claims, and the tidying up. Each is safe to
+// repeat: creates that find their object made are fine, deletes are by uid.
+import { randomBytes } from 'node:crypto';
+import {
+  PatchStrategy,
+  setHeaderOptions,
+  type V1PersistentVolumeClaim,
+  type V1Pod,
+  type V1Secret,
+} from '@kubernetes/client-node';
+import { deletePodByUid, isConflict, isNotFound, type KubeClients } from '../../../kube/clients.js';
+import type { ObjectCache } from '../../../kube/object-cache.js';
+import type { VirtualMachine } from '../../../api/virtual-machine.js';
+import { LABEL_COMPONENT, ownerReference, vmLabels } from '../naming.js';
+import { migrationSecretName } from '../runner-pod.js';
+import type { MigrationPlan } from './plan.js';
+import { LABEL_MIGRATION } from './request.js';
+import { migrationAnnotation } from './target.js';
+
+const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+/** The key QEMU's TLS-PSK credentials and the runners' side channel use (`identity:hex`). */
+export function migrationSecret(vm: VirtualMachine): V1Secret {
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    type: 'Opaque',
+    metadata: {
+      name: migrationSecretName(vm.metadata.name),
+      namespace: vm.metadata.namespace,
+      labels: { ...vmLabels(vm.metadata.name), [LABEL_COMPONENT]: 'migration-keys' },
+      ownerReferences: [ownerReference(vm)],
+    },
+    stringData: { 'keys.psk': `vmop:${randomBytes(32).toString('hex')}\n` },
+  };
+}
+
+const ignoring =
+  (...benign: Array<(err: unknown) => boolean>) =>
+  (err: unknown) => {
+    if (!benign.some((is) => is(err))) throw err;
+  };
+
+/** The writes of `plan` (after its state was written), as lines for the reconcile's log. */
+export async function carryOutMigration(
+  clients: KubeClients,
+  cache: ObjectCache,
+  vm: VirtualMachine,
+  plan: MigrationPlan,
+): Promise<string[]> {
+  const writes: string[] = [];
+  const namespace = vm.metadata.namespace!;
+  if (plan.ensureSecret && !cache.get<V1Secret>('Secret', namespace, migrationSecretName(vm.metadata.name))) {
+    await clients.core
+      .createNamespacedSecret({ namespace, body: migrationSecret(vm) })
+      .then(() => writes.push('migration Secret'), ignoring(isConflict));
+  }
+  if (plan.annotate) {
+    const { pod, request } = plan.annotate;
+    await clients.core
+      .patchNamespacedPod(
+        {
+          name: pod.metadata!.name!,
+          namespace,
+          body: { metadata: { annotations: migrationAnnotation(request) } },
+        },
+        mergePatch,
+      )
+      .then(() =>
+        writes.push(`Pod ${pod.metadata!.name} (migration ${request.abort ? 'abort' : request.role})`),
+      );
+  }
+  if (plan.createTarget) {
+    for (const claim of plan.createTarget.claims) {
+      await clients.core
+        .createNamespacedPersistentVolumeClaim({ namespace, body: claim })
+        .then(
+          () => writes.push(`PersistentVolumeClaim ${claim.metadata!.name} (migration)`),
+          ignoring(isConflict),
+        );
+    }
+    const pod: V1Pod = plan.createTarget.pod;
+    await clients.core
+      .createNamespacedPod({ namespace, body: pod })
+      .then(() => writes.push(`Pod ${pod.metadata!.name} (migration target)`), ignoring(isConflict));
+  }
+  for (const pod of plan.deletePods) {
+    const { name, uid } = pod.metadata!;
+    // A few seconds: the source's runner (its guest gone) or the target's (its QEMU only waiting) ends at once.
+    if (await deletePodByUid(clients.core, { name: name!, namespace, uid: uid! }, { gracePeriodSeconds: 5 }))
+      writes.push(`Pod ${name} deleted (migration ended)`);
+  }
+  const claimRef = (claim: V1PersistentVolumeClaim) => ({ name: claim.metadata!.name!, namespace });
+  for (const claim of plan.deleteClaims) {
+    await clients.core
+      .deleteNamespacedPersistentVolumeClaim({
+        ...claimRef(claim),
+        body: { preconditions: { uid: claim.metadata!.uid! } },
+      })
+      .then(
+        () => writes.push(`PersistentVolumeClaim ${claim.metadata!.name} deleted (migration)`),
+        ignoring(isNotFound, isConflict),
+      );
+  }
+  for (const claim of plan.keepClaims) {
+    await clients.core
+      .patchNamespacedPersistentVolumeClaim(
+        { ...claimRef(claim), body: { metadata: { labels: { [LABEL_MIGRATION]: null } } } },
+        mergePatch,
+      )
+      .then(
+        () => writes.push(`PersistentVolumeClaim ${claim.metadata!.name} (now the VM's)`),
+        ignoring(isNotFound),
+      );
+  }
+  return writes;
+}

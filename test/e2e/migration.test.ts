@@ -1,0 +1,323 @@
+// Live migration on two nodes (issue 24 §3, §4): Migrate and Evict move a running guest to the other
+// node without a reboot (its counter goes on, its uptime too, its disk keeps what was written),
+// on shared storage and with a node-local disk copied while the guest runs; a migration whose
+// target goes away leaves the guest running where it was with nothing left behind; what cannot
+// migrate is refused with a reason, or (Evict) moved cold, and says why; a drain moves VMs live.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { twoNodeDevEnvironment } from '../support/two-nodes.js';
+import { eventually } from '../support/eventually.js';
+import { testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
+
+const NAMESPACE = 'default';
+const READY = 'VMOP-GUEST-READY';
+
+/** Starts on `node` (it may move later: a preference, not a rule). */
+const placedOn = (node: string) => `  affinity:
+    nodeAffinity:
+      preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        preference: {matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [${node}]}]}
+`;
+
+const disk = (storage: string) => `    disks:
+    - volumeClaimTemplate:
+        metadata: {name: data}
+        spec:
+${storage}          resources: {requests: {storage: 16Mi}}
+`;
+/** On the shared (network) class: both nodes use it, nothing is copied. */
+const sharedDisk = disk('          storageClassName: shared\n          accessModes: [ReadWriteMany]\n');
+/** On the default, node-local class: copied to the target node while the guest runs. */
+const localDisk = disk('');
+
+interface Operation {
+  status?: { phase?: string; reason?: string; message?: string; live?: boolean };
+}
+
+describe('live migration between two nodes', () => {
+  let moves = 0;
+  let vms: ClusterVms;
+  const [one, two] = ['vmop-node-1', 'vmop-node-2'];
+  const kubectl = (...args: string[]) => vms.kubectl(args);
+  const applyVm = (name: string, spec: string, vm = '') =>
+    vms.apply(
+      testGuestManifest(name, NAMESPACE, { extraSpec: spec }).replace(
+        '    networks: []\n',
+        `    networks: []\n${vm}`,
+      ),
+    );
+  const runsOn = (name: string, node: string) =>
+    vms.waitForVm(name, (vm) => {
+      expect(vm.status?.phase).toBe('Running');
+      expect(vms.condition(vm, 'Booted')?.status).toBe('True');
+      expect(vm.status?.node).toBe(node);
+    });
+  /** Creates an operation and waits until it ended. */
+  async function operate(name: string, type: string, spec = ''): Promise<Operation> {
+    const opName = `${name}-${type.toLowerCase()}-${Date.now()}`;
+    await vms.apply(`apiVersion: vmoperator.jdrupes.org/v1
+kind: VirtualMachineOperation
+metadata: {name: ${opName}, namespace: ${NAMESPACE}}
+spec: {virtualMachineName: ${name}, type: ${type}${spec}}
+`);
+    let op: Operation = {};
+    for (let waited = 0; waited < 300_000; waited += 500) {
+      op = JSON.parse(await kubectl('get', 'vmop', opName, '-o', 'json'));
+      if (['Completed', 'Failed', 'Superseded'].includes(op.status?.phase ?? '')) return op;
+      await sleep(500);
+    }
+    throw new Error(`${opName} did not end: ${JSON.stringify(op.status)}`);
+  }
+  /** The last line the guest printed that matches. */
+  const lastLine = async (name: string, pattern: RegExp) =>
+    (await vms.consoleLog(name))
+      .split(/\r?\n/)
+      .filter((line) => pattern.test(line))
+      .pop();
+  const tickOf = (line: string | undefined) => Number(/tick-(\d+)/.exec(line ?? '')?.[1] ?? -1);
+  const podsOf = async (name: string) =>
+    JSON.parse(await kubectl('get', 'pods', '-l', `app.kubernetes.io/instance=${name}`, '-o', 'json'))
+      .items as Array<{
+      metadata: { name: string };
+      spec: { nodeName?: string };
+    }>;
+  const claimsOf = async (name: string) =>
+    JSON.parse(await kubectl('get', 'pvc', '-l', `app.kubernetes.io/instance=${name}`, '-o', 'json'))
+      .items as Array<{ metadata: { name: string; labels: Record<string, string> } }>;
+
+  const bed = twoNodeDevEnvironment('migration', NAMESPACE);
+  beforeAll(() => {
+    ({ vms } = bed);
+  });
+
+  /**
+   * Migrates `name` (running on `from`) with `type` and checks the guest went on: its counter, its
+   * uptime, what it wrote to its disk; returns the VM after.
+   */
+  async function migrateAndCheck(name: string, type: 'Migrate' | 'Evict', from: string, to: string) {
+    const before = await runsOn(name, from);
+    expect(vms.condition(before, 'Migratable')).toMatchObject({ status: 'True' });
+    // Booted once (the console log of this run may start after that, at a migration's arrival).
+    await eventually(async () => expect(await vms.wholeConsoleLog(name)).toContain(READY), 120_000, 500);
+    const tag = `${name}-${++moves}`;
+    const data = `written-before-move-${tag}`;
+    await vms.typeOnConsole(
+      name,
+      `echo ${data} | dd of=/dev/vda conv=fsync 2>/dev/null; echo written-${tag}`,
+    );
+    await vms.waitForConsole(name, `\nwritten-${tag}\r`);
+    await vms.typeOnConsole(name, `cut -d" " -f1 /proc/uptime | sed s/^/uptime-${tag}-/`);
+    await vms.waitForConsole(name, `\nuptime-${tag}-`);
+    const uptimeOf = async () =>
+      Number((await lastLine(name, new RegExp(`^uptime-${tag}-`)))!.split('-').pop());
+    const uptimeBefore = await uptimeOf();
+    // A counter the guest prints every 100 ms: it must go on across the move, not start over.
+    await vms.typeOnConsole(name, '(i=0; while true; do echo tick-$i; i=$((i+1)); sleep 0.1; done) &');
+    await vms.waitForConsole(name, '\ntick-20\r');
+    const tickBefore = tickOf(await lastLine(name, /^tick-\d+$/));
+
+    const op = await operate(name, type);
+    expect(op.status, JSON.stringify(op.status)).toMatchObject({ phase: 'Completed', live: true });
+    expect(op.status?.message).toContain(`moved live from ${from} to ${to}`);
+    const after = await runsOn(name, to);
+    expect(after.status?.runner?.runId).not.toBe(before.status?.runner?.runId); // another runner…
+    expect(after.status?.migrationState).toMatchObject({
+      result: 'Succeeded',
+      sourceNode: from,
+      targetNode: to,
+      sourcePod: before.status?.runnerPod?.name,
+      targetPod: after.status?.runnerPod?.name,
+    });
+    expect(after.status?.migrationState?.downtimeMs).toBeGreaterThan(0);
+    expect(after.status?.migrationState?.bytesTransferred).toBeGreaterThan(0);
+    expect(after.status?.lastShutdown?.time).toBe(before.status?.lastShutdown?.time); // …no shutdown
+    // Only the target's pod is left.
+    await vms.waitForVm(name, () => undefined);
+    for (let waited = 0; (await podsOf(name)).length > 1 && waited < 30_000; waited += 500) await sleep(500);
+    expect((await podsOf(name)).map((pod) => pod.spec.nodeName)).toEqual([to]);
+
+    // The same guest: the counter went on from where it was, its uptime too, its disk has the data.
+    await sleep(2_000);
+    const ticks = (await vms.consoleLog(name)).split(/\r?\n/).filter((line) => /^tick-\d+$/.test(line));
+    expect(tickOf(ticks[0])).toBeGreaterThanOrEqual(tickBefore); // the first since the move
+    const tick = tickOf(ticks.pop());
+    await sleep(1_000);
+    expect(tickOf(await lastLine(name, /^tick-\d+$/))).toBeGreaterThan(tick);
+    await vms.typeOnConsole(name, `kill %1; cut -d" " -f1 /proc/uptime | sed s/^/uptime-${tag}-/`);
+    await vms.waitForConsole(name, `\nuptime-${tag}-`);
+    expect(await uptimeOf()).toBeGreaterThan(uptimeBefore);
+    await vms.typeOnConsole(name, `dd if=/dev/vda bs=512 count=1 2>/dev/null | head -c ${data.length}; echo`);
+    await vms.waitForConsole(name, `${data}\r`);
+    expect(await vms.eventReasons(name)).toContain('Migrated');
+    // The guest agent answers the new runner (its connection does not survive the move).
+    await vms.waitForVm(
+      name,
+      (vm) => expect(vms.condition(vm, 'AgentConnected')?.status).toBe('True'),
+      60_000,
+    );
+    return after;
+  }
+
+  it('Migrate moves a running VM on shared storage to the other node and back; the guest goes on', async () => {
+    await applyVm('mover', placedOn(one), sharedDisk);
+    await migrateAndCheck('mover', 'Migrate', one, two);
+    const back = await migrateAndCheck('mover', 'Migrate', two, one);
+    expect(back.status?.runnerPod?.name).toMatch(/^mover-m[0-9a-f]{8}$/);
+  });
+
+  it('Evict moves a VM with a node-local disk live: the disk is copied, the old claim goes', async () => {
+    await applyVm('local', placedOn(one), localDisk);
+    const before = await claimsOf('local');
+    const after = await migrateAndCheck('local', 'Evict', one, two);
+    expect(after.status?.migrationState?.copiedDisks).toEqual(['data-disk']);
+    // The copy's claim backs the disk now; the source's is gone (once its pod is).
+    for (let waited = 0; waited < 60_000; waited += 1000) {
+      const names = (await claimsOf('local')).map((claim) => claim.metadata.name);
+      if (!names.includes('local-data-disk')) break;
+      await sleep(1000);
+    }
+    const claims = await claimsOf('local');
+    expect(claims.map((claim) => claim.metadata.name).sort()).toEqual(
+      [
+        before.find((c) => c.metadata.name.endsWith('runner-data'))!.metadata.name,
+        `local-data-disk-${after.status?.migrationState?.id}`,
+      ].sort(),
+    );
+    expect(claims.every((claim) => !claim.metadata.labels['vmoperator.jdrupes.org/migration'])).toBe(true);
+  });
+
+  it('a migration whose target pod goes away: the guest runs on at the source, untouched, and nothing is left', async () => {
+    const before = await runsOn('mover', one);
+    const opName = `mover-migrate-killed-${Date.now()}`;
+    await vms.apply(`apiVersion: vmoperator.jdrupes.org/v1
+kind: VirtualMachineOperation
+metadata: {name: ${opName}, namespace: ${NAMESPACE}}
+spec: {virtualMachineName: mover, type: Migrate}
+`);
+    // The target pod is killed as soon as it exists.
+    let target: string | undefined;
+    for (let waited = 0; !target && waited < 120_000; waited += 100) {
+      target = (await vms.getVm('mover')).status?.migrationState?.targetPod;
+      if (!target) await sleep(100);
+    }
+    expect(target).toBeDefined();
+    await kubectl('delete', 'pod', target!, '--grace-period=0', '--force', '--wait=false');
+    const op = await vms
+      .waitForVm('mover', () => undefined)
+      .then(async () => {
+        for (;;) {
+          const current: Operation = JSON.parse(await kubectl('get', 'vmop', opName, '-o', 'json'));
+          if (current.status?.phase === 'Failed' || current.status?.phase === 'Completed') return current;
+          await sleep(500);
+        }
+      });
+    expect(op.status, JSON.stringify(op.status)).toMatchObject({ phase: 'Failed' });
+    expect(op.status?.message).toMatch(/runs on where it was/);
+    const after = await runsOn('mover', one);
+    expect(after.status?.runner?.runId).toBe(before.status?.runner?.runId); // the same runner and qemu
+    expect(after.status?.runnerPod).toEqual(before.status?.runnerPod);
+    expect(after.status?.migrationState).toMatchObject({ result: 'Failed' });
+    for (let waited = 0; (await podsOf('mover')).length > 1 && waited < 30_000; waited += 500)
+      await sleep(500);
+    expect((await podsOf('mover')).map((pod) => pod.metadata.name)).toEqual([before.status?.runnerPod?.name]);
+    // The guest still answers.
+    await vms.typeOnConsole('mover', 'echo still-here');
+    await vms.waitForConsole('mover', 'still-here\r');
+    expect(await vms.eventReasons('mover')).toContain('MigrationFailed');
+  });
+
+  it('the managers SIGKILLed mid-way: the restarted ones take the migration up where it stands; the guest runs once, nothing is left', async () => {
+    const before = await runsOn('mover', one);
+    const opName = `mover-migrate-managers-killed-${Date.now()}`;
+    await vms.apply(`apiVersion: vmoperator.jdrupes.org/v1
+kind: VirtualMachineOperation
+metadata: {name: ${opName}, namespace: ${NAMESPACE}}
+spec: {virtualMachineName: mover, type: Migrate}
+`);
+    // Both replicas die once the target pod was made (vmop dev starts them again, as a Deployment would).
+    for (let waited = 0; waited < 120_000; waited += 100) {
+      if ((await vms.getVm('mover')).status?.migrationState?.targetPod) break;
+      await sleep(100);
+    }
+    const killed = bed.env.managers.map((manager) => manager.pid);
+    for (const pid of killed) process.kill(pid, 'SIGKILL');
+    let op: Operation = {};
+    for (let waited = 0; waited < 180_000; waited += 500) {
+      op = JSON.parse(await kubectl('get', 'vmop', opName, '-o', 'json'));
+      if (op.status?.phase === 'Completed' || op.status?.phase === 'Failed') break;
+      await sleep(500);
+    }
+    expect(bed.env.managers.map((manager) => manager.pid)).not.toEqual(killed);
+    expect(op.status, JSON.stringify(op.status)).toMatchObject({ phase: 'Completed' });
+    const after = await runsOn('mover', two);
+    expect(after.status?.migrationState).toMatchObject({
+      result: 'Succeeded',
+      sourceNode: one,
+      targetNode: two,
+    });
+    expect(after.status?.lastShutdown?.time).toBe(before.status?.lastShutdown?.time);
+    for (let waited = 0; (await podsOf('mover')).length > 1 && waited < 30_000; waited += 500)
+      await sleep(500);
+    expect((await podsOf('mover')).map((pod) => pod.spec.nodeName)).toEqual([two]);
+    await vms.typeOnConsole('mover', 'echo after-the-managers-died');
+    await vms.waitForConsole('mover', 'after-the-managers-died\r');
+    // Back to where the next tests expect it.
+    expect((await operate('mover', 'Migrate')).status).toMatchObject({ phase: 'Completed' });
+    await runsOn('mover', one);
+  });
+
+  it('what cannot migrate: a stopped VM and a move to its own node are refused; a pinned VM is refused Migrate and moved cold by Evict, which says why', async () => {
+    await applyVm('resting', placedOn(one));
+    await runsOn('resting', one);
+    await vms.patchVm('resting', { state: 'Stopped' });
+    await vms.waitForVm('resting', (vm) => expect(vm.status?.phase).toBe('Stopped'));
+    const stopped = await operate('resting', 'Migrate');
+    expect(stopped.status).toMatchObject({ phase: 'Failed', reason: 'NotApplicableForVirtualMachinePhase' });
+
+    const here = await operate('mover', 'Migrate', `, migrate: {nodeName: ${one}}`);
+    expect(here.status).toMatchObject({ phase: 'Failed', reason: 'NotMigratable' });
+    expect(here.status?.message).toContain(`runs on ${one} already`);
+
+    // A CD from a file of its node only: it cannot move live.
+    await applyVm('pinned', placedOn(one), '    disks:\n    - cdrom: {image: /etc/os-release}\n');
+    const pinned = await runsOn('pinned', one);
+    expect(vms.condition(pinned, 'Migratable')).toMatchObject({ status: 'False', reason: 'NodeLocalMedium' });
+    const refused = await operate('pinned', 'Migrate');
+    expect(refused.status).toMatchObject({ phase: 'Failed', reason: 'NotMigratable' });
+    expect(refused.status?.message).toContain('/etc/os-release');
+    expect((await vms.getVm('pinned')).status?.runner?.runId).toBe(pinned.status?.runner?.runId);
+
+    const evicted = await operate('pinned', 'Evict');
+    expect(evicted.status).toMatchObject({ phase: 'Completed', live: false });
+    expect(evicted.status?.message).toMatch(
+      /^moved cold, as the CD \/etc\/os-release is a file of its node only/,
+    );
+    const moved = await vms.waitForVm('pinned', (vm: Vm) => {
+      expect(vm.status?.runner?.runId).not.toBe(pinned.status?.runner?.runId);
+    });
+    expect(moved.status?.migrationState).toBeUndefined();
+    const messages = await vms.eventMessages('pinned');
+    expect(messages.join('\n')).toMatch(/moved cold, as the CD \/etc\/os-release/);
+  });
+
+  it('`kubectl drain` moves a VM that can migrate live: the eviction waits, vmop moves it, the drain completes, the guest never stopped', async () => {
+    const before = await runsOn('mover', one);
+    // Its budget refuses the eviction of its runner pod while it can move live.
+    await kubectl('get', 'pdb', 'mover');
+    try {
+      await kubectl('drain', one, '--ignore-daemonsets', '--timeout=240s');
+      const after = await runsOn('mover', two);
+      expect(after.status?.migrationState).toMatchObject({
+        result: 'Succeeded',
+        sourceNode: one,
+        targetNode: two,
+        operation: expect.stringMatching(/^mover-evacuate-/),
+      });
+      expect(after.status?.lastShutdown?.time).toBe(before.status?.lastShutdown?.time);
+      expect(await vms.eventReasons('mover')).toEqual(expect.arrayContaining(['Evacuating', 'Migrated']));
+    } finally {
+      await kubectl('uncordon', one);
+    }
+  });
+});

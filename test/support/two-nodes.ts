@@ -1,0 +1,28 @@
+// A `vmop dev` environment on two nodes for one test file: made before its tests, gone after.
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll } from 'vitest';
+import { startDevEnvironment, type DevEnvironment } from '../../src/devenv/dev-environment.js';
+import { clusterVms, type ClusterVms } from './cluster-vms.js';
+
+export interface TwoNodeBed {
+  env: DevEnvironment;
+  vms: ClusterVms;
+}
+
+/** Registers the hooks; the bed's fields are there once the file's beforeAll hooks ran. */
+export function twoNodeDevEnvironment(name: string, namespace: string): TwoNodeBed {
+  const bed = {} as TwoNodeBed;
+  let dir: string | undefined;
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), `vmop-e2e-${name}-`));
+    bed.env = await startDevEnvironment({ dir, nodes: 2 });
+    bed.vms = clusterVms(bed.env.state.kubeconfig, namespace);
+  }, 1_800_000);
+  afterAll(async () => {
+    await bed.env?.stop();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  }, 600_000);
+  return bed;
+}
