@@ -3,14 +3,24 @@
 // on shared storage and with a node-local disk copied while the guest runs; a migration whose
 // target goes away leaves the guest running where it was with nothing left behind; what cannot
 // migrate is refused with a reason, or (Evict) moved cold, and says why; a drain moves VMs live.
+import { execFile } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { twoNodeDevEnvironment } from '../support/two-nodes.js';
 import { eventually } from '../support/eventually.js';
 import { testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
+import { SPICE_LINK_OK, SPICE_LINK_PERMISSION_DENIED } from '../support/spice-login.js';
+
+const run = promisify(execFile);
 
 const NAMESPACE = 'default';
 const READY = 'VMOP-GUEST-READY';
+/** The mover's SPICE console (on 127.0.0.1 in its node's network namespace) and its password. */
+const SPICE_PORT = 5931;
+const SPICE_PASSWORD = 'same-console-after-the-move';
+/** The address the test guest gives its NIC on qemu's user network. */
+const GUEST_IP = '10.0.2.15';
 
 /** Starts on `node` (it may move later: a preference, not a rule). */
 const placedOn = (node: string) => `  affinity:
@@ -40,13 +50,43 @@ describe('live migration between two nodes', () => {
   let vms: ClusterVms;
   const [one, two] = ['vmop-node-1', 'vmop-node-2'];
   const kubectl = (...args: string[]) => vms.kubectl(args);
-  const applyVm = (name: string, spec: string, vm = '') =>
+  const applyVm = (name: string, spec: string, vm = '', options: { spiceAndNic?: boolean } = {}) =>
     vms.apply(
-      testGuestManifest(name, NAMESPACE, { extraSpec: spec }).replace(
-        '    networks: []\n',
-        `    networks: []\n${vm}`,
-      ),
+      testGuestManifest(name, NAMESPACE, {
+        extraSpec: spec,
+        ...(options.spiceAndNic && { spicePort: SPICE_PORT }),
+      }).replace('    networks: []\n', `    networks: ${options.spiceAndNic ? '[{user: {}}]' : '[]'}\n${vm}`),
     );
+  /** A SPICE login to `name`'s console on `node`, as a viewer on that node would make it. */
+  const spiceLogin = async (node: string, password: string): Promise<number> => {
+    const netns = bed.env.cluster.nodes.find((n) => n.name === node)!.network.netnsPath;
+    const { stdout } = await run('nsenter', [
+      `--net=${netns}`,
+      '--',
+      process.execPath,
+      ...['--import', 'tsx', 'test/support/spice-login-cli.ts', String(SPICE_PORT), password],
+    ]);
+    return (JSON.parse(stdout) as { result: number }).result;
+  };
+  /** Sets the console's password in the VM's display Secret and waits until qemu has it. */
+  async function setSpicePassword(name: string): Promise<void> {
+    const serial = (await vms.getVm(name)).status?.displayPasswordSerial ?? 0;
+    const data = { 'display-password': SPICE_PASSWORD, 'password-expiry': 'never' };
+    await kubectl(
+      'patch',
+      'secret',
+      `${name}-display-secret`,
+      '--type',
+      'merge',
+      '-p',
+      JSON.stringify({ stringData: data }),
+    );
+    await vms.waitForVm(
+      name,
+      (vm) => expect(vm.status?.displayPasswordSerial).toBeGreaterThan(serial),
+      30_000,
+    );
+  }
   const runsOn = (name: string, node: string) =>
     vms.waitForVm(name, (vm) => {
       expect(vm.status?.phase).toBe('Running');
@@ -95,8 +135,20 @@ spec: {virtualMachineName: ${name}, type: ${type}${spec}}
    * Migrates `name` (running on `from`) with `type` and checks the guest went on: its counter, its
    * uptime, what it wrote to its disk; returns the VM after.
    */
-  async function migrateAndCheck(name: string, type: 'Migrate' | 'Evict', from: string, to: string) {
+  async function migrateAndCheck(
+    name: string,
+    type: 'Migrate' | 'Evict',
+    from: string,
+    to: string,
+    options: { spiceAndNic?: boolean } = {},
+  ) {
     const before = await runsOn(name, from);
+    if (options.spiceAndNic) {
+      // The console opens with the password on the source's node, the guest agent reports its IP
+      // (beside an IPv6 address once SLAAC has run).
+      expect(await spiceLogin(from, SPICE_PASSWORD)).toBe(SPICE_LINK_OK);
+      await vms.waitForVm(name, (vm) => expect(vm.status?.ipAddresses).toContain(GUEST_IP), 60_000);
+    }
     expect(vms.condition(before, 'Migratable')).toMatchObject({ status: 'True' });
     // Booted once (the console log of this run may start after that, at a migration's arrival).
     await eventually(async () => expect(await vms.wholeConsoleLog(name)).toContain(READY), 120_000, 500);
@@ -156,13 +208,23 @@ spec: {virtualMachineName: ${name}, type: ${type}${spec}}
       (vm) => expect(vms.condition(vm, 'AgentConnected')?.status).toBe('True'),
       60_000,
     );
+    if (options.spiceAndNic) {
+      // The guest kept its address; the console opens on the new node with the password of before.
+      await vms.waitForVm(name, (vm) => expect(vm.status?.ipAddresses).toContain(GUEST_IP), 60_000);
+      await vms.typeOnConsole(name, `ip -4 addr show eth0 | grep -o 'inet [0-9.]*' | sed s/^/ip-${tag}-/`);
+      await vms.waitForConsole(name, `\nip-${tag}-inet ${GUEST_IP}\r`);
+      expect(await spiceLogin(to, SPICE_PASSWORD)).toBe(SPICE_LINK_OK);
+      expect(await spiceLogin(to, 'guessed')).toBe(SPICE_LINK_PERMISSION_DENIED);
+    }
     return after;
   }
 
-  it('Migrate moves a running VM on shared storage to the other node and back; the guest goes on', async () => {
-    await applyVm('mover', placedOn(one), sharedDisk);
-    await migrateAndCheck('mover', 'Migrate', one, two);
-    const back = await migrateAndCheck('mover', 'Migrate', two, one);
+  it('Migrate moves a running VM on shared storage to the other node and back; the guest goes on, its IP and console password too', async () => {
+    await applyVm('mover', placedOn(one), sharedDisk, { spiceAndNic: true });
+    await runsOn('mover', one);
+    await setSpicePassword('mover');
+    await migrateAndCheck('mover', 'Migrate', one, two, { spiceAndNic: true });
+    const back = await migrateAndCheck('mover', 'Migrate', two, one, { spiceAndNic: true });
     expect(back.status?.runnerPod?.name).toMatch(/^mover-m[0-9a-f]{8}$/);
   });
 
