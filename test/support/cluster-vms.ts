@@ -34,6 +34,7 @@ export interface Vm {
       desiredValue?: unknown;
     }>;
     displayPasswordSerial?: number;
+    ipAddresses?: string[];
     migrationState?: MigrationState;
   };
 }

@@ -13,6 +13,7 @@ import {
 } from '../../api/virtual-machine.js';
 import { canTakeVms, type NodeFacts } from '../virtual-machine/node-facts.js';
 import { ownerReference } from '../virtual-machine/naming.js';
+import { FORCED_GRACE_SECONDS } from '../virtual-machine/runner-pod.js';
 import { kubeTime } from '../../kube/time.js';
 
 /** On an operation: the VM it is for (to list a VM's operations). */
@@ -177,8 +178,7 @@ export interface Signal {
 
 /** What tells the VM to carry out the operation (an Evict decided live or cold: op.status.live). */
 export function signalFor(op: VirtualMachineOperation, vm: VirtualMachine): Signal {
-  // One second: kubelet sends SIGTERM (the runner presses the power button) and kills it a second later.
-  const forced = op.spec.force ? { gracePeriodSeconds: 1 } : {};
+  const forced = op.spec.force ? { gracePeriodSeconds: FORCED_GRACE_SECONDS } : {};
   switch (op.spec.type) {
     case 'Start':
       return vm.spec.vm.state === 'Stopped' ? { state: 'Running' } : { deletePod: {} };

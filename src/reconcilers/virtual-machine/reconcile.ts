@@ -68,7 +68,7 @@ import {
   desiredRunnerServiceAccount,
   RUNNER_SECRET,
 } from './runner-identity.js';
-import { desiredRunnerPod, gracePeriodSeconds, type Overcommit, type RunnerImage } from './runner-pod.js';
+import { desiredRunnerPod, stopGraceSeconds, type Overcommit, type RunnerImage } from './runner-pod.js';
 import { runnerClaims } from './runner-claims.js';
 import { planRunnerPods } from './runner-pods.js';
 import { canTakeVms, nodeFacts, type NodeFacts } from './node-facts.js';
@@ -452,10 +452,13 @@ export function createVmReconciler(options: VmReconcilerOptions) {
         if (await deletePodByUid(clients.core, forgotten, { gracePeriodSeconds: 0 }))
           writes.push(`Pod ${podName} removed (its node ${lost.spec?.nodeName} is gone)`);
       }
+      const inFlight = vm.metadata.annotations?.[OPERATION_ANNOTATION];
+      const inFlightOp = inFlight ? cache.get(OPERATION_KIND, namespace, inFlight) : undefined;
+      const operation = inFlightOp && VirtualMachineOperation.safeParse(inFlightOp).data;
       for (const stale of podPlan.stop) {
-        // powerdownTimeout as it is now (it may have changed since the pod was made).
+        // powerdownTimeout as it is now (it may have changed since the pod was made), unless forced.
         const { name: podName, uid } = stale.metadata!;
-        const options = { gracePeriodSeconds: gracePeriodSeconds(vm) };
+        const options = { gracePeriodSeconds: stopGraceSeconds(vm, operation) };
         if (await deletePodByUid(clients.core, { name: podName!, namespace, uid: uid! }, options))
           writes.push(`Pod ${podName} deleted (stop)`);
       }

@@ -4,6 +4,7 @@
 // two of them for a live migration; a pod is never changed after it was made, but for its metadata.
 import type { V1EnvVar, V1Pod, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
 import type { VirtualMachine } from '../../api/virtual-machine.js';
+import type { VirtualMachineOperation } from '../../api/virtual-machine-operation.js';
 import { parseMemorySize } from '../../api/runner-config.js';
 import {
   CLOUD_INIT_SECRET_DIR,
@@ -101,6 +102,19 @@ export function runnerImage(vm: VirtualMachine, defaultImage: RunnerImage): Runn
 
 /** The grace period covers powerdownTimeout, as the pod's spec has it when it is made. */
 export const gracePeriodSeconds = (vm: VirtualMachine) => vm.spec.vm.powerdownTimeout + GRACE_MARGIN_SECONDS;
+
+/**
+ * A forced stop's grace period: kubelet sends SIGTERM (the runner presses the power button) and
+ * kills it a second later. Kubelet keeps the grace period of the first deletion it acts on, so
+ * whoever deletes the pod of a forced stop must use this one.
+ */
+export const FORCED_GRACE_SECONDS = 1;
+
+/** The grace period of a stop, forced when the VM's operation in flight is a forced Stop or Restart. */
+export function stopGraceSeconds(vm: VirtualMachine, inFlight: VirtualMachineOperation | undefined): number {
+  const forced = inFlight?.spec.force && (inFlight.spec.type === 'Stop' || inFlight.spec.type === 'Restart');
+  return forced ? FORCED_GRACE_SECONDS : gracePeriodSeconds(vm);
+}
 
 /**
  * The VM's own labels, which its pods carry too (so pod affinity and anti-affinity rules can name

@@ -14,6 +14,7 @@ import {
   signalFor,
   supersedes,
 } from '../../../src/reconcilers/virtual-machine-operation/operations.js';
+import { stopGraceSeconds } from '../../../src/reconcilers/virtual-machine/runner-pod.js';
 
 const seed = parse(readFileSync('examples/local-path-test-vm.yaml', 'utf8'));
 
@@ -111,6 +112,18 @@ describe('signals', () => {
     expect(signalFor(op('Restart'), vm('Running', 'Running'))).toEqual({ deletePod: {} });
     expect(signalFor(op('Reset'), vm('Running', 'Running'))).toEqual({ reset: true });
     expect(signalFor(op('Evict'), vm('Running', 'Running'))).toEqual({ evictPod: true });
+  });
+
+  it("a forced stop's pod goes in a second also when the VM's reconciler deletes it first", () => {
+    // Kubelet keeps the grace period of the first deletion it acts on: the VM's reconciler, seeing
+    // state Stopped, must not give the pod powerdownTimeout before the operation's own deletion.
+    const stopping = vm('Stopped', 'Running');
+    const graceful = stopping.spec.vm.powerdownTimeout + 5;
+    expect(stopGraceSeconds(stopping, undefined)).toBe(graceful);
+    expect(stopGraceSeconds(stopping, op('Stop'))).toBe(graceful);
+    expect(stopGraceSeconds(stopping, op('Stop', true))).toBe(1);
+    expect(stopGraceSeconds(stopping, op('Restart', true))).toBe(1);
+    expect(stopGraceSeconds(stopping, op('Reset', true))).toBe(graceful);
   });
 });
 
