@@ -28,6 +28,7 @@ import {
   balloon,
   cont,
   queryBalloon,
+  queryBlock,
   queryCpuCount,
   quit,
   systemPowerdown,
@@ -37,7 +38,8 @@ import { DeviceDeletedData, TrayMovedData, VserportChangeData, type VmEvent } fr
 import { GuestAgentController } from './guest-agent/controller.js';
 import { foldEvent, type SnapshotState } from './snapshot/fold.js';
 import { SnapshotStore, type PublishSnapshot } from './snapshot/store.js';
-import { startSwtpm, swtpmSupportsMigration, withMigrationArgs } from './swtpm.js';
+import { startSwtpm } from './swtpm.js';
+import { adoptArrivedTpmState } from './migration/tpm-state.js';
 import { buildSysprepImage } from './sysprep.js';
 import { AGENT_PORT_ID, GUEST_AGENT_PORT_ID, templateContext } from './template/context.js';
 import { templateForVm, templateSearchPath } from './template/locate.js';
@@ -316,11 +318,14 @@ export class VmRunner {
 
     // A migration's target starts the source's very QEMU (and swtpm), waiting for its state.
     const incoming = migration && (await contactSource(migration, this.keysDir(), this.logger));
-    const processes = incoming
-      ? incomingProcesses(incoming, paths.runtimeDir)
-      : await this.renderProcesses(settings);
-    this.launched = processes;
-    await this.launch(settings, processes, incoming !== undefined);
+    const processes = incoming ? incomingProcesses(incoming, paths) : await this.renderProcesses(settings);
+    if (!incoming && processes.swtpm) {
+      const adopted = await adoptArrivedTpmState(paths.dataDir, paths.swtpmStateDir);
+      if (adopted)
+        this.logger.info({ migration: adopted }, 'the TPM state the guest arrived with is its own now');
+    }
+    this.launched = { qemu: processes.qemu, ...(processes.swtpm && { swtpm: processes.swtpm }) };
+    await this.launch(settings, processes);
     if (incoming) await this.takeOver(settings, secret, incoming);
     else await this.configure(settings, secret);
     this.outgoing = new OutgoingMigrations({
@@ -394,19 +399,15 @@ export class VmRunner {
   /** Starts swtpm, builds the cloud-init image, starts qemu (paused) and connects to its QMP socket. */
   private async launch(
     settings: RunnerSettings,
-    processes: { qemu: ProcessLaunch; swtpm?: ProcessLaunch },
-    incoming = false,
+    processes: { qemu: ProcessLaunch; swtpm?: ProcessLaunch; tpmStateDir?: string },
   ) {
     const paths = this.paths;
     const searchPath = this.env.PATH;
     if (processes.swtpm) {
       this.checkStop();
-      // Ready to share its state directory with the other swtpm of a live migration.
-      if (await swtpmSupportsMigration(processes.swtpm.executable))
-        processes.swtpm.args = withMigrationArgs(processes.swtpm.args, incoming);
       this.swtpm = await startSwtpm({
         ...processes.swtpm,
-        stateDir: paths.swtpmStateDir,
+        stateDir: processes.tpmStateDir ?? paths.swtpmStateDir,
         socket: paths.swtpmSocket,
         logger: this.logger,
         searchPath,
@@ -677,6 +678,7 @@ export class VmRunner {
     try {
       await receive(qmp, incoming, {
         keysDir: this.keysDir(),
+        imageRepository: this.paths.imageRepository,
         dataDir: this.paths.dataDir,
         runtimeDir: this.paths.runtimeDir,
         qemuExited: this.qemu!.exited,
@@ -694,7 +696,8 @@ export class VmRunner {
     if (this.startedWithDisplayPassword) await this.applyDisplayPassword(secret.password, secret.expiry);
     await cont(qmp);
     this.guestRan = true;
-    const [cpus, ram] = [await queryCpuCount(qmp), await queryBalloon(qmp)];
+    const [cpus, ram, blocks] = [await queryCpuCount(qmp), await queryBalloon(qmp), await queryBlock(qmp)];
+    const trayOpen = new Map(blocks.map((block) => [block.qdev ?? block.device, block.tray_open === true]));
     this.store.update(
       (state) => ({
         ...state,
@@ -705,7 +708,10 @@ export class VmRunner {
         drives: Object.fromEntries(
           Object.entries(incoming.bundle.media).map(([id, medium]) => [
             id,
-            { tray: 'closed' as const, ...(medium ? { medium } : {}) },
+            {
+              tray: trayOpen.get(id) ? ('open' as const) : ('closed' as const),
+              ...(medium ? { medium } : {}),
+            },
           ]),
         ),
         migration: { id: incoming.request.id, role: 'target', state: 'completed' },

@@ -1,4 +1,3 @@
-import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -36,30 +35,4 @@ export async function startSwtpm(options: {
     await sleep(20);
   }
   return swtpm;
-}
-
-const supportsMigration = new Map<string, Promise<boolean>>();
-
-/** Whether this swtpm takes --migration (0.8 and later: feature cmdarg-migration). */
-export function swtpmSupportsMigration(executable: string): Promise<boolean> {
-  let answer = supportsMigration.get(executable);
-  if (!answer) {
-    answer = new Promise((resolve) =>
-      execFile(executable, ['socket', '--print-capabilities'], (err, stdout) =>
-        resolve(!err && stdout.includes('"cmdarg-migration"')),
-      ),
-    );
-    supportsMigration.set(executable, answer);
-  }
-  return answer;
-}
-
-/**
- * swtpm's arguments for a state directory two swtpm may share during a live migration (on a
- * shared runner data volume): the source lets go of its lock once QEMU read the state, the target
- * takes it only once the state came in.
- */
-export function withMigrationArgs(args: string[], incoming: boolean): string[] {
-  const kept = args.filter((arg, i) => arg !== '--migration' && args[i - 1] !== '--migration');
-  return [...kept, '--migration', incoming ? 'incoming,release-lock-outgoing' : 'release-lock-outgoing'];
 }

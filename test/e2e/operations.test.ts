@@ -293,7 +293,7 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
       expect(vm.spec.vm.state).toBe('Running');
     });
 
-    it('AlwaysOn: Stop and Start fail at once with the policy as reason; Evict works', async () => {
+    it('AlwaysOn: Stop and Start fail at once with the policy as reason; Migrate fails with no other node; Evict works', async () => {
       for (const verb of ['stop', 'start']) {
         const refused = await vmopVm(verb, 'always-on', '--wait');
         expect(refused.code).toBe(1);
@@ -304,6 +304,15 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
         );
       }
       const before = await podUid('always-on');
+      // One node: Migrate is refused with the reason, and the VM is left as it was.
+      const runId = (await vms.getVm('always-on')).status?.runner?.runId;
+      const migrate = await vmopVm('migrate', 'always-on', '--wait');
+      expect(migrate.code).toBe(1);
+      expect(migrate.stderr).toMatch(
+        /Failed \(no other node is ready to take the VM \(it runs on [\w-]+\)\)/,
+      );
+      expect(await podUid('always-on')).toBe(before);
+      expect((await vms.getVm('always-on')).status).toMatchObject({ phase: 'Running', runner: { runId } });
       const evicted = await vmopVm('evict', 'always-on', '--wait');
       // One node: it cannot move live, so it moves cold, and the operation says why.
       expect(evicted.stdout).toMatch(

@@ -4,8 +4,15 @@
 // guest run. It never boots the guest itself: a target that fails just ends.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../../util/logger.js';
+import { resolveCdImage } from '../drives.js';
 import { freePort } from '../../util/free-port.js';
-import { blockdevChangeMedium, deviceAdd, queryBlock } from '../qmp/commands.js';
+import {
+  blockdevChangeMedium,
+  blockdevOpenTray,
+  blockdevRemoveMedium,
+  deviceAdd,
+  queryBlock,
+} from '../qmp/commands.js';
 import type { QmpClient, QmpEvent } from '../qmp/client.js';
 import { connectToSource, readPsk, type Channel, type ChannelMessage, type Psk } from './channel.js';
 import {
@@ -19,6 +26,7 @@ import {
   stopNbdServer,
 } from './qmp.js';
 import { arrivedMarker, setMarker, type MigrationRequest } from './request.js';
+import { incomingTpmStateDir, withTpmStateDir } from './tpm-state.js';
 import { waitForFile } from './wait.js';
 import path from 'node:path';
 
@@ -36,13 +44,21 @@ export interface Incoming {
 
 /**
  * The source's processes, QEMU waiting for the incoming state, with the target's own runtime
- * directory where they name the source's (its sockets and per-pod files).
+ * directory where they name the source's (its sockets and per-pod files), and swtpm's state in
+ * the migration's own directory (tpm-state.ts).
  */
-export function incomingProcesses({ bundle }: Incoming, runtimeDir: string) {
-  const here = (args: string[]) => args.map((arg) => arg.replaceAll(bundle.runtimeDir, runtimeDir));
+export function incomingProcesses(
+  { bundle, request }: Incoming,
+  dirs: { runtimeDir: string; dataDir: string },
+) {
+  const here = (args: string[]) => args.map((arg) => arg.replaceAll(bundle.runtimeDir, dirs.runtimeDir));
+  const tpmStateDir = incomingTpmStateDir(dirs.dataDir, request.id);
   return {
     qemu: { ...bundle.qemu, args: [...here(bundle.qemu.args), '-incoming', 'defer'] },
-    ...(bundle.swtpm && { swtpm: { ...bundle.swtpm, args: here(bundle.swtpm.args) } }),
+    ...(bundle.swtpm && {
+      swtpm: { ...bundle.swtpm, args: withTpmStateDir(here(bundle.swtpm.args), tpmStateDir) },
+      tpmStateDir,
+    }),
   };
 }
 
@@ -96,6 +112,8 @@ export async function receive(
   incoming: Incoming,
   context: {
     keysDir: string;
+    /** Where CD media named by the source (as configured) are. */
+    imageRepository: string;
     dataDir: string;
     runtimeDir: string;
     qemuExited: Promise<unknown>;
@@ -112,7 +130,14 @@ export async function receive(
       (await queryBlock(qmp)).map((b) => [b.qdev ?? b.device, b.inserted?.file ?? null]),
     );
     for (const [drive, medium] of Object.entries(bundle.media)) {
-      if (medium && inserted.get(drive) !== medium) await blockdevChangeMedium(qmp, drive, medium);
+      const [here, file] = [inserted.get(drive), medium && resolveCdImage(medium, context.imageRepository)];
+      if (file && here !== file) await blockdevChangeMedium(qmp, drive, file);
+      // Ejected at the source (this QEMU started with the configured medium); the tray's own
+      // position comes with the device's state.
+      if (!file && here) {
+        await blockdevOpenTray(qmp, drive);
+        await blockdevRemoveMedium(qmp, drive);
+      }
     }
     await setCapabilities(qmp, ['events', 'late-block-activate']);
     await addPskCredentials(qmp, 'server', context.keysDir, incoming.psk.identity);

@@ -3,7 +3,7 @@
 // annotation in each "pod's" downward API file, the key in its Secret volume). They share the data
 // directory (as on a shared runner data volume); each has its own runtime directory, where the
 // guest's "local" disk lives, so the source copies it to the target while the guest runs.
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, rm, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,6 +20,20 @@ import {
   waitForConsoleLog,
   type RunnerProcess,
 } from './harness.js';
+
+/** TPM2_PCR_Extend of PCR 16 (password session) with a SHA-256 digest of 32 bytes 0x01, as printf octal. */
+const PCR16_EXTEND = [
+  [0x80, 0x02, 0, 0, 0, 65, 0, 0, 0x01, 0x82, 0, 0, 0, 16, 0, 0, 0, 9, 0x40, 0, 0, 9, 0, 0, 0, 0, 0],
+  [0, 0, 0, 1, 0, 0x0b, ...new Array<number>(32).fill(1)],
+]
+  .flat()
+  .map((byte) => `\\${byte.toString(8).padStart(3, '0')}`)
+  .join('');
+/** PCR 16 after that extend: SHA-256 of its 32 zero bytes and the digest, as the kernel shows it. */
+const PCR16_AFTER_EXTEND = createHash('sha256')
+  .update(Buffer.concat([Buffer.alloc(32), Buffer.alloc(32, 1)]))
+  .digest('hex')
+  .toUpperCase();
 
 describe('runner: live migration between two runners', () => {
   let tmp: string;
@@ -53,7 +67,7 @@ describe('runner: live migration between two runners', () => {
     }
     await writeFile(path.join(tmp, 'shared.img'), '');
     await truncate(path.join(tmp, 'shared.img'), 16 * 1024 * 1024);
-    const images = await makeImageRepository(path.join(tmp, 'images'));
+    const images = await makeImageRepository(path.join(tmp, 'images'), ['disc-a', 'disc-b']);
     // The same config for both; each runner has its own runtime directory (as pods have their own /tmp).
     const config = (who: string): RunnerConfigInput => ({
       '/Runner': {
@@ -67,10 +81,14 @@ describe('runner: live migration between two runners', () => {
           currentCpus: 2,
           maximumRam: '256Mi',
           currentRam: '224Mi',
+          useTpm: true,
           network: [{ type: 'user' }],
           drives: [
             { type: 'raw', file: path.join(runtimeOf(who), 'local.img') },
             { type: 'raw', file: path.join(tmp, 'shared.img') },
+            // One CD stays in; the guest opens the other's tray before the move.
+            { type: 'ide-cd', file: 'disc-a.iso' },
+            { type: 'ide-cd', file: 'disc-b.iso' },
           ],
         },
       },
@@ -88,7 +106,7 @@ describe('runner: live migration between two runners', () => {
     await rm(tmp, { recursive: true, force: true });
   });
 
-  it('a guest runs at the source, with a second CPU, less RAM and data on both disks', async () => {
+  it('a guest runs at the source, with a second CPU, less RAM, data on both disks, a PCR extended and a CD tray open', async () => {
     await source.waitForSnapshot((snapshot) => snapshot.booted && snapshot.cpus === 2);
     await waitForConsoleLog(path.join(dataDir(), 'console.log'), 'VMOP-GUEST-READY');
     guest = await openConsole(
@@ -97,6 +115,15 @@ describe('runner: live migration between two runners', () => {
     );
     expect(await guest.run('echo local-data | dd of=/dev/vda conv=fsync 2>/dev/null')).toBe(0);
     expect(await guest.run('echo shared-data | dd of=/dev/vdb conv=fsync 2>/dev/null')).toBe(0);
+    // TPM state that lives only in swtpm's memory: PCR 16 extended (it starts at zero).
+    expect(
+      await guest.run(
+        `exec 3<>/dev/tpm0; printf '${PCR16_EXTEND}' >&3; dd bs=64 count=1 <&3 >/dev/null 2>&1`,
+      ),
+    ).toBe(0);
+    expect(await guest.capture('cat /sys/class/tpm/tpm0/pcr-sha256/16')).toContain(PCR16_AFTER_EXTEND);
+    expect(await guest.run('eject /dev/sr1')).toBe(0);
+    await source.waitForSnapshot((s) => s.drives.cd1?.tray === 'open');
     // A counter the guest prints every 100 ms: it must go on, not start over.
     expect(
       await guest.run('(i=0; while true; do echo tick-$i; i=$((i+1)); sleep 0.1; done) >/dev/ttyS0 & true'),
@@ -104,7 +131,7 @@ describe('runner: live migration between two runners', () => {
     await guest.waitForLine(/^tick-20$/);
   });
 
-  it('migrates to the target: the counter goes on, uptime too, both disks hold their data, CPUs and RAM as before', async () => {
+  it('migrates to the target: the counter goes on, uptime too, both disks hold their data; CPUs, RAM, the TPM state and CD trays as before', async () => {
     /** One line a command printed (the counter's lines mix in). */
     const answer = async (command: string) =>
       (await guest.capture(command))
@@ -144,6 +171,17 @@ describe('runner: live migration between two runners', () => {
     expect(await answer('dd if=/dev/vda bs=512 count=1 2>/dev/null | head -c 10; echo')).toBe('local-data');
     expect(await answer('dd if=/dev/vdb bs=512 count=1 2>/dev/null | head -c 11; echo')).toBe('shared-data');
     expect(await answer('grep -c ^processor /proc/cpuinfo')).toBe('2');
+    // The TPM's volatile state came along, and the CD in the closed drive.
+    expect(await answer('cat /sys/class/tpm/tpm0/pcr-sha256/16')).toBe(PCR16_AFTER_EXTEND);
+    expect(await answer('mount -r /dev/sr0 /mnt && cat /mnt/id.txt; umount /mnt')).toBe('disc-disc-a');
+    // The guest opened the other's tray (its medium stays in, as in a real drive): it is open here
+    // too, until the guest closes it again by reading.
+    expect(arrived.drives).toMatchObject({
+      cd0: { tray: 'closed', medium: 'disc-a.iso' },
+      cd1: { tray: 'open', medium: 'disc-b.iso' },
+    });
+    expect(await answer('mount -r /dev/sr1 /mnt && cat /mnt/id.txt; umount /mnt')).toBe('disc-disc-b');
+    await target.waitForSnapshot((s) => s.drives.cd1?.tray === 'closed');
   });
 
   it('migrates on from the runner it arrived in (whose QEMU came in by migration) to a third one', async () => {
@@ -187,5 +225,7 @@ describe('runner: live migration between two runners', () => {
         .join('')
         .trim();
     expect(await answer('dd if=/dev/vda bs=512 count=1 2>/dev/null | head -c 10; echo')).toBe('local-data');
+    // The TPM state went on from the first target's swtpm too.
+    expect(await answer('cat /sys/class/tpm/tpm0/pcr-sha256/16')).toBe(PCR16_AFTER_EXTEND);
   });
 });
