@@ -11,6 +11,7 @@ import { twoNodeDevEnvironment } from '../support/two-nodes.js';
 import { eventually } from '../support/eventually.js';
 import { testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
 import { SPICE_LINK_OK, SPICE_LINK_PERMISSION_DENIED } from '../support/spice-login.js';
+import { PCR16_AFTER_EXTEND, PCR16_EXTEND } from '../support/tpm.js';
 
 const run = promisify(execFile);
 
@@ -41,6 +42,12 @@ const sharedDisk = disk('          storageClassName: shared\n          accessMod
 /** On the default, node-local class: copied to the target node while the guest runs. */
 const localDisk = disk('');
 
+/** What else a move must carry: the SPICE console's password and the NIC's address; the TPM's state. */
+interface MoveChecks {
+  spiceAndNic?: boolean;
+  tpm?: boolean;
+}
+
 interface Operation {
   status?: { phase?: string; reason?: string; message?: string; live?: boolean };
 }
@@ -50,7 +57,7 @@ describe('live migration between two nodes', () => {
   let vms: ClusterVms;
   const [one, two] = ['vmop-node-1', 'vmop-node-2'];
   const kubectl = (...args: string[]) => vms.kubectl(args);
-  const applyVm = (name: string, spec: string, vm = '', options: { spiceAndNic?: boolean } = {}) =>
+  const applyVm = (name: string, spec: string, vm = '', options: MoveChecks = {}) =>
     vms.apply(
       testGuestManifest(name, NAMESPACE, {
         extraSpec: spec,
@@ -140,7 +147,7 @@ spec: {virtualMachineName: ${name}, type: ${type}${spec}}
     type: 'Migrate' | 'Evict',
     from: string,
     to: string,
-    options: { spiceAndNic?: boolean } = {},
+    options: MoveChecks = {},
   ) {
     const before = await runsOn(name, from);
     if (options.spiceAndNic) {
@@ -208,6 +215,11 @@ spec: {virtualMachineName: ${name}, type: ${type}${spec}}
       (vm) => expect(vms.condition(vm, 'AgentConnected')?.status).toBe('True'),
       60_000,
     );
+    if (options.tpm) {
+      // The TPM's state in swtpm's memory came along (PCR 16, extended once after the first boot).
+      await vms.typeOnConsole(name, `sed s/^/pcr-${tag}-/ /sys/class/tpm/tpm0/pcr-sha256/16`);
+      await vms.waitForConsole(name, `\npcr-${tag}-${PCR16_AFTER_EXTEND}\r`);
+    }
     if (options.spiceAndNic) {
       // The guest kept its address; the console opens on the new node with the password of before.
       await vms.waitForVm(name, (vm) => expect(vm.status?.ipAddresses).toContain(GUEST_IP), 60_000);
@@ -219,12 +231,16 @@ spec: {virtualMachineName: ${name}, type: ${type}${spec}}
     return after;
   }
 
-  it('Migrate moves a running VM on shared storage to the other node and back; the guest goes on, its IP and console password too', async () => {
-    await applyVm('mover', placedOn(one), sharedDisk, { spiceAndNic: true });
+  it('Migrate moves a running VM on shared storage to the other node and back; the guest goes on, its IP, console password and TPM state too', async () => {
+    await applyVm('mover', placedOn(one), `    useTpm: true\n${sharedDisk}`, { spiceAndNic: true });
     await runsOn('mover', one);
     await setSpicePassword('mover');
-    await migrateAndCheck('mover', 'Migrate', one, two, { spiceAndNic: true });
-    const back = await migrateAndCheck('mover', 'Migrate', two, one, { spiceAndNic: true });
+    await vms.waitForConsole('mover', READY);
+    await vms.typeOnConsole('mover', `${PCR16_EXTEND} && echo extended-$((6*7))`);
+    await vms.waitForConsole('mover', '\nextended-42\r');
+    const checks = { spiceAndNic: true, tpm: true };
+    await migrateAndCheck('mover', 'Migrate', one, two, checks);
+    const back = await migrateAndCheck('mover', 'Migrate', two, one, checks);
     expect(back.status?.runnerPod?.name).toMatch(/^mover-m[0-9a-f]{8}$/);
   });
 

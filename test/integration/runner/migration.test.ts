@@ -3,13 +3,14 @@
 // annotation in each "pod's" downward API file, the key in its Secret volume). They share the data
 // directory (as on a shared runner data volume); each has its own runtime directory, where the
 // guest's "local" disk lives, so the source copies it to the target while the guest runs.
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdir, rm, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunnerConfigInput } from '../../../src/api/runner-config.js';
 import { MIGRATION_ANNOTATION } from '../../../src/runner/migration/request.js';
 import type { SerialConsole } from '../../support/qemu.js';
+import { PCR16_AFTER_EXTEND, PCR16_EXTEND } from '../../support/tpm.js';
 import {
   configYaml,
   isAlive,
@@ -20,20 +21,6 @@ import {
   waitForConsoleLog,
   type RunnerProcess,
 } from './harness.js';
-
-/** TPM2_PCR_Extend of PCR 16 (password session) with a SHA-256 digest of 32 bytes 0x01, as printf octal. */
-const PCR16_EXTEND = [
-  [0x80, 0x02, 0, 0, 0, 65, 0, 0, 0x01, 0x82, 0, 0, 0, 16, 0, 0, 0, 9, 0x40, 0, 0, 9, 0, 0, 0, 0, 0],
-  [0, 0, 0, 1, 0, 0x0b, ...new Array<number>(32).fill(1)],
-]
-  .flat()
-  .map((byte) => `\\${byte.toString(8).padStart(3, '0')}`)
-  .join('');
-/** PCR 16 after that extend: SHA-256 of its 32 zero bytes and the digest, as the kernel shows it. */
-const PCR16_AFTER_EXTEND = createHash('sha256')
-  .update(Buffer.concat([Buffer.alloc(32), Buffer.alloc(32, 1)]))
-  .digest('hex')
-  .toUpperCase();
 
 describe('runner: live migration between two runners', () => {
   let tmp: string;
@@ -116,11 +103,7 @@ describe('runner: live migration between two runners', () => {
     expect(await guest.run('echo local-data | dd of=/dev/vda conv=fsync 2>/dev/null')).toBe(0);
     expect(await guest.run('echo shared-data | dd of=/dev/vdb conv=fsync 2>/dev/null')).toBe(0);
     // TPM state that lives only in swtpm's memory: PCR 16 extended (it starts at zero).
-    expect(
-      await guest.run(
-        `exec 3<>/dev/tpm0; printf '${PCR16_EXTEND}' >&3; dd bs=64 count=1 <&3 >/dev/null 2>&1`,
-      ),
-    ).toBe(0);
+    expect(await guest.run(PCR16_EXTEND)).toBe(0);
     expect(await guest.capture('cat /sys/class/tpm/tpm0/pcr-sha256/16')).toContain(PCR16_AFTER_EXTEND);
     expect(await guest.run('eject /dev/sr1')).toBe(0);
     await source.waitForSnapshot((s) => s.drives.cd1?.tray === 'open');
