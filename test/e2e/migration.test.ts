@@ -46,6 +46,8 @@ const localDisk = disk('');
 interface MoveChecks {
   spiceAndNic?: boolean;
   tpm?: boolean;
+  /** A currentRam set while the guest moves. */
+  ramDuring?: string;
 }
 
 interface Operation {
@@ -100,14 +102,20 @@ describe('live migration between two nodes', () => {
       expect(vms.condition(vm, 'Booted')?.status).toBe('True');
       expect(vm.status?.node).toBe(node);
     });
-  /** Creates an operation and waits until it ended. */
-  async function operate(name: string, type: string, spec = ''): Promise<Operation> {
+  /** Creates an operation, does what else is to be done `during` it, and waits until it ended. */
+  async function operate(
+    name: string,
+    type: string,
+    spec = '',
+    during?: () => Promise<void>,
+  ): Promise<Operation> {
     const opName = `${name}-${type.toLowerCase()}-${Date.now()}`;
     await vms.apply(`apiVersion: vmoperator.jdrupes.org/v1
 kind: VirtualMachineOperation
 metadata: {name: ${opName}, namespace: ${NAMESPACE}}
 spec: {virtualMachineName: ${name}, type: ${type}${spec}}
 `);
+    await during?.();
     let op: Operation = {};
     for (let waited = 0; waited < 300_000; waited += 500) {
       op = JSON.parse(await kubectl('get', 'vmop', opName, '-o', 'json'));
@@ -115,6 +123,15 @@ spec: {virtualMachineName: ${name}, type: ${type}${spec}}
       await sleep(500);
     }
     throw new Error(`${opName} did not end: ${JSON.stringify(op.status)}`);
+  }
+  /** Changes currentRam once the migration has its target pod (the guest is on its way). */
+  async function setRamMidway(name: string, ram: string): Promise<void> {
+    for (let waited = 0; waited < 120_000; waited += 100) {
+      const state = (await vms.getVm(name)).status?.migrationState;
+      if (state?.targetPod && !state.result) return void (await vms.patchVm(name, { currentRam: ram }));
+      await sleep(100);
+    }
+    throw new Error(`the migration of ${name} made no target pod`);
   }
   /** The last line the guest printed that matches. */
   const lastLine = async (name: string, pattern: RegExp) =>
@@ -176,7 +193,12 @@ spec: {virtualMachineName: ${name}, type: ${type}${spec}}
     await vms.waitForConsole(name, '\ntick-20\r');
     const tickBefore = tickOf(await lastLine(name, /^tick-\d+$/));
 
-    const op = await operate(name, type);
+    const op = await operate(
+      name,
+      type,
+      '',
+      options.ramDuring ? () => setRamMidway(name, options.ramDuring!) : undefined,
+    );
     expect(op.status, JSON.stringify(op.status)).toMatchObject({ phase: 'Completed', live: true });
     expect(op.status?.message).toContain(`moved live from ${from} to ${to}`);
     const after = await runsOn(name, to);
@@ -215,6 +237,10 @@ spec: {virtualMachineName: ${name}, type: ${type}${spec}}
       (vm) => expect(vms.condition(vm, 'AgentConnected')?.status).toBe('True'),
       60_000,
     );
+    if (options.ramDuring) {
+      // The change made while the guest moved waited for it, and reached the guest where it went.
+      await vms.waitForVm(name, (vm) => expect(vm.status?.ram).toBe(options.ramDuring), 60_000);
+    }
     if (options.tpm) {
       // The TPM's state in swtpm's memory came along (PCR 16, extended once after the first boot).
       await vms.typeOnConsole(name, `sed s/^/pcr-${tag}-/ /sys/class/tpm/tpm0/pcr-sha256/16`);
@@ -244,10 +270,10 @@ spec: {virtualMachineName: ${name}, type: ${type}${spec}}
     expect(back.status?.runnerPod?.name).toMatch(/^mover-m[0-9a-f]{8}$/);
   });
 
-  it('Evict moves a VM with a node-local disk live: the disk is copied, the old claim goes', async () => {
+  it('Evict moves a VM with a node-local disk live: the disk is copied, the old claim goes; a RAM change made meanwhile applies after', async () => {
     await applyVm('local', placedOn(one), localDisk);
     const before = await claimsOf('local');
-    const after = await migrateAndCheck('local', 'Evict', one, two);
+    const after = await migrateAndCheck('local', 'Evict', one, two, { ramDuring: '192Mi' });
     expect(after.status?.migrationState?.copiedDisks).toEqual(['data-disk']);
     // The copy's claim backs the disk now; the source's is gone (once its pod is).
     for (let waited = 0; waited < 60_000; waited += 1000) {
