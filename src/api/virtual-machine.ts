@@ -363,6 +363,8 @@ export const MigrationState = z.object({
   message: z.string().optional(),
   /** How long the guest was paused at the switch-over (QEMU's figure). */
   downtimeMs: z.number().optional(),
+  /** How long QEMU sent the guest (disks, memory and state), from its start to the switch-over. */
+  transferMs: z.number().optional(),
   /** Memory, device state and copied disks, as sent. */
   bytesTransferred: z.number().optional(),
   /** The disks copied to the target (node-local ones), by volume. */

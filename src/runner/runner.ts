@@ -675,8 +675,16 @@ export class VmRunner {
         { event: 'RUNNER_MIGRATION', data: { state: state.state } },
       );
     progress({ state: 'preparing' });
+    this.cpus = new CpuController(qmp, this.logger);
+    this.cdroms = new CdromController(qmp, this.store, this.paths.imageRepository, this.logger);
+    this.display = new DisplayController(qmp, this.logger);
+    this.guestAgent = new GuestAgentController(this.paths.guestAgentSocket, this.store, this.logger);
+    let arrived: Awaited<ReturnType<typeof receive>>;
     try {
-      await receive(qmp, incoming, {
+      // The display password is this QEMU's own (not part of the migrated state): set before the
+      // guest arrives, so nothing stands between its arrival and its running on.
+      if (this.startedWithDisplayPassword) await this.applyDisplayPassword(secret.password, secret.expiry);
+      arrived = await receive(qmp, incoming, {
         keysDir: this.keysDir(),
         imageRepository: this.paths.imageRepository,
         dataDir: this.paths.dataDir,
@@ -688,13 +696,10 @@ export class VmRunner {
       progress({ state: 'failed', message: (err as Error).message });
       throw err;
     }
-    this.cpus = new CpuController(qmp, this.logger);
-    this.cdroms = new CdromController(qmp, this.store, this.paths.imageRepository, this.logger);
-    this.display = new DisplayController(qmp, this.logger);
-    this.guestAgent = new GuestAgentController(this.paths.guestAgentSocket, this.store, this.logger);
-    // The display password is this QEMU's own (not part of the migrated state).
-    if (this.startedWithDisplayPassword) await this.applyDisplayPassword(secret.password, secret.expiry);
     await cont(qmp);
+    await arrived
+      .tidy()
+      .catch((err: unknown) => this.logger.warn({ err }, 'tidying up after the arrival failed'));
     this.guestRan = true;
     const [cpus, ram, blocks] = [await queryCpuCount(qmp), await queryBalloon(qmp), await queryBlock(qmp)];
     const trayOpen = new Map(blocks.map((block) => [block.qdev ?? block.device, block.tray_open === true]));

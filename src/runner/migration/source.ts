@@ -198,9 +198,13 @@ export async function migrateAway(
       await clearMarker(left);
       throw new Error(await failureOf(qmp));
     }
-    const info = await finalFigures(qmp);
-    const mirrored = jobs.reduce((sum, entry) => sum + (entry.bytes ?? 0), 0);
+    // The guest is the target's now (it runs once it hears this): nothing here may resume it.
     channel.send({ type: 'ended', result: 'completed' });
+    const info = await finalFigures(qmp).catch((err: unknown) => {
+      logger.warn({ err: String(err) }, "QEMU's figures of the migration could not be read");
+      return {} as Awaited<ReturnType<typeof finalFigures>>;
+    });
+    const mirrored = jobs.reduce((sum, entry) => sum + (entry.bytes ?? 0), 0);
     context.progress({
       state: 'completed',
       downtimeMs: info.downtime,

@@ -104,8 +104,9 @@ export async function contactSource(
 
 /**
  * With QEMU started from the bundle and `-incoming defer`: takes the migration in; resolves once
- * the guest runs here (the caller then sets the display password and lets it run), throws when
- * the migration failed (the guest runs on at the source).
+ * the guest's state is here and the source confirmed it let go (the caller lets the guest run at
+ * once, then calls the returned `tidy`), throws when the migration failed (the guest runs on at the
+ * source).
  */
 export async function receive(
   qmp: QmpClient,
@@ -119,11 +120,21 @@ export async function receive(
     qemuExited: Promise<unknown>;
     logger: Logger;
   },
-): Promise<void> {
+): Promise<{ tidy: () => Promise<void> }> {
   const { bundle, channel, request } = incoming;
-  const events: QmpEvent[] = [];
-  const onEvent = (event: QmpEvent) => events.push(event);
-  qmp.on('event', onEvent);
+  let onEvent: ((event: QmpEvent) => void) | undefined;
+  // This QEMU's end of the migration: completed, or failed.
+  const arrived = new Promise<void>((resolve, reject) => {
+    onEvent = (event: QmpEvent) => {
+      if (event.event !== 'MIGRATION') return;
+      const status = (event.data as { status?: string })?.status;
+      if (status === 'completed') resolve();
+      if (status === 'failed' || status === 'cancelled')
+        reject(new Error(`the incoming migration ${status}`));
+    };
+    qmp.on('event', onEvent);
+  });
+  arrived.catch(() => undefined);
   try {
     for (const cpu of bundle.cpus) await deviceAdd(qmp, cpu.driver, cpu.id, cpu.props);
     const inserted = new Map(
@@ -161,28 +172,22 @@ export async function receive(
       'ready for the incoming migration',
     );
 
-    const completed = () =>
-      events.some((e) => e.event === 'MIGRATION' && (e.data as { status?: string })?.status === 'completed');
-    let sourceFailed: string | undefined;
-    channel.next().then(
-      (message) => {
-        if (message.type === 'ended' && message.result === 'failed')
-          sourceFailed = message.message ?? 'no reason given';
-      },
-      (err: Error) => (sourceFailed ??= err.message),
-    );
-    let qemuEnded = false;
-    void context.qemuExited.then(() => (qemuEnded = true));
-    while (!completed()) {
-      if (qemuEnded) throw new Error('QEMU ended while taking the migration in');
-      if (sourceFailed !== undefined) throw new Error(`the source gave up: ${sourceFailed}`);
-      await sleep(50);
-    }
+    // The guest runs here only once the source, too, says it is done: until then it may still
+    // resume the guest there (its QEMU does when the migration fails late).
+    const sourceDone = channel.next().then((message) => {
+      if (message.type !== 'ended') throw new Error(`the source sent ${message.type}, not how it ended`);
+      if (message.result === 'failed')
+        throw new Error(`the source gave up: ${message.message ?? 'no reason given'}`);
+    });
+    const qemuEnded = context.qemuExited.then(() => {
+      throw new Error('QEMU ended while taking the migration in');
+    });
+    await Promise.race([Promise.all([arrived, sourceDone]), qemuEnded]);
     // The guest's state is here: from now on this pod runs it (a restarted runner boots it afresh).
     await setMarker(arrivedMarker(context.dataDir, request.id));
-    if (nbdPort) await stopNbdServer(qmp);
+    return { tidy: async () => (nbdPort ? stopNbdServer(qmp) : undefined) };
   } finally {
-    qmp.off('event', onEvent);
+    if (onEvent) qmp.off('event', onEvent);
     channel.close();
   }
 }

@@ -184,7 +184,7 @@ describe('planMigration', () => {
         pods: [source, target],
         claims: [...claimsOf(vm), copy],
         sourceSnapshot: snapshot(
-          { id: 'm1', role: 'source', state: 'completed', downtimeMs: 120, bytes: 9 },
+          { id: 'm1', role: 'source', state: 'completed', downtimeMs: 120, totalMs: 900, bytes: 9 },
           'stopped',
         ),
         targetSnapshot: snapshot({ id: 'm1', role: 'target', state: 'completed' }),
@@ -195,6 +195,7 @@ describe('planMigration', () => {
       result: 'Succeeded',
       targetNode: 'node-2',
       downtimeMs: 120,
+      transferMs: 900,
       bytesTransferred: 9,
     });
     expect(plan.deletePods).toEqual([source]);

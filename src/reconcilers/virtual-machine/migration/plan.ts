@@ -146,6 +146,7 @@ function goOn(facts: MigrationFacts, state: MigrationState): MigrationPlan {
       message: `the VM moved live from ${state.sourceNode} to ${target.spec?.nodeName}`,
       ...(target.spec?.nodeName && { targetNode: target.spec.nodeName }),
       ...(sourceProgress?.downtimeMs !== undefined && { downtimeMs: sourceProgress.downtimeMs }),
+      ...(sourceProgress?.totalMs !== undefined && { transferMs: sourceProgress.totalMs }),
       ...(sourceProgress?.bytes !== undefined && { bytesTransferred: sourceProgress.bytes }),
     };
     return { ...cleanUp({ ...facts, current: target }, done), switchTo: target };
