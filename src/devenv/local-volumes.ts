@@ -60,6 +60,14 @@ export interface LocalVolumeProvisioner {
 
 const isBlock = (claim: V1PersistentVolumeClaim) => claim.spec?.volumeMode === 'Block';
 
+/** The file behind a loop device, or undefined when it is not attached. */
+async function loopBackingFile(device: string): Promise<string | undefined> {
+  const listed = await run('losetup', ['--list', '--noheadings', '--output', 'BACK-FILE', device]).catch(
+    () => undefined,
+  );
+  return listed?.stdout.trim().replace(/ \(deleted\)$/, '') || undefined;
+}
+
 const SELECTED_NODE = 'volume.kubernetes.io/selected-node';
 
 /**
@@ -171,8 +179,12 @@ export function startLocalVolumeProvisioner(options: {
     const dir = dirOf({ nodeAffinity: affinity });
     if (volume.spec?.volumeMode === 'Block') {
       const device = volume.spec.local?.path;
-      if (device?.startsWith('/dev/loop')) await run('losetup', ['--detach', device]).catch(() => undefined);
-      await rm(path.join(dir, `${name}.img`), { force: true });
+      const backing = path.join(dir, `${name}.img`);
+      // Only while it is still this volume's: a released volume's events can come again after its
+      // device was detached, and loop devices are reused by the next volume.
+      if (device?.startsWith('/dev/loop') && (await loopBackingFile(device)) === backing)
+        await run('losetup', ['--detach', device]).catch(() => undefined);
+      await rm(backing, { force: true });
     } else {
       await rm(path.join(dir, name), { recursive: true, force: true });
     }
@@ -210,8 +222,11 @@ export function startLocalVolumeProvisioner(options: {
           return;
         once(volume.metadata!.name!, async () => {
           await release(volume);
-          await core.deletePersistentVolume({ name: volume.metadata!.name! });
-          logger.info({ volume: volume.metadata!.name }, 'deleted a released volume');
+          // A later event of the same volume may find it deleted already: nothing to do then.
+          const deleted = await readOptional(() =>
+            core.deletePersistentVolume({ name: volume.metadata!.name! }),
+          );
+          if (deleted) logger.info({ volume: volume.metadata!.name }, 'deleted a released volume');
         });
       },
     },

@@ -28,7 +28,6 @@ import {
   balloon,
   cont,
   queryBalloon,
-  queryBlock,
   queryCpuCount,
   quit,
   systemPowerdown,
@@ -47,16 +46,10 @@ import { executableCandidates, flattenArguments } from './template/process-defin
 import { renderProcessDefinitions } from './template/render.js';
 import { machineUuid } from './uuid.js';
 import { keepSerialLogSmall, runMarker, startRunInSerialLog } from './serial-log.js';
-import type { MigrationProgress } from '../api/runner-snapshot.js';
 import { OutgoingMigrations } from './migration/outgoing.js';
-import { contactSource, incomingProcesses, receive, type Incoming } from './migration/target.js';
-import {
-  arrivedMarker,
-  hasMarker,
-  leftMarker,
-  readMigrationRequest,
-  type MigrationRequest,
-} from './migration/request.js';
+import { contactSource, incomingProcesses, type Incoming } from './migration/target.js';
+import { arriveIn } from './migration/incoming.js';
+import { roleAtStart, type MigrationRequest } from './migration/request.js';
 import path from 'node:path';
 
 export const EXIT_CLEAN = 0;
@@ -177,24 +170,20 @@ export class VmRunner {
     this.store = new SnapshotStore(this.initialState(settings), this.options.publish);
     this.store.update((state) => state, { event: 'RUNNER_STARTING' });
 
-    const request = await readMigrationRequest(this.options.migration?.podInfoFile);
-    if (request?.role === 'source' && hasMarker(leftMarker(this.paths.dataDir, request.id))) {
+    const { left, incoming } = await roleAtStart(this.options.migration?.podInfoFile, this.paths.dataDir);
+    if (left) {
       // Restarted after the guest left this pod: it runs elsewhere, so nothing starts here.
       this.migratedAway = true;
       this.store.update(
         (state) => ({
           ...state,
           phase: 'stopped',
-          migration: { id: request.id, role: 'source', state: 'completed' },
+          migration: { id: left, role: 'source', state: 'completed' },
         }),
         { event: 'RUNNER_MIGRATED_AWAY' },
       );
       return this.linger(EXIT_CLEAN, 'the guest migrated to another pod');
     }
-    const incoming =
-      request?.role === 'target' && !hasMarker(arrivedMarker(this.paths.dataDir, request.id))
-        ? request
-        : undefined;
 
     let failure: string | undefined;
     try {
@@ -326,7 +315,7 @@ export class VmRunner {
     }
     this.launched = { qemu: processes.qemu, ...(processes.swtpm && { swtpm: processes.swtpm }) };
     await this.launch(settings, processes);
-    if (incoming) await this.takeOver(settings, secret, incoming);
+    if (incoming) await this.takeOver(secret, incoming);
     else await this.configure(settings, secret);
     this.outgoing = new OutgoingMigrations({
       logger: this.logger,
@@ -459,11 +448,8 @@ export class VmRunner {
   private async configure(settings: RunnerSettings, secret: { password?: string; expiry?: string }) {
     const { vm } = settings;
     const qmp = this.qmp!;
-    this.cpus = new CpuController(qmp, this.logger);
-    this.cdroms = new CdromController(qmp, this.store, this.paths.imageRepository, this.logger);
-    this.display = new DisplayController(qmp, this.logger);
-    this.guestAgent = new GuestAgentController(this.paths.guestAgentSocket, this.store, this.logger);
-    await this.cpus.setCpus(vm.currentCpus);
+    this.makeControllers(qmp);
+    await this.cpus!.setCpus(vm.currentCpus);
     await balloon(qmp, vm.currentRam ?? vm.maximumRam);
     if (this.startedWithDisplayPassword) await this.applyDisplayPassword(secret.password, secret.expiry);
     const cpus = await queryCpuCount(qmp);
@@ -662,76 +648,39 @@ export class VmRunner {
     return this.options.migration?.keysDir ?? path.join(path.dirname(this.options.configPath), 'migration');
   }
 
-  /** The target: takes the guest in, then runs it as if it had started it. */
-  private async takeOver(
-    settings: RunnerSettings,
-    secret: { password?: string; expiry?: string },
-    incoming: Incoming,
-  ): Promise<void> {
-    const qmp = this.qmp!;
-    const progress = (state: Omit<MigrationProgress, 'id' | 'role'>) =>
-      this.store.update(
-        (current) => ({ ...current, migration: { id: incoming.request.id, role: 'target', ...state } }),
-        { event: 'RUNNER_MIGRATION', data: { state: state.state } },
-      );
-    progress({ state: 'preparing' });
-    this.cpus = new CpuController(qmp, this.logger);
-    this.cdroms = new CdromController(qmp, this.store, this.paths.imageRepository, this.logger);
-    this.display = new DisplayController(qmp, this.logger);
-    this.guestAgent = new GuestAgentController(this.paths.guestAgentSocket, this.store, this.logger);
-    let arrived: Awaited<ReturnType<typeof receive>>;
-    try {
-      // The display password is this QEMU's own (not part of the migrated state): set before the
-      // guest arrives, so nothing stands between its arrival and its running on.
-      if (this.startedWithDisplayPassword) await this.applyDisplayPassword(secret.password, secret.expiry);
-      arrived = await receive(qmp, incoming, {
-        keysDir: this.keysDir(),
-        imageRepository: this.paths.imageRepository,
-        dataDir: this.paths.dataDir,
-        runtimeDir: this.paths.runtimeDir,
-        qemuExited: this.qemu!.exited,
-        logger: this.logger,
-      });
-    } catch (err) {
-      progress({ state: 'failed', message: (err as Error).message });
-      throw err;
-    }
-    await cont(qmp);
-    await arrived
-      .tidy()
-      .catch((err: unknown) => this.logger.warn({ err }, 'tidying up after the arrival failed'));
-    this.guestRan = true;
-    const [cpus, ram, blocks] = [await queryCpuCount(qmp), await queryBalloon(qmp), await queryBlock(qmp)];
-    const trayOpen = new Map(blocks.map((block) => [block.qdev ?? block.device, block.tray_open === true]));
-    this.store.update(
-      (state) => ({
-        ...state,
-        phase: incoming.bundle.booted ? 'running' : 'booting',
-        booted: incoming.bundle.booted,
-        cpus,
-        ram,
-        drives: Object.fromEntries(
-          Object.entries(incoming.bundle.media).map(([id, medium]) => [
-            id,
-            {
-              tray: trayOpen.get(id) ? ('open' as const) : ('closed' as const),
-              ...(medium ? { medium } : {}),
-            },
-          ]),
-        ),
-        migration: { id: incoming.request.id, role: 'target', state: 'completed' },
-      }),
-      { event: 'RUNNER_MIGRATED_IN' },
-    );
-    this.logger.info({ migration: incoming.request.id, cpus, ram }, 'the guest migrated in and runs');
+  /** The target: takes the guest in (migration/incoming.ts), then runs it as if it had started it. */
+  private async takeOver(secret: { password?: string; expiry?: string }, incoming: Incoming): Promise<void> {
+    const guestAgent = this.makeControllers(this.qmp!);
+    await arriveIn(incoming, {
+      qmp: this.qmp!,
+      store: this.store,
+      logger: this.logger,
+      keysDir: this.keysDir(),
+      imageRepository: this.paths.imageRepository,
+      dataDir: this.paths.dataDir,
+      runtimeDir: this.paths.runtimeDir,
+      qemuExited: this.qemu!.exited,
+      setDisplayPassword: async () => {
+        if (this.startedWithDisplayPassword) await this.applyDisplayPassword(secret.password, secret.expiry);
+      },
+      running: () => (this.guestRan = true),
+    });
     // No port event tells a migrated-in runner that the agent's port is open (it was before);
     // not awaited: the start must not wait for the agent.
     if (!this.store.snapshot.guestAgent?.connected)
-      void this.guestAgent
+      void guestAgent
         .portChanged(true)
         .catch((err: unknown) =>
           this.logger.debug({ err: String(err) }, 'the guest agent does not answer (yet)'),
         );
+  }
+
+  /** What applies runtime changes to this QEMU (and speaks to the guest's agent). */
+  private makeControllers(qmp: QmpClient): GuestAgentController {
+    this.cpus = new CpuController(qmp, this.logger);
+    this.cdroms = new CdromController(qmp, this.store, this.paths.imageRepository, this.logger);
+    this.display = new DisplayController(qmp, this.logger);
+    return (this.guestAgent = new GuestAgentController(this.paths.guestAgentSocket, this.store, this.logger));
   }
 
   private async reset(request: string): Promise<void> {

@@ -48,3 +48,19 @@ export const arrivedMarker = (dataDir: string, id: string) => path.join(dataDir,
 export const hasMarker = (file: string) => existsSync(file);
 export const setMarker = (file: string) => writeFile(file, new Date().toISOString(), { flush: true });
 export const clearMarker = (file: string) => rm(file, { force: true });
+
+/**
+ * What a starting runner is in a migration its pod's annotation names: the source the guest left
+ * (`left`: it must start nothing), the target the guest is still to come to (`incoming`), or
+ * neither (a target the guest arrived in boots it afresh).
+ */
+export async function roleAtStart(
+  podInfoFile: string | undefined,
+  dataDir: string,
+): Promise<{ left?: string; incoming?: MigrationRequest }> {
+  const request = await readMigrationRequest(podInfoFile);
+  if (request?.role === 'source' && hasMarker(leftMarker(dataDir, request.id))) return { left: request.id };
+  if (request?.role === 'target' && !hasMarker(arrivedMarker(dataDir, request.id)))
+    return { incoming: request };
+  return {};
+}

@@ -159,6 +159,30 @@ describe('planMigration', () => {
     expect(target.spec!.containers[0]!.env).toContainEqual({ name: 'VMOP_SNAPSHOT_SUFFIX', value: '@vm-m1' });
   });
 
+  it("names a copy after the volume, also when the disk is on an earlier migration's copy (names do not grow)", () => {
+    const vm = vmWith({ request: true, state: started });
+    const source = sourcePod(vm, { id: 'm1', role: 'source', mirror: ['/dev/data-disk'] });
+    source.spec!.volumes = source.spec!.volumes!.map((v) =>
+      v.name === 'data-disk' ? { ...v, persistentVolumeClaim: { claimName: 'vm-data-disk-m0' } } : v,
+    );
+    const claims = claimsOf(vm).map((claim) =>
+      claim.metadata!.name === 'vm-data-disk'
+        ? { ...claim, metadata: { ...claim.metadata, name: 'vm-data-disk-m0' } }
+        : claim,
+    );
+    const plan = planMigration(
+      facts(vm, {
+        current: source,
+        pods: [source],
+        claims,
+        sourceSnapshot: snapshot({ id: 'm1', role: 'source', state: 'listening', port: 4711 }),
+      }),
+    );
+    expect(plan.createTarget!.claims.map((claim) => claim.metadata!.name)).toEqual(['vm-data-disk-m1']);
+    const volume = plan.createTarget!.pod.spec!.volumes!.find((v) => v.name === 'data-disk');
+    expect(volume?.persistentVolumeClaim?.claimName).toBe('vm-data-disk-m1');
+  });
+
   it('switches to the target once the guest runs there, and tidies up: the source pod and the old local claim go', () => {
     const state = { ...started, targetPod: 'vm-m1', targetNode: 'node-2', copiedDisks: ['data-disk'] };
     const vm = vmWith({ request: true, state });

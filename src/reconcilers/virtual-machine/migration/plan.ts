@@ -174,7 +174,7 @@ function goOn(facts: MigrationFacts, state: MigrationState): MigrationPlan {
     const claimsByName = new Map(facts.claims.map((claim) => [claim.metadata?.name, claim]));
     const copies = copied.flatMap((volume) => {
       const claim = claimsByName.get(sourceClaims.get(volume));
-      return claim ? [targetClaim(claim, state.id)] : [];
+      return claim ? [targetClaim(claim, { vmName: vm.metadata.name, volume, id: state.id })] : [];
     });
     const pod = targetPod(source, {
       name,
@@ -186,7 +186,7 @@ function goOn(facts: MigrationFacts, state: MigrationState): MigrationPlan {
       claimCopies: new Map(
         copied.map((volume) => [
           sourceClaims.get(volume)!,
-          targetClaimName(sourceClaims.get(volume)!, state.id),
+          targetClaimName(vm.metadata.name, volume, state.id),
         ]),
       ),
     });

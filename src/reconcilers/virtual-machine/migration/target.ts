@@ -12,6 +12,7 @@ import type {
 import { SNAPSHOT_SUFFIX_ENV, snapshotSuffixOf } from '../../../api/runner-snapshot.js';
 import { MIGRATION_ANNOTATION, type MigrationRequest } from '../../../runner/migration/request.js';
 import { POD_SPEC_ANNOTATION } from '../naming.js';
+import { claimNames } from '../runner-claims.js';
 import { LABEL_MIGRATION } from './request.js';
 
 export const HOSTNAME_LABEL = 'kubernetes.io/hostname';
@@ -40,20 +41,27 @@ export const migrationAnnotation = (request: MigrationRequest) => ({
   [MIGRATION_ANNOTATION]: JSON.stringify(request),
 });
 
-/** The claim of a copied disk on the target: the source's, suffixed with the migration's id. */
-export const targetClaimName = (sourceClaim: string, id: string) => `${sourceClaim}-${id}`;
+/**
+ * The claim of a copied disk on the target: the volume's own claim name, suffixed with the
+ * migration's id (not the source claim's, which may be an earlier copy: names would grow).
+ */
+export const targetClaimName = (vmName: string, volume: string, id: string) =>
+  `${claimNames(vmName, volume).current}-${id}`;
 
 /** A claim for the copy of `source` (same size, class and mode), labelled for the migration. */
-export function targetClaim(source: V1PersistentVolumeClaim, id: string): V1PersistentVolumeClaim {
+export function targetClaim(
+  source: V1PersistentVolumeClaim,
+  copy: { vmName: string; volume: string; id: string },
+): V1PersistentVolumeClaim {
   const { metadata, spec } = source;
   return {
     apiVersion: 'v1',
     kind: 'PersistentVolumeClaim',
     metadata: {
-      name: targetClaimName(metadata!.name!, id),
+      name: targetClaimName(copy.vmName, copy.volume, copy.id),
       namespace: metadata!.namespace,
       // The volume label too: once the migration succeeded and this label went, it backs the volume.
-      labels: { ...metadata?.labels, [LABEL_MIGRATION]: id },
+      labels: { ...metadata?.labels, [LABEL_MIGRATION]: copy.id },
     },
     spec: {
       accessModes: spec?.accessModes,
