@@ -35,6 +35,7 @@ import {
 } from './qmp/commands.js';
 import { DeviceDeletedData, TrayMovedData, VserportChangeData, type VmEvent } from './qmp/events.js';
 import { GuestAgentController } from './guest-agent/controller.js';
+import { DiskController } from './controllers/disks.js';
 import { foldEvent, type SnapshotState } from './snapshot/fold.js';
 import { SnapshotStore, type PublishSnapshot } from './snapshot/store.js';
 import { startSwtpm } from './swtpm.js';
@@ -72,6 +73,8 @@ const QUIT_GRACE_MS = 10_000;
 /** How long swtpm gets to follow qemu (it terminates when qemu goes away) before it is stopped. */
 const SWTPM_GRACE_MS = 5_000;
 const QMP_CONNECT_TIMEOUT_MS = 30_000;
+/** How long a failed QMP connection waits for qemu to end, which tells why it failed. */
+const QEMU_EXIT_GRACE_MS = 2_000;
 /** After asking the guest agent to shut down, how long before the ACPI power button is pressed too. */
 const AGENT_SHUTDOWN_GRACE_MS = 10_000;
 
@@ -124,6 +127,7 @@ export class VmRunner {
   private cpus?: CpuController;
   private cdroms?: CdromController;
   private display?: DisplayController;
+  private disks?: DiskController;
   private guestAgent?: GuestAgentController;
   private serialLog?: { close(): void };
   private watch?: FileWatch;
@@ -415,12 +419,18 @@ export class VmRunner {
     this.checkStop();
     this.store.update((state) => ({ ...state, qemuPid: qemu.pid }), { event: 'RUNNER_QEMU_STARTED' });
 
+    const exitedDuringStart = (exit: ChildExit) =>
+      new Error(`qemu ${describeExit(exit)} during start: ${qemu.stderrTail()}`);
     const qemuGone = qemu.exited.then((exit) => {
-      throw new Error(`qemu ${describeExit(exit)} during start: ${qemu.stderrTail()}`);
+      throw exitedDuringStart(exit);
     });
     const connecting = QmpClient.connect(paths.monitorSocket, {
       connectTimeoutMs: QMP_CONNECT_TIMEOUT_MS,
       logger: this.logger,
+    }).catch(async (err: unknown) => {
+      // A monitor closed before its greeting is qemu ending, as a rule: its own words say why.
+      const exit = await Promise.race([qemu.exited, sleep(QEMU_EXIT_GRACE_MS).then(() => undefined)]);
+      throw exit ? exitedDuringStart(exit) : err;
     });
     this.qmp = await Promise.race([connecting, qemuGone]);
     this.qmp.on('event', (event: QmpEvent) => this.onEvent(event));
@@ -640,6 +650,9 @@ export class VmRunner {
     for (const { id, image } of changes.cdMedia) {
       await attempt(`changing the medium of ${id}`, () => this.cdroms!.change(id, image));
     }
+    for (const { id, bytes } of changes.diskSizes) {
+      await attempt(`growing disk ${id}`, () => this.disks!.grow(id, bytes));
+    }
     if (reset) await attempt('resetting the guest', () => this.reset(resetRequest));
     this.publishRestartChanges({ event: 'RUNNER_CONFIG_CHANGED', data: { ...changes } }, configDigest(text));
   }
@@ -680,6 +693,7 @@ export class VmRunner {
     this.cpus = new CpuController(qmp, this.logger);
     this.cdroms = new CdromController(qmp, this.store, this.paths.imageRepository, this.logger);
     this.display = new DisplayController(qmp, this.logger);
+    this.disks = new DiskController(qmp, this.logger);
     return (this.guestAgent = new GuestAgentController(this.paths.guestAgentSocket, this.store, this.logger));
   }
 
