@@ -6,13 +6,17 @@
 //   (Ceph RBD or iSCSI for Block claims, NFS or CephFS for Filesystem ones): one loop device or
 //   directory, which every node sees since they all run on this machine; the PV is a `local` one
 //   whose affinity admits every node of the cluster.
-// Released volumes of the Delete policy are removed with their data.
+// Released volumes of the Delete policy are removed with their data. Both classes allow volume
+// expansion: a bound claim that asks for more gets it (the sparse file grows, and the loop device
+// with it), as an external resizer of a CSI driver would do it.
 import { execFile } from 'node:child_process';
 import { mkdir, open, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import {
   CoreV1Api,
+  PatchStrategy,
+  setHeaderOptions,
   type KubeConfig,
   type KubernetesObject,
   type V1PersistentVolume,
@@ -24,6 +28,7 @@ import { watchObjects } from '../kube/watch.js';
 import type { Logger } from '../util/logger.js';
 
 const run = promisify(execFile);
+const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
 export const STORAGE_CLASS = 'local';
 export const SHARED_STORAGE_CLASS = 'shared';
@@ -38,6 +43,7 @@ export function storageClassObjects(): KubernetesObject[] {
       metadata: { name },
       provisioner: PROVISIONER,
       reclaimPolicy: 'Delete',
+      allowVolumeExpansion: true,
       ...extra,
     }) as KubernetesObject;
   return [
@@ -82,6 +88,16 @@ function placement(claim: V1PersistentVolumeClaim, nodeNames: string[]): string[
   if (claim.spec.storageClassName !== STORAGE_CLASS || !selected || !nodeNames.includes(selected))
     return undefined;
   return [selected];
+}
+
+/** A bound claim of these classes that asks for more than it holds. */
+function wantsMore(claim: V1PersistentVolumeClaim): boolean {
+  const className = claim.spec?.storageClassName;
+  if (className !== STORAGE_CLASS && className !== SHARED_STORAGE_CLASS) return false;
+  if (claim.status?.phase !== 'Bound' || claim.metadata?.deletionTimestamp) return false;
+  const requested = parseMemorySize(String(claim.spec?.resources?.requests?.storage ?? ''));
+  const capacity = parseMemorySize(String(claim.status.capacity?.storage ?? ''));
+  return requested !== undefined && capacity !== undefined && requested > capacity;
 }
 
 export function startLocalVolumeProvisioner(options: {
@@ -171,6 +187,49 @@ export function startLocalVolumeProvisioner(options: {
     );
   }
 
+  /** Gives a bound claim that asks for more the room it asks for (a volume never shrinks). */
+  async function expand(claim: V1PersistentVolumeClaim): Promise<void> {
+    const requested = String(claim.spec?.resources?.requests?.storage ?? '');
+    const bytes = parseMemorySize(requested);
+    const volume = await readOptional(() => core.readPersistentVolume({ name: claim.spec!.volumeName! }));
+    if (bytes === undefined || !volume?.metadata?.labels?.[PROVISIONED_LABEL]) return;
+    if (volume.spec?.volumeMode === 'Block') {
+      const affinity =
+        volume.spec.nodeAffinity?.required?.nodeSelectorTerms?.[0]?.matchExpressions?.[0]?.values ?? [];
+      const backing = path.join(dirOf({ nodeAffinity: affinity }), `${volume.metadata.name}.img`);
+      const handle = await open(backing, 'r+');
+      try {
+        if ((await handle.stat()).size < bytes) await handle.truncate(bytes);
+      } finally {
+        await handle.close();
+      }
+      const device = volume.spec.local?.path;
+      // The loop device learns its file's new size (and every node sees it: one kernel).
+      if (device && (await loopBackingFile(device)) === backing)
+        await run('losetup', ['--set-capacity', device]);
+    }
+    await core.patchPersistentVolume(
+      { name: volume.metadata.name!, body: { spec: { capacity: { storage: requested } } } },
+      mergePatch,
+    );
+    await core.patchNamespacedPersistentVolumeClaimStatus(
+      {
+        name: claim.metadata!.name!,
+        namespace: claim.metadata!.namespace!,
+        body: { status: { capacity: { storage: requested }, conditions: null } },
+      },
+      mergePatch,
+    );
+    logger.info(
+      {
+        claim: `${claim.metadata?.namespace}/${claim.metadata?.name}`,
+        volume: volume.metadata.name,
+        requested,
+      },
+      'expanded',
+    );
+  }
+
   /** Removes a volume's data: detaches its loop device and deletes the file or directory. */
   async function release(volume: V1PersistentVolume): Promise<void> {
     const name = volume.metadata!.name!;
@@ -205,6 +264,7 @@ export function startLocalVolumeProvisioner(options: {
       upsert: (claim) => {
         const nodeAffinity = placement(claim, nodeNames);
         if (nodeAffinity) once(claim.metadata!.uid!, () => provision(claim, nodeAffinity));
+        if (wantsMore(claim)) once(`expand:${claim.metadata!.uid!}`, () => expand(claim));
       },
     },
     logger,

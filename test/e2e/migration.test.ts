@@ -7,7 +7,7 @@ import { execFile } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { twoNodeDevEnvironment } from '../support/two-nodes.js';
+import { devBed } from '../support/dev-bed.js';
 import { eventually } from '../support/eventually.js';
 import { testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
 import { SPICE_LINK_OK, SPICE_LINK_PERMISSION_DENIED } from '../support/spice-login.js';
@@ -150,7 +150,7 @@ spec: {virtualMachineName: ${name}, type: ${type}${spec}}
     JSON.parse(await kubectl('get', 'pvc', '-l', `app.kubernetes.io/instance=${name}`, '-o', 'json'))
       .items as Array<{ metadata: { name: string; labels: Record<string, string> } }>;
 
-  const bed = twoNodeDevEnvironment('migration', NAMESPACE);
+  const bed = devBed('migration', NAMESPACE, 2);
   beforeAll(() => {
     ({ vms } = bed);
   });

@@ -4,7 +4,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { DevEnvironment } from '../../src/devenv/dev-environment.js';
-import { twoNodeDevEnvironment } from '../support/two-nodes.js';
+import { devBed } from '../support/dev-bed.js';
 import { isAlive } from '../../src/util/process.js';
 import { testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
 import { qemuPid } from '../support/qemu-process.js';
@@ -52,7 +52,7 @@ describe('VMs on two nodes: drain, placement, node loss', () => {
     });
   const kubectl = (...args: string[]) => vms.kubectl(args);
 
-  const bed = twoNodeDevEnvironment('nodes', NAMESPACE);
+  const bed = devBed('nodes', NAMESPACE, 2);
   beforeAll(() => {
     ({ env, vms } = bed);
   });

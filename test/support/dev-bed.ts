@@ -1,4 +1,4 @@
-// A `vmop dev` environment on two nodes for one test file: made before its tests, gone after.
+// A `vmop dev` environment (one node, or more) for one test file: made before its tests, gone after.
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -6,18 +6,18 @@ import { afterAll, beforeAll } from 'vitest';
 import { startDevEnvironment, type DevEnvironment } from '../../src/devenv/dev-environment.js';
 import { clusterVms, type ClusterVms } from './cluster-vms.js';
 
-export interface TwoNodeBed {
+export interface DevBed {
   env: DevEnvironment;
   vms: ClusterVms;
 }
 
 /** Registers the hooks; the bed's fields are there once the file's beforeAll hooks ran. */
-export function twoNodeDevEnvironment(name: string, namespace: string): TwoNodeBed {
-  const bed = {} as TwoNodeBed;
+export function devBed(name: string, namespace: string, nodes = 1): DevBed {
+  const bed = {} as DevBed;
   let dir: string | undefined;
   beforeAll(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), `vmop-e2e-${name}-`));
-    bed.env = await startDevEnvironment({ dir, nodes: 2 });
+    bed.env = await startDevEnvironment({ dir, nodes });
     bed.vms = clusterVms(bed.env.state.kubeconfig, namespace);
   }, 1_800_000);
   afterAll(async () => {
