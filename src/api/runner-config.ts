@@ -86,6 +86,8 @@ export const DriveConfig = z
      */
     file: z.string().optional(),
     device: z.string().optional(),
+    /** raw: the size the disk's volume has now (it may have grown since the start): the guest gets it. */
+    size: MemorySize.optional(),
   })
   .superRefine((drive, ctx) => {
     if (drive.type === 'raw' && drive.resource === undefined && !drive.file && !drive.device) {

@@ -371,6 +371,19 @@ export const MigrationState = z.object({
   copiedDisks: z.array(z.string()).optional(),
 });
 
+/** A disk of the VM as it is: its claim, how big that is, and how big the guest sees it. */
+export const DiskStatus = z.object({
+  /** The disk's volume (`<name>-disk`, its device in the runner is /dev/<volume>). */
+  name: z.string(),
+  /** The claim that backs it. */
+  claim: z.string(),
+  /** What the claim holds now (its status.capacity). */
+  capacity: z.string().optional(),
+  /** Ready; Resizing: its claim grows to the spec's size (the running guest then sees it). */
+  phase: z.enum(['Pending', 'Resizing', 'Ready']),
+  message: z.string().optional(),
+});
+
 export const VirtualMachineStatus = z.object({
   phase: VmPhase.optional(),
   observedGeneration: z.number().int().optional(),
@@ -411,6 +424,8 @@ export const VirtualMachineStatus = z.object({
    */
   runnerPod: z.object({ name: z.string(), uid: z.string().optional() }).optional(),
   migrationState: MigrationState.optional(),
+  /** The VM's disks on claims (volumeClaimTemplate), in spec order. */
+  disks: z.array(DiskStatus).optional(),
 });
 
 export const ObjectMeta = z.object({
@@ -443,4 +458,5 @@ export type RunPolicy = z.infer<typeof RunPolicy>;
 export type RestartAwaitingChange = z.infer<typeof RestartAwaitingChange>;
 export type StartFailure = z.infer<typeof StartFailure>;
 export type MigrationState = z.infer<typeof MigrationState>;
+export type DiskStatus = z.infer<typeof DiskStatus>;
 export type EvictionStrategy = z.infer<typeof EvictionStrategy>;

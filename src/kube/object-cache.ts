@@ -13,7 +13,8 @@ export type CachedKind =
   | 'ServiceAccount'
   | 'PersistentVolumeClaim'
   | 'PodDisruptionBudget'
-  | 'Node';
+  | 'Node'
+  | 'StorageClass';
 
 export interface ObjectCache {
   get<T extends KubernetesObject>(kind: CachedKind, namespace: string, name: string): T | undefined;

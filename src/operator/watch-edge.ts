@@ -15,7 +15,9 @@ import {
   type KubernetesListObject,
   type KubernetesObject,
   type V1Node,
+  type V1PersistentVolumeClaim,
   type V1Pod,
+  type V1StorageClass,
 } from '@kubernetes/client-node';
 import { GROUP, KIND, PLURAL, VERSION } from '../api/virtual-machine.js';
 import { OPERATION_KIND, OPERATION_PLURAL, operationKey } from '../api/virtual-machine-operation.js';
@@ -127,7 +129,14 @@ export const WATCHED: Array<{
   },
   // Where runner pods run: a node that is lost, cordoned or out of service concerns its VMs.
   { apiVersion: 'v1', kind: 'Node', plural: 'nodes', clusterScoped: true },
+  // Whether a disk's claim may grow (allowVolumeExpansion).
+  { apiVersion: 'storage.k8s.io/v1', kind: 'StorageClass', plural: 'storageclasses', clusterScoped: true },
 ];
+
+/** What of a StorageClass concerns the VMs with claims of it: whether those may grow. */
+export function storageClassFingerprint(storageClass: V1StorageClass): string {
+  return JSON.stringify([storageClass.allowVolumeExpansion ?? false]);
+}
 
 /** What of a Node concerns its VMs; heartbeats alone change nothing of it. */
 export function nodeFingerprint(node: V1Node): string {
@@ -187,25 +196,45 @@ export function createWatchEdge(
     ...(namespaces ?? [undefined]).flatMap((namespace) => watchSpecs(objects, namespace, 'namespaced')),
     ...watchSpecs(objects, undefined, 'cluster'),
   ];
-  /** The last fingerprint of each Node: only a change of readiness, cordon or taints concerns VMs. */
-  const nodeFingerprints = new Map<string, string>();
-  /** The keys of the VMs whose runner pods run on `node` (from the pod cache). */
-  const vmsOnNode = (node: string) =>
-    cache
-      .list<V1Pod>('Pod', undefined)
-      .filter((pod) => pod.spec?.nodeName === node)
-      .flatMap((pod) => keysOfObject({ ...pod, kind: 'Pod' }));
+  /**
+   * Cluster-scoped objects that concern VMs: the last fingerprint of each (only a change of what
+   * VMs read of it counts), and the keys of the VMs it concerns (from the caches): a Node's, those
+   * whose runner pods run on it; a StorageClass's, those with claims of that class.
+   */
+  const clusterFingerprints = new Map<string, string>();
+  const clusterScoped: Partial<
+    Record<CachedKind, { fingerprint: (object: KubernetesObject) => string; vms: (name: string) => string[] }>
+  > = {
+    Node: {
+      fingerprint: (node) => nodeFingerprint(node as V1Node),
+      vms: (node) =>
+        cache
+          .list<V1Pod>('Pod', undefined)
+          .filter((pod) => pod.spec?.nodeName === node)
+          .flatMap((pod) => keysOfObject({ ...pod, kind: 'Pod' })),
+    },
+    StorageClass: {
+      fingerprint: (storageClass) => storageClassFingerprint(storageClass as V1StorageClass),
+      vms: (storageClass) =>
+        cache
+          .list<V1PersistentVolumeClaim>('PersistentVolumeClaim', undefined)
+          .filter((claim) => claim.spec?.storageClassName === storageClass)
+          .flatMap((claim) => keysOfObject({ ...claim, kind: 'PersistentVolumeClaim' })),
+    },
+  };
   /** The last fingerprint of each VM (by uid): a status-only change enqueues no VM reconcile. */
   const vmFingerprints = new Map<string, string>();
   const forward = (spec: WatchSpec, type: WatchEventSummary['type']) => (object: KubernetesObject) => {
     const typed = { ...object, kind: spec.kind }; // list items carry no kind
     const { name, uid, generation, resourceVersion } = object.metadata!;
-    if (spec.kind === 'Node') {
-      const fingerprint = type === 'deleted' ? 'deleted' : nodeFingerprint(object as V1Node);
-      if (nodeFingerprints.get(name!) === fingerprint) return;
-      nodeFingerprints.set(name!, fingerprint);
+    const concerning = clusterScoped[spec.kind];
+    if (concerning) {
+      const fingerprint = type === 'deleted' ? 'deleted' : concerning.fingerprint(object);
+      const known = `${spec.kind}/${name!}`;
+      if (clusterFingerprints.get(known) === fingerprint) return;
+      clusterFingerprints.set(known, fingerprint);
       const event = { type, kind: spec.kind, name: name!, resourceVersion };
-      for (const key of new Set(vmsOnNode(name!)))
+      for (const key of new Set(concerning.vms(name!)))
         sink(key, event).catch((err: unknown) =>
           logger.warn({ err, key }, 'could not enqueue a watch event'),
         );

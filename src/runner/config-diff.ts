@@ -1,5 +1,5 @@
 import { formatFieldPath, type RunnerConfig } from '../api/runner-config.js';
-import { cdDriveId } from './drives.js';
+import { cdDriveId, diskId } from './drives.js';
 
 /** Changes the runner applies to the running VM. */
 export interface LiveChanges {
@@ -8,12 +8,16 @@ export interface LiveChanges {
   powerdownTimeout?: number;
   /** New media by CD drive id; '' ejects. */
   cdMedia: Array<{ id: string; image: string }>;
+  /** Disks whose volume grew, by disk id (the QEMU node name), with their new size. */
+  diskSizes: Array<{ id: string; bytes: number }>;
 }
 
 const effectiveRam = (config: RunnerConfig) =>
   config['/Runner'].vm.currentRam ?? config['/Runner'].vm.maximumRam;
 const cdImages = (config: RunnerConfig) =>
   config['/Runner'].vm.drives.filter((drive) => drive.type === 'ide-cd').map((drive) => drive.file ?? '');
+const diskSizes = (config: RunnerConfig) =>
+  config['/Runner'].vm.drives.filter((drive) => drive.type === 'raw').map((drive) => drive.size);
 
 /**
  * What changed between the applied config and the next one, limited to what the running qemu
@@ -21,7 +25,7 @@ const cdImages = (config: RunnerConfig) =>
  */
 export function liveChanges(started: RunnerConfig, applied: RunnerConfig, next: RunnerConfig): LiveChanges {
   const startedVm = started['/Runner'].vm;
-  const changes: LiveChanges = { cdMedia: [] };
+  const changes: LiveChanges = { cdMedia: [], diskSizes: [] };
   const cpus = Math.min(next['/Runner'].vm.currentCpus, startedVm.maximumCpus);
   if (cpus !== Math.min(applied['/Runner'].vm.currentCpus, startedVm.maximumCpus)) changes.currentCpus = cpus;
   const ram = Math.min(effectiveRam(next), startedVm.maximumRam);
@@ -33,6 +37,11 @@ export function liveChanges(started: RunnerConfig, applied: RunnerConfig, next: 
   const before = cdImages(applied);
   cdImages(next).forEach((image, index) => {
     if (index < driveCount && image !== before[index]) changes.cdMedia.push({ id: cdDriveId(index), image });
+  });
+  const [diskCount, sizesBefore] = [diskSizes(started).length, diskSizes(applied)];
+  diskSizes(next).forEach((bytes, index) => {
+    if (index < diskCount && bytes !== undefined && bytes !== sizesBefore[index])
+      changes.diskSizes.push({ id: diskId(index), bytes });
   });
   return changes;
 }
@@ -54,7 +63,9 @@ function withoutLiveFields(config: RunnerConfig): unknown {
         currentCpus: undefined,
         currentRam: undefined,
         powerdownTimeout: undefined,
-        drives: vm.drives.map((drive) => (drive.type === 'ide-cd' ? { ...drive, file: undefined } : drive)),
+        drives: vm.drives.map((drive) =>
+          drive.type === 'ide-cd' ? { ...drive, file: undefined } : { ...drive, size: undefined },
+        ),
       },
     },
   };

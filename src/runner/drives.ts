@@ -33,6 +33,11 @@ export function cdDriveId(cdIndex: number): string {
   return `cd${cdIndex}`;
 }
 
+/** A raw drive's id, also its QEMU block node's name. */
+export function diskId(diskIndex: number): string {
+  return `disk${diskIndex}`;
+}
+
 export function cdDrives(vm: Pick<VmConfig, 'drives'>, imageRepository: string): CdDrive[] {
   return vm.drives
     .filter((drive) => drive.type === 'ide-cd')
@@ -53,7 +58,7 @@ export function disks(vm: Pick<VmConfig, 'drives'>, isRegularFile: (file: string
       const resource = drive.resource;
       const file = drive.file || (resource !== undefined && isRegularFile(resource) ? resource : undefined);
       const device = file ? undefined : drive.device || resource;
-      return { id: `disk${index}`, index, file, device, bootindex: drive.bootindex };
+      return { id: diskId(index), index, file, device, bootindex: drive.bootindex };
     });
 }
 

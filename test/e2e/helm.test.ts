@@ -223,6 +223,8 @@ describe('the Helm chart on a real node', () => {
       ['create', 'events'],
       ['patch', 'events'],
       ['watch', 'nodes'],
+      // Whether a disk's claim may grow.
+      ['watch', 'storageclasses.storage.k8s.io'],
     ];
     const denied = [
       ['create', 'statefulsets.apps'],
@@ -234,6 +236,7 @@ describe('the Helm chart on a real node', () => {
       ['create', 'serviceaccounts/token'],
       ['create', 'pods/exec'],
       ['patch', 'nodes'],
+      ['patch', 'storageclasses.storage.k8s.io'],
       ['impersonate', 'users'],
     ];
     for (const [verb, resource] of allowed)

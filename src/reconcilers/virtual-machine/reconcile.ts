@@ -5,6 +5,7 @@ import {
   type KubernetesObject,
   type V1ConfigMap,
   type V1PersistentVolumeClaim,
+  type V1StorageClass,
   type V1Node,
   type V1Pod,
   type V1PodDisruptionBudget,
@@ -70,6 +71,7 @@ import {
 } from './runner-identity.js';
 import { desiredRunnerPod, stopGraceSeconds, type Overcommit, type RunnerImage } from './runner-pod.js';
 import { runnerClaims } from './runner-claims.js';
+import { planDiskSizes } from './disk-sizes.js';
 import { planRunnerPods } from './runner-pods.js';
 import { canTakeVms, nodeFacts, type NodeFacts } from './node-facts.js';
 import { migratability } from './migration/migratable.js';
@@ -347,8 +349,21 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       }
     }
     const displaySecretName = displaySecret?.metadata?.name;
+    // The VM's runner pods, whatever their names (two during a migration, `<vm>-0` of vmop 0.1).
+    const vmPods = { [LABEL_NAME]: APP_NAME, [LABEL_INSTANCE]: name };
+    const vmClaims = cache.list<V1PersistentVolumeClaim>('PersistentVolumeClaim', namespace, vmPods);
+    const claims = runnerClaims(vm, vmClaims, {
+      runnerDataStorageClass: options.runnerDataStorageClass,
+      runnerDataAccessMode: options.runnerDataAccessMode,
+    });
+    const diskSizes = planDiskSizes(claims, vmClaims, (className) =>
+      cache.get<V1StorageClass>('StorageClass', '', className),
+    );
     const runnerConfig = renderRunnerConfig(
-      desiredRunnerConfig(vm, { hasDisplaySecret: displaySecretName !== undefined }),
+      desiredRunnerConfig(vm, {
+        hasDisplaySecret: displaySecretName !== undefined,
+        diskSizes: diskSizes.capacities,
+      }),
     );
     // The user's Secrets carry no vmop label, so they are not cached: read when referenced.
     const readSecret = (secretName: string | undefined) =>
@@ -368,8 +383,6 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     let requeueAfter: number | undefined = secretErrors.length > 0 ? SECRET_RECHECK_MS : undefined;
     /** Whether the VM's LoadBalancer Service is in place, when it wants one. */
     let loadBalancer: LoadBalancerState | undefined;
-    // The VM's runner pods, whatever their names (two during a migration, `<vm>-0` of vmop 0.1).
-    const vmPods = { [LABEL_NAME]: APP_NAME, [LABEL_INSTANCE]: name };
     const runnerPods = cache.list<V1Pod>('Pod', namespace, vmPods);
     const node = (nodeName: string) => nodeFacts(nodeName, cache.get<V1Node>('Node', '', nodeName));
     let podPlan = planRunnerPods({ vm, pods: runnerPods, node });
@@ -386,7 +399,6 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       podPlan = planRunnerPods({ vm, pods: runnerPods, node, absent: new Set([named]) });
     }
     let pod = podPlan.current;
-    const vmClaims = cache.list<V1PersistentVolumeClaim>('PersistentVolumeClaim', namespace, vmPods);
     const migration = await planVmMigration(vm, runnerPods, vmClaims, pod, await snapshotRead, node);
     if (migration.plan.switchTo) pod = migration.plan.switchTo;
     const podSnapshot = migration.snapshot;
@@ -462,6 +474,10 @@ export function createVmReconciler(options: VmReconcilerOptions) {
         if (await deletePodByUid(clients.core, { name: podName!, namespace, uid: uid! }, options))
           writes.push(`Pod ${podName} deleted (stop)`);
       }
+      for (const { claim, storage } of diskSizes.expand) {
+        await expandClaim(claim, storage);
+        writes.push(`PersistentVolumeClaim ${claim} (grows to ${storage})`);
+      }
       await reconcileLoadBalancer(vm);
       await reconcileEviction();
     };
@@ -505,16 +521,16 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       }
     }
 
+    /** Asks for more room on a disk's claim (its StorageClass allows it: disk-sizes.ts). */
+    async function expandClaim(claim: string, storage: string): Promise<void> {
+      await clients.core.patchNamespacedPersistentVolumeClaim(
+        { name: claim, namespace, body: { spec: { resources: { requests: { storage } } } } },
+        mergePatch,
+      );
+    }
+
     /** Makes the runner pod the status names, and the claims it needs that do not exist yet. */
     async function makeRunnerPod(podName: string): Promise<void> {
-      const claims = runnerClaims(
-        vm,
-        cache.list<V1PersistentVolumeClaim>('PersistentVolumeClaim', namespace, vmPods),
-        {
-          runnerDataStorageClass: options.runnerDataStorageClass,
-          runnerDataAccessMode: options.runnerDataAccessMode,
-        },
-      );
       const made = await createRunnerPod(
         clients,
         claims,
@@ -589,6 +605,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
         migrating: migration.plan.migrating,
         migratable: migration.migratable,
       },
+      disks: diskSizes,
       now: now(),
     };
     let status = deriveStatus(vm, observed);

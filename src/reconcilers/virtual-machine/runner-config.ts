@@ -23,6 +23,8 @@ const DEFAULT_MAXIMUM_CPUS = 4;
 export interface RunnerConfigOptions {
   /** Whether a display-password Secret exists and is mounted at DISPLAY_SECRET_DIR. */
   hasDisplaySecret: boolean;
+  /** What each disk's claim holds now, by volume (disk-sizes.ts): the runner grows a disk to it. */
+  diskSizes?: Record<string, string>;
 }
 
 export function maximumCpus(vm: VmDefinition): number {
@@ -100,6 +102,7 @@ export function desiredRunnerConfig(vm: VirtualMachine, options: RunnerConfigOpt
                 type: 'raw' as const,
                 resource: `/dev/${diskVolumeName(disk, index)}`,
                 bootindex: disk.bootindex,
+                size: options.diskSizes?.[diskVolumeName(disk, index)],
               },
         ),
         display: {

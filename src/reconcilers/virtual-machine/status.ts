@@ -19,6 +19,7 @@ import { specPathOfRunnerField } from './runner-config.js';
 import { isBackingOff, nextStartFailure } from './start-backoff.js';
 import { kubeTime } from '../../kube/time.js';
 import type { Migratability } from './migration/migratable.js';
+import type { DiskSizes } from './disk-sizes.js';
 
 export interface ObservedState {
   /** The VM's current runner pod (runner-pods.ts), if it exists. */
@@ -39,6 +40,8 @@ export interface ObservedState {
   configDigest?: string;
   /** The VM's live migration (migration/plan.ts) and whether it can migrate. */
   migration?: { state?: MigrationState; migrating: boolean; migratable: Migratability };
+  /** Its disks' claims and sizes (disk-sizes.ts). */
+  disks?: Pick<DiskSizes, 'statuses' | 'condition'>;
   now: Date;
 }
 
@@ -468,6 +471,7 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
       ...(observed.loadBalancer ? [loadBalancerCondition(observed.loadBalancer)] : []),
       ...(observed.node ? [nodeReachableCondition(observed.node)] : []),
       ...(observed.migration && pod ? [migratableCondition(observed.migration.migratable)] : []),
+      ...(observed.disks?.statuses.length ? [observed.disks.condition] : []),
     ]),
     ...(agent?.osinfo && { osinfo: agent.osinfo }),
     ...(agent?.connected && agent.addresses?.length && { ipAddresses: agent.addresses }),
@@ -488,6 +492,7 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
     ...((observed.migration?.state ?? previous?.migrationState) && {
       migrationState: observed.migration?.state ?? previous?.migrationState,
     }),
+    ...(observed.disks?.statuses.length && { disks: observed.disks.statuses }),
   };
 }
 

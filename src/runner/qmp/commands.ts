@@ -89,6 +89,24 @@ export async function blockdevRemoveMedium(qmp: QmpExecutor, id: string) {
   await qmp.execute('blockdev-remove-medium', { id });
 }
 
+const BlockNode = z.object({
+  'node-name': z.string(),
+  image: z.object({ 'virtual-size': z.number() }),
+});
+
+/** The size the guest sees of block node `nodeName`; undefined when there is no such node. */
+export async function blockNodeSize(qmp: QmpExecutor, nodeName: string): Promise<number | undefined> {
+  const nodes = await executeParsed(qmp, z.array(BlockNode.passthrough()), 'query-named-block-nodes', {
+    flat: true,
+  });
+  return nodes.find((node) => node['node-name'] === nodeName)?.image['virtual-size'];
+}
+
+/** Gives the guest `bytes` of block node `nodeName` (a device's node: at most what the device has). */
+export async function blockResize(qmp: QmpExecutor, nodeName: string, bytes: number) {
+  await qmp.execute('block_resize', { 'node-name': nodeName, size: bytes });
+}
+
 const BlockInfo = z.object({
   device: z.string(),
   qdev: z.string().optional(),

@@ -30,7 +30,7 @@ describe('live changes', () => {
   const started = config();
 
   it('finds nothing when nothing changed', () => {
-    expect(liveChanges(started, started, config())).toEqual({ cdMedia: [] });
+    expect(liveChanges(started, started, config())).toEqual({ cdMedia: [], diskSizes: [] });
   });
 
   it('finds CPU, RAM, powerdown timeout and CD medium changes', () => {
@@ -52,15 +52,17 @@ describe('live changes', () => {
         { id: 'cd0', image: '' },
         { id: 'cd1', image: 'b.iso' },
       ],
+      diskSizes: [],
     });
   });
 
   it('compares with what was applied last, not with the start', () => {
     const applied = config({ currentCpus: 3 });
-    expect(liveChanges(started, applied, config({ currentCpus: 3 }))).toEqual({ cdMedia: [] });
+    expect(liveChanges(started, applied, config({ currentCpus: 3 }))).toEqual({ cdMedia: [], diskSizes: [] });
     expect(liveChanges(started, applied, config({ currentCpus: 2 }))).toEqual({
       currentCpus: 2,
       cdMedia: [],
+      diskSizes: [],
     });
   });
 
@@ -73,6 +75,19 @@ describe('live changes', () => {
     expect(liveChanges(started, started, config({ currentRam: undefined }))).toMatchObject({
       currentRam: 4 * 1024 ** 3,
     });
+  });
+
+  it('finds disks whose volume grew (the guest gets their new size), only of disks qemu has', () => {
+    const sized = (size: string) =>
+      config({ drives: [{ type: 'raw', resource: '/dev/system-disk', size }, ...base.drives!.slice(1)] });
+    expect(liveChanges(started, started, sized('32Mi')).diskSizes).toEqual([
+      { id: 'disk0', bytes: 32 * 1024 ** 2 },
+    ]);
+    expect(liveChanges(started, sized('32Mi'), sized('32Mi')).diskSizes).toEqual([]);
+    const added = config({
+      drives: [...base.drives!, { type: 'raw', resource: '/dev/new-disk', size: '1Gi' }],
+    });
+    expect(liveChanges(started, started, added).diskSizes).toEqual([]);
   });
 
   it('changes media only in CD drives qemu has', () => {
@@ -90,7 +105,11 @@ describe('restart changes', () => {
         currentCpus: 1,
         currentRam: '1Gi',
         powerdownTimeout: 1,
-        drives: [base.drives![0]!, { type: 'ide-cd', file: 'x.iso' }, { type: 'ide-cd' }],
+        drives: [
+          { type: 'raw', resource: '/dev/system-disk', size: '64Gi' },
+          { type: 'ide-cd', file: 'x.iso' },
+          { type: 'ide-cd' },
+        ],
       },
       { whenGuestPowersOff: 'waitForStop', whenQemuFails: 'waitForStop', resetRequest: 'reset-1' },
     );
