@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { statSync } from 'node:fs';
 import { mkdir, readFile, rm } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
@@ -18,10 +17,9 @@ import { CdromController } from './controllers/cdrom.js';
 import { CpuController } from './controllers/cpus.js';
 import { DisplayController, displaySecretFiles } from './controllers/display.js';
 import { ConfigError } from './config-error.js';
-import { cdDrives, checkCdImages } from './drives.js';
-import { requireExecutable } from './executable.js';
+import { cdDrives } from './drives.js';
+import { renderProcesses, type ProcessLaunch } from './processes.js';
 import { watchFiles, type FileWatch } from './file-watch.js';
-import { prepareFirmware } from './firmware.js';
 import { runnerPaths, type RunnerPaths } from './paths.js';
 import { QmpClient, type QmpEvent } from './qmp/client.js';
 import {
@@ -41,11 +39,7 @@ import { SnapshotStore, type PublishSnapshot } from './snapshot/store.js';
 import { startSwtpm } from './swtpm.js';
 import { adoptArrivedTpmState } from './migration/tpm-state.js';
 import { buildSysprepImage } from './sysprep.js';
-import { AGENT_PORT_ID, GUEST_AGENT_PORT_ID, templateContext } from './template/context.js';
-import { templateForVm, templateSearchPath } from './template/locate.js';
-import { executableCandidates, flattenArguments } from './template/process-definitions.js';
-import { renderProcessDefinitions } from './template/render.js';
-import { machineUuid } from './uuid.js';
+import { AGENT_PORT_ID, GUEST_AGENT_PORT_ID } from './template/context.js';
 import { keepSerialLogSmall, runMarker, startRunInSerialLog } from './serial-log.js';
 import { OutgoingMigrations } from './migration/outgoing.js';
 import { contactSource, incomingProcesses, type Incoming } from './migration/target.js';
@@ -78,26 +72,11 @@ const QEMU_EXIT_GRACE_MS = 2_000;
 /** After asking the guest agent to shut down, how long before the ACPI power button is pressed too. */
 const AGENT_SHUTDOWN_GRACE_MS = 10_000;
 
-/** A process to start: the executable found and its argv. */
-interface ProcessLaunch {
-  executable: string;
-  args: string[];
-  environment: Record<string, string>;
-}
-
 class StopRequested extends Error {
   constructor() {
     super('stop requested');
   }
 }
-
-const isRegularFile = (file: string) => {
-  try {
-    return statSync(file).isFile();
-  } catch {
-    return false;
-  }
-};
 
 const readOptional = (file: string) => readFile(file, 'utf8').catch(() => undefined);
 
@@ -311,7 +290,14 @@ export class VmRunner {
 
     // A migration's target starts the source's very QEMU (and swtpm), waiting for its state.
     const incoming = migration && (await contactSource(migration, this.keysDir(), this.logger));
-    const processes = incoming ? incomingProcesses(incoming, paths) : await this.renderProcesses(settings);
+    const processes = incoming
+      ? incomingProcesses(incoming, paths)
+      : await renderProcesses(settings, {
+          paths,
+          env: this.env,
+          hasDisplayPassword: this.startedWithDisplayPassword,
+          logger: this.logger,
+        });
     if (!incoming && processes.swtpm) {
       const adopted = await adoptArrivedTpmState(paths.dataDir, paths.swtpmStateDir);
       if (adopted)
@@ -344,49 +330,6 @@ export class VmRunner {
     this.watch = watchFiles([...watched.keys()], watched, (file) => this.onFileChanged(file), {
       logger: this.logger,
     });
-  }
-
-  /** Renders the VM type's template into the processes to start, with their executables found. */
-  private async renderProcesses(
-    settings: RunnerSettings,
-  ): Promise<{ qemu: ProcessLaunch; swtpm?: ProcessLaunch }> {
-    const { vm } = settings;
-    const paths = this.paths;
-    const searchPath = this.env.PATH;
-    checkCdImages(vm, paths.imageRepository);
-    const templateFile = await templateForVm(settings.template, {
-      searchPath: templateSearchPath(this.env),
-      dataDir: paths.dataDir,
-      update: settings.updateTemplate,
-    });
-    const context = templateContext({
-      settings,
-      paths,
-      uuid: await machineUuid(vm.uuid, paths.dataDir),
-      firmware: await prepareFirmware(vm.firmware, paths.dataDir),
-      hasDisplayPassword: this.startedWithDisplayPassword,
-      isRegularFile,
-    });
-    const processes = await renderProcessDefinitions(
-      await readFile(templateFile, 'utf8'),
-      context,
-      templateFile,
-    );
-    this.logger.info({ template: templateFile }, 'template rendered');
-    if (vm.useTpm && !processes.swtpm) throw new Error(`useTpm is set, but ${templateFile} defines no swtpm`);
-    const swtpm = vm.useTpm ? processes.swtpm : undefined;
-    return {
-      qemu: {
-        executable: requireExecutable('qemu', executableCandidates(processes.qemu), searchPath),
-        args: flattenArguments(processes.qemu.arguments),
-        environment: processes.qemu.environment,
-      },
-      swtpm: swtpm && {
-        executable: requireExecutable('swtpm', executableCandidates(swtpm), searchPath),
-        args: flattenArguments(swtpm.arguments),
-        environment: swtpm.environment,
-      },
-    };
   }
 
   /** Starts swtpm, builds the cloud-init image, starts qemu (paused) and connects to its QMP socket. */
