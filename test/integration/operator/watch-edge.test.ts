@@ -111,6 +111,57 @@ spec:
     );
   });
 
+  it("a StorageClass's allowVolumeExpansion change enqueues the VMs with claims of it; other changes do not", async () => {
+    const className = `${ns()}-expandable`;
+    const ofClass = () =>
+      enqueued.filter((e) => e.event.kind === 'StorageClass' && e.event.name === className);
+    await kubectl(
+      ['apply', '-f', '-'],
+      `apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: ${className}}
+provisioner: example.com/none
+allowVolumeExpansion: false
+`,
+    );
+    try {
+      await eventually(() => expect(edge.cache.get('StorageClass', '', className)).toBeDefined());
+      await kubectl(
+        ['apply', '-f', '-'],
+        `apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: disky-data-disk
+  namespace: ${ns()}
+  labels: {app.kubernetes.io/name: vm-runner, app.kubernetes.io/instance: disky, app.kubernetes.io/managed-by: vm-operator}
+spec:
+  storageClassName: ${className}
+  accessModes: [ReadWriteOnce]
+  volumeMode: Block
+  resources: {requests: {storage: 16Mi}}
+`,
+      );
+      await eventually(() =>
+        expect(edge.cache.get('PersistentVolumeClaim', ns(), 'disky-data-disk')).toBeDefined(),
+      );
+      await kubectl(['label', 'storageclass', className, 'note=a']);
+      const allowed = await kubectl([
+        'patch',
+        'storageclass',
+        className,
+        '-p',
+        '{"allowVolumeExpansion":true}',
+        '-o',
+        'jsonpath={.metadata.resourceVersion}',
+      ]);
+      await eventually(() => expect(ofClass().map((e) => e.event.resourceVersion)).toContain(allowed.trim()));
+      // The label came first in the same watch stream, and enqueued nothing.
+      expect(ofClass().map((e) => e.key)).toEqual([`vm:${ns()}/disky`]);
+    } finally {
+      await kubectl(['delete', 'storageclass', className]);
+    }
+  });
+
   it('caches the objects that belong to VMs, and lists them by label', async () => {
     await kubectl(
       ['apply', '-f', '-'],
