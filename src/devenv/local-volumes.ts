@@ -114,6 +114,12 @@ export function startLocalVolumeProvisioner(options: {
     volume.nodeAffinity.length === 1
       ? nodes.find((node) => node.name === volume.nodeAffinity[0])!.volumeDir
       : sharedDir;
+  /** Where a provisioned volume keeps its data: its node's directory, or the shared one. */
+  const dirOfVolume = (volume: V1PersistentVolume) =>
+    dirOf({
+      nodeAffinity:
+        volume.spec?.nodeAffinity?.required?.nodeSelectorTerms?.[0]?.matchExpressions?.[0]?.values ?? [],
+    });
   const core = kubeConfig.makeApiClient(CoreV1Api);
   const inFlight = new Set<string>();
 
@@ -194,9 +200,7 @@ export function startLocalVolumeProvisioner(options: {
     const volume = await readOptional(() => core.readPersistentVolume({ name: claim.spec!.volumeName! }));
     if (bytes === undefined || !volume?.metadata?.labels?.[PROVISIONED_LABEL]) return;
     if (volume.spec?.volumeMode === 'Block') {
-      const affinity =
-        volume.spec.nodeAffinity?.required?.nodeSelectorTerms?.[0]?.matchExpressions?.[0]?.values ?? [];
-      const backing = path.join(dirOf({ nodeAffinity: affinity }), `${volume.metadata.name}.img`);
+      const backing = path.join(dirOfVolume(volume), `${volume.metadata.name}.img`);
       const handle = await open(backing, 'r+');
       try {
         if ((await handle.stat()).size < bytes) await handle.truncate(bytes);
@@ -233,9 +237,7 @@ export function startLocalVolumeProvisioner(options: {
   /** Removes a volume's data: detaches its loop device and deletes the file or directory. */
   async function release(volume: V1PersistentVolume): Promise<void> {
     const name = volume.metadata!.name!;
-    const affinity =
-      volume.spec?.nodeAffinity?.required?.nodeSelectorTerms?.[0]?.matchExpressions?.[0]?.values ?? [];
-    const dir = dirOf({ nodeAffinity: affinity });
+    const dir = dirOfVolume(volume);
     if (volume.spec?.volumeMode === 'Block') {
       const device = volume.spec.local?.path;
       const backing = path.join(dir, `${name}.img`);

@@ -202,24 +202,26 @@ export function createWatchEdge(
    * whose runner pods run on it; a StorageClass's, those with claims of that class.
    */
   const clusterFingerprints = new Map<string, string>();
+  /** The keys of the VMs whose cached objects of `kind` `concern` returns true for. */
+  const vmsWith = <T extends KubernetesObject>(kind: CachedKind, concern: (object: T) => boolean) =>
+    cache
+      .list<T>(kind, undefined)
+      .filter(concern)
+      .flatMap((object) => keysOfObject({ ...object, kind }));
   const clusterScoped: Partial<
     Record<CachedKind, { fingerprint: (object: KubernetesObject) => string; vms: (name: string) => string[] }>
   > = {
     Node: {
       fingerprint: (node) => nodeFingerprint(node as V1Node),
-      vms: (node) =>
-        cache
-          .list<V1Pod>('Pod', undefined)
-          .filter((pod) => pod.spec?.nodeName === node)
-          .flatMap((pod) => keysOfObject({ ...pod, kind: 'Pod' })),
+      vms: (node) => vmsWith<V1Pod>('Pod', (pod) => pod.spec?.nodeName === node),
     },
     StorageClass: {
       fingerprint: (storageClass) => storageClassFingerprint(storageClass as V1StorageClass),
       vms: (storageClass) =>
-        cache
-          .list<V1PersistentVolumeClaim>('PersistentVolumeClaim', undefined)
-          .filter((claim) => claim.spec?.storageClassName === storageClass)
-          .flatMap((claim) => keysOfObject({ ...claim, kind: 'PersistentVolumeClaim' })),
+        vmsWith<V1PersistentVolumeClaim>(
+          'PersistentVolumeClaim',
+          (claim) => claim.spec?.storageClassName === storageClass,
+        ),
     },
   };
   /** The last fingerprint of each VM (by uid): a status-only change enqueues no VM reconcile. */

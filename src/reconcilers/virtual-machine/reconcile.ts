@@ -464,9 +464,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
         if (await deletePodByUid(clients.core, forgotten, { gracePeriodSeconds: 0 }))
           writes.push(`Pod ${podName} removed (its node ${lost.spec?.nodeName} is gone)`);
       }
-      const inFlight = vm.metadata.annotations?.[OPERATION_ANNOTATION];
-      const inFlightOp = inFlight ? cache.get(OPERATION_KIND, namespace, inFlight) : undefined;
-      const operation = inFlightOp && VirtualMachineOperation.safeParse(inFlightOp).data;
+      const operation = cachedOperation(vm.metadata.annotations?.[OPERATION_ANNOTATION]);
       for (const stale of podPlan.stop) {
         // powerdownTimeout as it is now (it may have changed since the pod was made), unless forced.
         const { name: podName, uid } = stale.metadata!;
@@ -482,12 +480,15 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       await reconcileEviction();
     };
 
+    /** An operation of the VM's namespace from the cache, when it is there and valid. */
+    function cachedOperation(opName: string | undefined): VirtualMachineOperation | undefined {
+      const cached = opName ? cache.get(OPERATION_KIND, namespace, opName) : undefined;
+      return cached && VirtualMachineOperation.safeParse(cached).data;
+    }
+
     /** The VM's disruption budget, and its evacuation when its node is cordoned (migration/eviction.ts). */
     async function reconcileEviction(): Promise<void> {
-      const evacuationOp = pod?.metadata?.uid
-        ? cache.get(OPERATION_KIND, namespace, evacuation(vm, pod).metadata.name)
-        : undefined;
-      const evacuating = evacuationOp && VirtualMachineOperation.safeParse(evacuationOp).data;
+      const evacuating = cachedOperation(pod?.metadata?.uid ? evacuation(vm, pod).metadata.name : undefined);
       const eviction = planEviction({
         vm,
         pod,
