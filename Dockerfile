@@ -36,7 +36,7 @@ LABEL org.opencontainers.image.title="vmop-runner" \
       org.opencontainers.image.description="Runs one QEMU virtual machine of a vmop VirtualMachine"
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-      qemu-system-x86 qemu-system-modules-spice qemu-utils swtpm swtpm-tools ovmf mtools dosfstools genisoimage \
+      qemu-system-x86 qemu-system-modules-spice qemu-utils swtpm swtpm-tools ovmf mtools dosfstools genisoimage xz-utils \
  && rm -rf /var/lib/apt/lists/*
 COPY templates /opt/vmrunner/templates
 COPY --from=build /build/package.json ./

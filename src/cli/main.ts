@@ -5,6 +5,7 @@ import { register as registerQueue } from './queue.js';
 import { register as registerManager } from './manager.js';
 import { register as registerDev } from './dev.js';
 import { register as registerVm } from './vm.js';
+import { register as registerImport } from './import.js';
 
 const program = new Command('vmop')
   .description('Runs QEMU virtual machines declared by VirtualMachine custom resources')
@@ -17,6 +18,7 @@ const registrations: Array<(program: Command) => void> = [
   registerManager,
   registerDev,
   registerVm,
+  registerImport,
 ];
 
 for (const register of registrations) register(program);

@@ -1,0 +1,102 @@
+import { writeFile } from 'node:fs/promises';
+import { Command, Option } from 'commander';
+import { z } from 'zod';
+import type { ImportOutcome } from '../api/import-progress.js';
+import { ImportFailure, describeError } from '../importer/failure.js';
+import { importDisk } from '../importer/import-disk.js';
+import { redisProgress } from '../importer/progress.js';
+import { WorkKeySchema } from '../queue/index.js';
+import { RedisUrlSchema } from '../queue/connection.js';
+import { createLogger } from '../util/logger.js';
+
+export const EXIT_IMPORT_FAILED = 1;
+export const EXIT_BAD_ARGUMENTS = 2;
+
+const ImportOptions = z.object({
+  url: z.string().regex(/^https?:\/\/\S+$/, 'an http:// or https:// URL'),
+  sha256: z
+    .string()
+    .regex(/^[0-9a-f]{64}$/, '64 lower-case hex digits')
+    .optional(),
+  target: z.string().min(1),
+  scratch: z.string().min(1),
+  attempts: z.coerce.number().int().min(1),
+  retryDelayMs: z.coerce.number().int().min(0),
+  outcomeFile: z.string().min(1),
+  /** Progress goes to Redis only with all three; otherwise it is logged. */
+  redis: RedisUrlSchema.optional(),
+  vmKey: WorkKeySchema.optional(),
+  volume: z.string().optional(),
+  podUid: z.string().default(''),
+});
+
+async function runImport(raw: unknown): Promise<number> {
+  const logger = createLogger('import');
+  const parsed = ImportOptions.safeParse(raw);
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues)
+      logger.error(
+        `--${issue.path.join('.').replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}: ${issue.message}`,
+      );
+    return EXIT_BAD_ARGUMENTS;
+  }
+  const options = parsed.data;
+  const progress =
+    options.redis && options.vmKey && options.volume
+      ? redisProgress({
+          redisUrl: options.redis,
+          vmKey: options.vmKey,
+          volume: options.volume,
+          podUid: options.podUid,
+          logger,
+        })
+      : { send: (p: object) => logger.debug(p, 'progress'), close: async () => {} };
+  let outcome: ImportOutcome;
+  try {
+    const imported = await importDisk({
+      ...options,
+      scratchDir: options.scratch,
+      onProgress: (p) => progress.send(p),
+      logger,
+    });
+    logger.info(imported, 'imported');
+    outcome = {
+      result: 'Succeeded',
+      reason: 'Imported',
+      message: `imported ${imported.format} image (sha256 ${imported.sha256})`,
+    };
+  } catch (err) {
+    outcome =
+      err instanceof ImportFailure
+        ? { result: 'Failed', reason: err.reason, message: err.message }
+        : { result: 'Failed', reason: 'ImportError', message: describeError(err) };
+    logger.error(outcome, 'import failed');
+  }
+  await progress.close();
+  // The pod's termination message: how the manager learns the outcome (kubelet keeps 4 KiB).
+  await writeFile(options.outcomeFile, JSON.stringify(outcome).slice(0, 4000)).catch((err: unknown) =>
+    logger.warn({ reason: describeError(err) }, 'could not write the outcome'),
+  );
+  return outcome.result === 'Succeeded' ? 0 : EXIT_IMPORT_FAILED;
+}
+
+export function register(program: Command): void {
+  program
+    .command('import')
+    .description("Import a disk image from a URL onto a disk (in a VM's importer pod, or stand-alone)")
+    .requiredOption('--url <url>', 'the image: raw or qcow2, plain or compressed with xz or gzip')
+    .option('--sha256 <hex>', 'the SHA-256 the download must have')
+    .requiredOption('--target <path>', 'the disk: a block device or a file (its size is the limit)')
+    .option('--scratch <dir>', 'where a qcow2 image is kept until converted', '/tmp')
+    .option('--attempts <n>', 'download attempts before failing', '5')
+    .option('--retry-delay-ms <ms>', 'the first wait between attempts (it doubles)', '1000')
+    .option('--outcome-file <path>', 'where the outcome goes as JSON', '/dev/termination-log')
+    .addOption(new Option('--redis <url>', 'send progress to this Redis').env('VMOP_REDIS_URL'))
+    .addOption(new Option('--vm-key <key>', 'the VM the disk belongs to, e.g. vm:ns/name').env('VMOP_VM_KEY'))
+    .option('--volume <name>', "the disk's volume name (its progress key)")
+    .addOption(new Option('--pod-uid <uid>', "the importer pod's uid").env('VMOP_POD_UID'))
+    .action(async (options: Record<string, unknown>) => {
+      // Exits at once: the outcome is written, and nothing a failed import left open may hold the pod.
+      process.exit(await runImport(options));
+    });
+}

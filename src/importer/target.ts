@@ -1,0 +1,86 @@
+// The disk an import writes: its size, zeroing it first (so zero runs need no writing: the
+// result is sparse where the storage can be), and writing raw data to it.
+import { execFile } from 'node:child_process';
+import { open, stat, truncate } from 'node:fs/promises';
+import { promisify } from 'node:util';
+import type { Bytes } from './streams.js';
+import { ImportFailure } from './failure.js';
+
+const run = promisify(execFile);
+
+export interface Target {
+  path: string;
+  /** Bytes it holds. */
+  size: number;
+  /** Whether it reads as zeros throughout now (so zeros need not be written). */
+  zeroed: boolean;
+}
+
+/** Looks at the target (a block device in a pod, a file elsewhere) and zeroes it where it can. */
+export async function prepareTarget(path: string): Promise<Target> {
+  const facts = await stat(path);
+  if (!facts.isBlockDevice()) {
+    const size = facts.size;
+    await truncate(path, 0);
+    await truncate(path, size);
+    return { path, size, zeroed: true };
+  }
+  const size = Number((await run('blockdev', ['--getsize64', path])).stdout.trim());
+  // BLKZEROOUT: unmaps where the device can, writes zeros where it cannot; either way all reads 0.
+  const zeroed = await run('blkdiscard', ['--zeroout', path]).then(
+    () => true,
+    () => false,
+  );
+  return { path, size, zeroed };
+}
+
+const BLOCK = 4 * 1024 * 1024;
+const SEGMENT = 64 * 1024;
+const ZEROS = Buffer.alloc(SEGMENT);
+
+const tooLarge = (target: Target) =>
+  new ImportFailure(
+    'TooLarge',
+    `the image is larger than the disk: more than the ${target.size} bytes its claim holds`,
+  );
+
+/** Writes `data` from the target's start; returns the bytes written. Zero runs are skipped on a zeroed target. */
+export async function writeRaw(data: Bytes, target: Target): Promise<number> {
+  const file = await open(target.path, 'r+');
+  try {
+    const buffer = Buffer.allocUnsafe(BLOCK);
+    let position = 0;
+    let filled = 0;
+    const write = (from: number, to: number) => file.write(buffer, from, to - from, position + from);
+    const flush = async () => {
+      // Each run of segments that are not all zeros goes in one write.
+      let run = -1;
+      for (let offset = 0; offset < filled; offset += SEGMENT) {
+        const segment = buffer.subarray(offset, Math.min(offset + SEGMENT, filled));
+        const zero = target.zeroed && segment.equals(ZEROS.subarray(0, segment.length));
+        if (!zero && run < 0) run = offset;
+        if (zero && run >= 0) {
+          await write(run, offset);
+          run = -1;
+        }
+      }
+      if (run >= 0) await write(run, filled);
+      position += filled;
+      filled = 0;
+    };
+    for await (const chunk of data) {
+      if (position + filled + chunk.length > target.size) throw tooLarge(target);
+      for (let used = 0; used < chunk.length;) {
+        const taken = chunk.copy(buffer, filled, used, Math.min(chunk.length, used + BLOCK - filled));
+        used += taken;
+        filled += taken;
+        if (filled === BLOCK) await flush();
+      }
+    }
+    await flush();
+    await file.sync();
+    return position;
+  } finally {
+    await file.close();
+  }
+}
