@@ -63,6 +63,24 @@ const Network = z
     celRules({ rule: 'has(self.tap) != has(self.user)', message: 'a network is exactly one of tap or user' }),
   );
 
+/** Where an imported disk's content comes from. */
+export const DiskSource = z.object({
+  http: z
+    .object({
+      url: z
+        .string()
+        .max(4096)
+        .regex(/^https?:\/\/\S+$/, 'an http:// or https:// URL')
+        .describe('An image to download: raw or qcow2, either one may be compressed with xz or gzip.'),
+      sha256: z
+        .string()
+        .regex(/^[0-9a-f]{64}$/, '64 lower-case hex digits')
+        .optional()
+        .describe('The SHA-256 of the file as downloaded; a mismatch fails the import.'),
+    })
+    .describe('Download the image over HTTP(S).'),
+});
+
 export const Disk = z
   .object({
     volumeClaimTemplate: z
@@ -78,12 +96,22 @@ export const Disk = z
       })
       .optional(),
     bootindex: z.number().int().min(0).optional(),
+    source: DiskSource.optional().describe(
+      "Where the disk's first content comes from: vmop imports it into the disk's claim before the VM first starts (a claim that existed before is never overwritten).",
+    ),
   })
   .meta(
-    celRules({
-      rule: 'has(self.volumeClaimTemplate) != has(self.cdrom)',
-      message: 'a disk is exactly one of volumeClaimTemplate or cdrom',
-    }),
+    celRules(
+      {
+        rule: 'has(self.volumeClaimTemplate) != has(self.cdrom)',
+        message: 'a disk is exactly one of volumeClaimTemplate or cdrom',
+      },
+      {
+        rule: '!has(self.source) || has(self.volumeClaimTemplate)',
+        message: 'a source fills a disk on a claim (volumeClaimTemplate)',
+        fieldPath: '.source',
+      },
+    ),
   );
 
 const Spice = z.object({
@@ -379,8 +407,15 @@ export const DiskStatus = z.object({
   claim: z.string(),
   /** What the claim holds now (its status.capacity). */
   capacity: z.string().optional(),
-  /** Ready; Resizing: its claim grows to the spec's size (the running guest then sees it). */
-  phase: z.enum(['Pending', 'Resizing', 'Ready']),
+  /**
+   * Ready; Resizing: its claim grows to the spec's size (the running guest then sees it);
+   * Importing: its source is being written into it (the VM waits); Failed: the import failed (message).
+   */
+  phase: z.enum(['Pending', 'Importing', 'Resizing', 'Ready', 'Failed']),
+  /** While importing: how far, e.g. "42%" (of the download; of the conversion after it for qcow2). */
+  progress: z.string().optional(),
+  /** While importing: the bytes downloaded so far. */
+  importedBytes: z.number().int().optional(),
   message: z.string().optional(),
 });
 
@@ -460,3 +495,4 @@ export type StartFailure = z.infer<typeof StartFailure>;
 export type MigrationState = z.infer<typeof MigrationState>;
 export type DiskStatus = z.infer<typeof DiskStatus>;
 export type EvictionStrategy = z.infer<typeof EvictionStrategy>;
+export type DiskSource = z.infer<typeof DiskSource>;

@@ -15,7 +15,7 @@ import { createOperationReconciler } from '../reconcilers/virtual-machine-operat
 import { OPERATION_KIND, operationKey } from '../api/virtual-machine-operation.js';
 import { createLogger } from '../util/logger.js';
 import { serveHttpEndpoints } from './http-endpoints.js';
-import { snapshotReader } from './snapshots.js';
+import { importProgressReader, snapshotReader } from './snapshots.js';
 import { generationMarks, markingSink } from './generation-marks.js';
 import { createWatchEdge, type WatchEventSummary } from './watch-edge.js';
 
@@ -97,6 +97,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     cache: watches.cache,
     newestGeneration: (key, uid) => marks.newest(key, uid),
     readSnapshot: snapshotReader(redis, logger),
+    readImportProgress: importProgressReader(redis),
     defaultRunnerImage: {
       image: options.runnerImage,
       ...(options.runnerImagePullPolicy && { pullPolicy: options.runnerImagePullPolicy }),

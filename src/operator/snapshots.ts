@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { ImportProgress, importProgressRedisKey } from '../api/import-progress.js';
 import { RunnerSnapshot, snapshotRedisKey } from '../api/runner-snapshot.js';
 import type { Logger } from '../util/logger.js';
 
@@ -14,5 +15,13 @@ export function snapshotReader(redis: Redis, logger: Logger) {
     if (parsed.success) return parsed.data;
     logger.warn({ key, issues: parsed.error.issues.slice(0, 3) }, 'ignoring a malformed runner snapshot');
     return undefined;
+  };
+}
+
+/** Reads the latest progress of a disk's import (importer/progress.ts); a malformed one counts as absent. */
+export function importProgressReader(redis: Redis) {
+  return async (key: string, volume: string): Promise<ImportProgress | undefined> => {
+    const text = await redis.get(importProgressRedisKey(key, volume));
+    return text === null ? undefined : ImportProgress.safeParse(JSON.parse(text)).data;
   };
 }

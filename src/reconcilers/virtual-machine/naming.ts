@@ -1,5 +1,13 @@
 // Names and labels that tie the objects of one VM together (as VM-Operator defines them).
-import { GROUP, PLURAL, VERSION, type Disk, type VirtualMachine } from '../../api/virtual-machine.js';
+import { createHash } from 'node:crypto';
+import {
+  GROUP,
+  PLURAL,
+  VERSION,
+  type Disk,
+  type DiskSource,
+  type VirtualMachine,
+} from '../../api/virtual-machine.js';
 
 export const APP_NAME = 'vm-runner';
 export const MANAGED_BY = 'vm-operator';
@@ -36,6 +44,16 @@ export const POD_SPEC_ANNOTATION = 'vmoperator.jdrupes.org/pod-spec';
 
 /** On a claim vmop made for a VM: which of the runner pod's volumes it backs (runner-data, <disk>). */
 export const LABEL_VOLUME = 'vmoperator.jdrupes.org/volume';
+
+/** On a claim vmop made to import a disk's source into, and on its importer pod: sourceDigest(). */
+export const IMPORT_SOURCE_ANNOTATION = 'vmoperator.jdrupes.org/import-source';
+/** On a claim: the digest of the source imported into it (set once the import succeeded). */
+export const IMPORTED_ANNOTATION = 'vmoperator.jdrupes.org/imported';
+
+/** Tells disk sources apart: a changed URL or checksum is another import. */
+export function sourceDigest(source: DiskSource): string {
+  return createHash('sha256').update(JSON.stringify(source)).digest('hex').slice(0, 16);
+}
 
 export const LABEL_NAME = 'app.kubernetes.io/name';
 export const LABEL_INSTANCE = 'app.kubernetes.io/instance';

@@ -24,6 +24,7 @@ import {
 } from '../../api/virtual-machine.js';
 import { trimForCache, type ObjectCache } from '../../kube/object-cache.js';
 import type { RunnerSnapshot } from '../../api/runner-snapshot.js';
+import type { ImportProgress } from '../../api/import-progress.js';
 import { TerminalError, type HandlerResult } from '../../queue/index.js';
 import {
   apiserverRejection,
@@ -54,8 +55,10 @@ import {
   OPERATION_ANNOTATION,
   FIELD_MANAGER,
   IMAGE_REPOSITORY_CLAIM,
+  IMPORTED_ANNOTATION,
   APP_NAME,
   LABEL_INSTANCE,
+  LABEL_VOLUME,
   LABEL_NAME,
   displaySecretLabels,
   parseVmKey,
@@ -80,7 +83,15 @@ import { readVmMigrationRequest } from './migration/request.js';
 import { snapshotSuffixOfPod } from './migration/target.js';
 import { carryOutMigration } from './migration/writes.js';
 import { disruptionBudget, evacuation, planEviction } from './migration/eviction.js';
-import { adoptRunnerPod, createRunnerPod, isOwnedBy, retireStatefulSet } from './runner-pod-writes.js';
+import {
+  adoptRunnerPod,
+  createRunnerPod,
+  createUnlessExists,
+  isOwnedBy,
+  retireStatefulSet,
+} from './runner-pod-writes.js';
+import { planDiskImports, type DiskImports } from './disk-imports.js';
+import { desiredImporterPod, isImporterPod } from './importer-pod.js';
 import { desiredLoadBalancerService, type LoadBalancerDefaults } from './load-balancer-service.js';
 import { policyStop } from './run-policy.js';
 import { startRetryInMs } from './start-backoff.js';
@@ -118,6 +129,8 @@ export interface VmReconcilerOptions {
   configNudge?: boolean;
   /** The runner's latest snapshot of a VM key (from Redis; a migration target's: `suffix`), if any. */
   readSnapshot?: (key: string, suffix?: string) => Promise<RunnerSnapshot | undefined>;
+  /** The latest progress of a disk's import (from Redis), if any. */
+  readImportProgress?: (key: string, volume: string) => Promise<ImportProgress | undefined>;
   logger: Logger;
   now?: () => Date;
 }
@@ -305,6 +318,18 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     return { plan, migratable, snapshot: plan.switchTo ? targetSnapshot : snapshot };
   }
 
+  /** The progress the running importer pods sent, by volume. */
+  async function readImportProgress(key: string, importerPods: V1Pod[]) {
+    const progress = new Map<string, ImportProgress>();
+    for (const pod of importerPods) {
+      const volume = pod.metadata?.labels?.[LABEL_VOLUME];
+      if (!volume || pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed') continue;
+      const sent = await options.readImportProgress?.(key, volume);
+      if (sent) progress.set(volume, sent);
+    }
+    return progress;
+  }
+
   return async function reconcileVirtualMachine(key: string): Promise<HandlerResult> {
     for (let attempt = 1; ; attempt++) {
       const result = await reconcileOnce(key);
@@ -383,7 +408,20 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     let requeueAfter: number | undefined = secretErrors.length > 0 ? SECRET_RECHECK_MS : undefined;
     /** Whether the VM's LoadBalancer Service is in place, when it wants one. */
     let loadBalancer: LoadBalancerState | undefined;
-    const runnerPods = cache.list<V1Pod>('Pod', namespace, vmPods);
+    const vmPodsCached = cache.list<V1Pod>('Pod', namespace, vmPods);
+    const runnerPods = vmPodsCached.filter((pod) => !isImporterPod(pod));
+    const importerPods = vmPodsCached.filter(isImporterPod);
+    const imports = planDiskImports({
+      vm,
+      claims,
+      existing: vmClaims,
+      importerPods,
+      progress: await readImportProgress(key, importerPods),
+    });
+    diskSizes.statuses = diskSizes.statuses.map((disk) => {
+      const imported = imports.statuses.get(disk.name);
+      return imported ? { name: disk.name, claim: disk.claim, ...imported } : disk;
+    });
     const node = (nodeName: string) => nodeFacts(nodeName, cache.get<V1Node>('Node', '', nodeName));
     let podPlan = planRunnerPods({ vm, pods: runnerPods, node });
     if (podPlan.verify) {
@@ -398,6 +436,8 @@ export function createVmReconciler(options: VmReconcilerOptions) {
         return { requeueAfter: STALE_CACHE.retryMs };
       podPlan = planRunnerPods({ vm, pods: runnerPods, node, absent: new Set([named]) });
     }
+    // A runner pod waits for its disks' imports: it never boots a half-written disk.
+    if (imports.waiting) podPlan = { ...podPlan, create: undefined };
     let pod = podPlan.current;
     const migration = await planVmMigration(vm, runnerPods, vmClaims, pod, await snapshotRead, node);
     if (migration.plan.switchTo) pod = migration.plan.switchTo;
@@ -472,6 +512,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
         if (await deletePodByUid(clients.core, { name: podName!, namespace, uid: uid! }, options))
           writes.push(`Pod ${podName} deleted (stop)`);
       }
+      writes.push(...(await carryOutImports(imports)));
       for (const { claim, storage } of diskSizes.expand) {
         await expandClaim(claim, storage);
         writes.push(`PersistentVolumeClaim ${claim} (grows to ${storage})`);
@@ -520,6 +561,52 @@ export function createVmReconciler(options: VmReconcilerOptions) {
           message: `node ${pod?.spec?.nodeName} is cordoned: moving the VM live to another node`,
         });
       }
+    }
+
+    /** Makes claims and importer pods, marks claims imported, removes importer pods (disk-imports.ts). */
+    async function carryOutImports(plan: DiskImports): Promise<string[]> {
+      const done: string[] = [];
+      for (const claim of plan.createClaims) {
+        const body = claim.desired;
+        if (
+          await createUnlessExists(() =>
+            clients.core.createNamespacedPersistentVolumeClaim({ namespace, body }),
+          )
+        )
+          done.push(`PersistentVolumeClaim ${claim.claimName} (to import into)`);
+      }
+      for (const disk of plan.startImports) {
+        const body = desiredImporterPod(vm, disk, options.defaultRunnerImage);
+        if (!(await createUnlessExists(() => clients.core.createNamespacedPod({ namespace, body }))))
+          continue;
+        done.push(`Pod ${body.metadata!.name} (imports ${disk.volume})`);
+        await recordEvent(vm, {
+          type: 'Normal',
+          reason: 'ImportStarted',
+          message: `disk ${disk.volume}: importing ${disk.source.http.url} into claim ${disk.claimName}`,
+        });
+      }
+      for (const { claim, digest } of plan.markImported) {
+        await clients.core.patchNamespacedPersistentVolumeClaim(
+          { name: claim, namespace, body: { metadata: { annotations: { [IMPORTED_ANNOTATION]: digest } } } },
+          mergePatch,
+        );
+        done.push(`PersistentVolumeClaim ${claim} (imported)`);
+      }
+      for (const { volume, outcome } of plan.ended) {
+        const failed = outcome.result === 'Failed';
+        await recordEvent(vm, {
+          type: failed ? 'Warning' : 'Normal',
+          reason: failed ? 'ImportFailed' : 'Imported',
+          message: `disk ${volume}: ${outcome.message}`,
+        });
+      }
+      for (const stale of plan.deletePods) {
+        const { name: podName, uid } = stale.metadata!;
+        if (await deletePodByUid(clients.core, { name: podName!, namespace, uid: uid! }))
+          done.push(`Pod ${podName} (deleted)`);
+      }
+      return done;
     }
 
     /** Asks for more room on a disk's claim (its StorageClass allows it: disk-sizes.ts). */
@@ -607,6 +694,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
         migratable: migration.migratable,
       },
       disks: diskSizes,
+      imports: imports.waiting,
       now: now(),
     };
     let status = deriveStatus(vm, observed);

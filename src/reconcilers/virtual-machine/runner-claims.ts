@@ -5,7 +5,14 @@
 // Claims carry no owner: deleting the VM keeps them.
 import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import type { VirtualMachine } from '../../api/virtual-machine.js';
-import { LABEL_VOLUME, RUNNER_DATA_CLAIM, diskVolumeName, vmLabels } from './naming.js';
+import {
+  IMPORT_SOURCE_ANNOTATION,
+  LABEL_VOLUME,
+  RUNNER_DATA_CLAIM,
+  diskVolumeName,
+  sourceDigest,
+  vmLabels,
+} from './naming.js';
 import { LABEL_MIGRATION } from './migration/request.js';
 
 export interface RunnerClaim {
@@ -114,7 +121,13 @@ export function runnerClaims(
         },
         {
           ...(template.metadata?.labels && { labels: template.metadata.labels }),
-          ...(template.metadata?.annotations && { annotations: template.metadata.annotations }),
+          // A claim made for a disk with a source is to be imported into (disk-imports.ts).
+          ...((template.metadata?.annotations || disk.source) && {
+            annotations: {
+              ...template.metadata?.annotations,
+              ...(disk.source && { [IMPORT_SOURCE_ANNOTATION]: sourceDigest(disk.source) }),
+            },
+          }),
         },
       ),
     ];

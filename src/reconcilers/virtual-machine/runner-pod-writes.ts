@@ -8,7 +8,7 @@ import type { RunnerClaim } from './runner-claims.js';
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
 /** Creates `object` unless it exists (another replica made it, or this one before a failure). */
-async function createUnlessExists(create: () => Promise<unknown>): Promise<boolean> {
+export async function createUnlessExists(create: () => Promise<unknown>): Promise<boolean> {
   try {
     await create();
     return true;

@@ -1,0 +1,91 @@
+// The pod that imports a disk's source into its claim (pure): `vmop import` from the runner image
+// (it has qemu-img and xz), the claim as a raw block device, no privileges, no Kubernetes API
+// access; progress goes to Redis with the runner credential, the outcome into its termination
+// message. It never restarts itself: the manager decides what a failed or lost import means.
+import type { V1Pod } from '@kubernetes/client-node';
+import type { DiskSource, VirtualMachine } from '../../api/virtual-machine.js';
+import {
+  IMPORT_SOURCE_ANNOTATION,
+  LABEL_COMPONENT,
+  LABEL_VOLUME,
+  ownerReference,
+  sourceDigest,
+  vmKey,
+  vmLabels,
+} from './naming.js';
+import { RUNNER_REDIS_URL_KEY, RUNNER_SECRET, RUNNER_SERVICE_ACCOUNT } from './runner-identity.js';
+import type { RunnerImage } from './runner-pod.js';
+
+export const IMPORTER_COMPONENT = 'disk-importer';
+
+const DEVICE = '/dev/vmop-disk';
+const SCRATCH_DIR = '/scratch';
+
+export const importerPodName = (vmName: string, volume: string) => `${vmName}-import-${volume}`;
+
+export const isImporterPod = (pod: V1Pod) => pod.metadata?.labels?.[LABEL_COMPONENT] === IMPORTER_COMPONENT;
+
+export function desiredImporterPod(
+  vm: VirtualMachine,
+  disk: { volume: string; claimName: string; source: DiskSource },
+  image: RunnerImage,
+): V1Pod {
+  const { name, namespace } = vm.metadata;
+  const { http } = disk.source;
+  const { spec } = vm;
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name: importerPodName(name, disk.volume),
+      namespace,
+      labels: { ...vmLabels(name), [LABEL_COMPONENT]: IMPORTER_COMPONENT, [LABEL_VOLUME]: disk.volume },
+      annotations: { [IMPORT_SOURCE_ANNOTATION]: sourceDigest(disk.source) },
+      ownerReferences: [ownerReference(vm)],
+    },
+    spec: {
+      containers: [
+        {
+          name: 'importer',
+          image: image.image,
+          ...(image.pullPolicy && { imagePullPolicy: image.pullPolicy }),
+          args: [
+            'import',
+            ...['--url', http.url],
+            ...(http.sha256 ? ['--sha256', http.sha256] : []),
+            ...['--target', DEVICE, '--scratch', SCRATCH_DIR, '--volume', disk.volume],
+          ],
+          env: [
+            { name: 'VMOP_VM_KEY', value: vmKey(namespace!, name) },
+            { name: 'VMOP_POD_UID', valueFrom: { fieldRef: { fieldPath: 'metadata.uid' } } },
+            {
+              name: 'VMOP_REDIS_URL',
+              valueFrom: { secretKeyRef: { name: RUNNER_SECRET, key: RUNNER_REDIS_URL_KEY } },
+            },
+          ],
+          volumeDevices: [{ name: 'disk', devicePath: DEVICE }],
+          volumeMounts: [{ name: 'scratch', mountPath: SCRATCH_DIR }],
+          securityContext: {
+            allowPrivilegeEscalation: false,
+            readOnlyRootFilesystem: true,
+            capabilities: { drop: ['ALL'] },
+          },
+          resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '512Mi' } },
+        },
+      ],
+      restartPolicy: 'Never',
+      volumes: [
+        { name: 'disk', persistentVolumeClaim: { claimName: disk.claimName } },
+        { name: 'scratch', emptyDir: {} },
+      ],
+      serviceAccountName: RUNNER_SERVICE_ACCOUNT,
+      automountServiceAccountToken: false,
+      enableServiceLinks: false,
+      // Where the VM may run: a node-local claim binds where its first pod (this one) runs.
+      ...(spec.nodeName && { nodeName: spec.nodeName }),
+      ...(spec.nodeSelector && { nodeSelector: spec.nodeSelector }),
+      ...(spec.affinity && { affinity: spec.affinity as never }),
+      ...(spec.tolerations && { tolerations: spec.tolerations }),
+    },
+  };
+}

@@ -1,0 +1,193 @@
+import type { V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import type { ImportProgress } from '../../../src/api/import-progress.js';
+import { VirtualMachine } from '../../../src/api/virtual-machine.js';
+import { planDiskImports } from '../../../src/reconcilers/virtual-machine/disk-imports.js';
+import { desiredImporterPod } from '../../../src/reconcilers/virtual-machine/importer-pod.js';
+import {
+  IMPORTED_ANNOTATION,
+  IMPORT_SOURCE_ANNOTATION,
+  sourceDigest,
+} from '../../../src/reconcilers/virtual-machine/naming.js';
+import { runnerClaims } from '../../../src/reconcilers/virtual-machine/runner-claims.js';
+
+const URL = 'http://images.example/guest.qcow2';
+const source = { http: { url: URL } };
+
+function vmWithSource(url = URL, status?: object) {
+  return VirtualMachine.parse({
+    apiVersion: 'vmoperator.jdrupes.org/v1',
+    kind: 'VirtualMachine',
+    metadata: { name: 'vm', namespace: 'ns', uid: 'vm-uid' },
+    spec: {
+      vm: {
+        disks: [
+          {
+            volumeClaimTemplate: {
+              metadata: { name: 'system' },
+              spec: { resources: { requests: { storage: '1Gi' } } },
+            },
+            source: { http: { url } },
+          },
+        ],
+      },
+    },
+    ...(status && { status }),
+  });
+}
+
+const claim = (annotations: Record<string, string> = { [IMPORT_SOURCE_ANNOTATION]: sourceDigest(source) }) =>
+  ({ metadata: { name: 'vm-system-disk', namespace: 'ns', annotations } }) as V1PersistentVolumeClaim;
+
+/** The importer pod as vmop makes it, in `phase`, with the `message` its container ended with. */
+function importer(phase: string, message?: string, url = URL): V1Pod {
+  const pod = desiredImporterPod(
+    vmWithSource(url),
+    { volume: 'system-disk', claimName: 'vm-system-disk', source: { http: { url } } },
+    { image: 'runner:1' },
+  );
+  pod.metadata!.uid = 'pod-uid';
+  pod.status = {
+    phase,
+    ...(phase !== 'Running' &&
+      phase !== 'Pending' && {
+        containerStatuses: [
+          {
+            name: 'importer',
+            image: '',
+            imageID: '',
+            ready: false,
+            restartCount: 0,
+            state: { terminated: { exitCode: 1, ...(message && { message }) } },
+          },
+        ],
+      }),
+  };
+  return pod;
+}
+
+function plan(
+  existing: V1PersistentVolumeClaim[],
+  importerPods: V1Pod[] = [],
+  progress = new Map<string, ImportProgress>(),
+  vm = vmWithSource(),
+) {
+  return planDiskImports({ vm, claims: runnerClaims(vm, existing), existing, importerPods, progress });
+}
+
+describe('disk imports', () => {
+  it('a disk with a source and no claim yet: its claim is made, marked with the source; the VM waits', () => {
+    const imports = plan([]);
+    expect(imports.createClaims.map((c) => c.desired.metadata?.annotations)).toEqual([
+      { [IMPORT_SOURCE_ANNOTATION]: sourceDigest(source) },
+    ]);
+    expect(imports.waiting).toEqual({
+      reason: 'ImportingDisks',
+      message: 'waiting for disks to be imported: system-disk',
+    });
+  });
+
+  it('a claim marked for import without an importer: one is started', () => {
+    const imports = plan([claim()]);
+    expect(imports.startImports).toEqual([{ volume: 'system-disk', claimName: 'vm-system-disk', source }]);
+    expect(imports.statuses.get('system-disk')).toEqual({ phase: 'Importing', message: `importing ${URL}` });
+  });
+
+  it('shows the progress its own importer pod sent, not an earlier pod’s', () => {
+    const own = new Map([['system-disk', { bytes: 4096, percent: 42.7, attempt: 2, podUid: 'pod-uid' }]]);
+    expect(plan([claim()], [importer('Running')], own).statuses.get('system-disk')).toEqual({
+      phase: 'Importing',
+      progress: '42%',
+      importedBytes: 4096,
+      message: `importing ${URL} (attempt 2)`,
+    });
+    const earlier = new Map([['system-disk', { bytes: 4096, percent: 42, attempt: 1, podUid: 'old-uid' }]]);
+    expect(plan([claim()], [importer('Running')], earlier).statuses.get('system-disk')).toEqual({
+      phase: 'Importing',
+      message: `importing ${URL}`,
+    });
+  });
+
+  it('a succeeded import marks the claim imported; then the VM may start and the pod goes', () => {
+    const outcome = { result: 'Succeeded', reason: 'Imported', message: 'imported qcow2 image (sha256 x)' };
+    const done = plan([claim()], [importer('Succeeded', JSON.stringify(outcome))]);
+    expect(done.markImported).toEqual([{ claim: 'vm-system-disk', digest: sourceDigest(source) }]);
+    expect(done.ended).toEqual([{ volume: 'system-disk', outcome }]);
+    expect(done.waiting?.reason).toBe('ImportingDisks');
+    const marked = claim({ [IMPORT_SOURCE_ANNOTATION]: 'd', [IMPORTED_ANNOTATION]: sourceDigest(source) });
+    const after = plan([marked], [importer('Succeeded', JSON.stringify(outcome))]);
+    expect(after.waiting).toBeUndefined();
+    expect(after.deletePods.map((p) => p.metadata?.name)).toEqual(['vm-import-system-disk']);
+  });
+
+  it('a failed import: the disk Failed with its message, the VM waits, nothing is retried', () => {
+    const outcome = { result: 'Failed', reason: 'ChecksumMismatch', message: 'the SHA-256 of x is y' };
+    const failed = plan([claim()], [importer('Failed', JSON.stringify(outcome))]);
+    expect(failed.statuses.get('system-disk')).toEqual({
+      phase: 'Failed',
+      message: 'ChecksumMismatch: the SHA-256 of x is y',
+    });
+    expect(failed.waiting).toEqual({
+      reason: 'DiskImportFailed',
+      message: 'importing a disk failed: system-disk: the SHA-256 of x is y',
+    });
+    expect(failed.deletePods).toEqual([]);
+    expect(failed.startImports).toEqual([]);
+    expect(failed.ended).toHaveLength(1);
+    // Told once: the status already says so.
+    const told = vmWithSource(URL, {
+      disks: [{ name: 'system-disk', claim: 'vm-system-disk', phase: 'Failed' }],
+    });
+    expect(plan([claim()], [importer('Failed', JSON.stringify(outcome))], new Map(), told).ended).toEqual([]);
+  });
+
+  it('an importer that ended without an outcome (killed) is replaced; one for an old source too', () => {
+    const killed = plan([claim()], [importer('Failed')]);
+    expect(killed.deletePods.map((p) => p.metadata?.name)).toEqual(['vm-import-system-disk']);
+    expect(killed.statuses.get('system-disk')?.message).toBe(
+      'the importer pod vm-import-system-disk ended without a result (killed); starting over',
+    );
+    const outcome = JSON.stringify({ result: 'Failed', reason: 'HttpError', message: 'x answered HTTP 404' });
+    const changed = plan([claim()], [importer('Failed', outcome, 'http://images.example/old.qcow2')]);
+    expect(changed.deletePods).toHaveLength(1);
+    expect(changed.waiting?.reason).toBe('ImportingDisks');
+  });
+
+  it('a claim that existed before (not made for the import) is never overwritten', () => {
+    const imports = plan([claim({})]);
+    expect(imports).toMatchObject({ createClaims: [], startImports: [], markImported: [], deletePods: [] });
+    expect(imports.waiting).toBeUndefined();
+  });
+});
+
+describe('the importer pod', () => {
+  it('runs `vmop import` without privileges, API access or restarts, on the claim as a block device', () => {
+    const vm = vmWithSource();
+    const pod = desiredImporterPod(
+      vm,
+      {
+        volume: 'system-disk',
+        claimName: 'vm-system-disk',
+        source: { http: { url: URL, sha256: 'a'.repeat(64) } },
+      },
+      { image: 'runner:1', pullPolicy: 'Never' },
+    );
+    const container = pod.spec!.containers[0]!;
+    expect(container.args).toEqual([
+      'import',
+      ...['--url', URL, '--sha256', 'a'.repeat(64)],
+      ...['--target', '/dev/vmop-disk', '--scratch', '/scratch', '--volume', 'system-disk'],
+    ]);
+    expect(container.securityContext).toEqual({
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'] },
+    });
+    expect(pod.spec).toMatchObject({ restartPolicy: 'Never', automountServiceAccountToken: false });
+    expect(pod.spec!.hostNetwork).toBeUndefined();
+    expect(pod.spec!.volumes![0]).toEqual({
+      name: 'disk',
+      persistentVolumeClaim: { claimName: 'vm-system-disk' },
+    });
+  });
+});
