@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the vmop test guest (Debian's cloud kernel + a busybox initramfs, see scripts/test-guest/) into
 # a cache outside the work tree, keyed by kernel version and a hash of the build inputs, and prints the
-# directory holding `vmlinuz` and `initrd.img`. A quick no-op when that directory exists.
+# directory holding `vmlinuz` and `initrd.img`, and `disk.qcow2`: the same guest on a disk that
+# boots by itself (SYSLINUX on FAT), for disk imports. A quick no-op when that directory exists.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -81,17 +82,30 @@ build() {
   # Uncompressed: under TCG, unpacking a compressed initramfs costs more boot time than it saves.
   (cd "$root" && find . -print0 | LC_ALL=C sort -z | cpio --null --create --format=newc --quiet) >"$work/out/initrd.img"
   cp "/boot/vmlinuz-$kver" "$work/out/vmlinuz"
+  build_disk "$work"
   mv -T "$work/out" "$out"
   log "built $out ($(wc -l <"$root/lib/modules/load-order") modules)"
 }
 
+# A FAT file system that is the whole disk (SeaBIOS boots its boot sector), SYSLINUX loading the
+# same kernel and initramfs with the same command line; made with mtools, so no mount and no root.
+build_disk() {
+  local work="$1" fs="$1/disk.raw" kib
+  kib=$(( ($(stat -c %s "$work/out/vmlinuz") + $(stat -c %s "$work/out/initrd.img")) / 1024 + 4096 ))
+  printf 'DEFAULT vmop\nPROMPT 0\nTIMEOUT 0\nLABEL vmop\n  KERNEL vmlinuz\n  INITRD initrd.img\n  APPEND console=ttyS0 quiet\n' >"$work/syslinux.cfg"
+  mkfs.vfat -n VMOPGUEST -C "$fs" "$kib" >/dev/null
+  syslinux --install "$fs"
+  MTOOLS_SKIP_CHECK=1 mcopy -i "$fs" "$work/out/vmlinuz" "$work/out/initrd.img" "$work/syslinux.cfg" ::
+  qemu-img convert -f raw -O qcow2 "$fs" "$work/out/disk.qcow2"
+}
+
 kver="$(kernel_version)"
 out="$cache_root/$kver-$(inputs_hash)"
-if [[ ! -f "$out/initrd.img" ]]; then
+if [[ ! -f "$out/disk.qcow2" ]]; then
   mkdir -p "$cache_root"
   # Parallel test workers may ask at once: one builds, the others wait and reuse its result.
   exec 9>"$cache_root/.lock"
   flock 9
-  [[ -f "$out/initrd.img" ]] || build "$kver" "$out"
+  [[ -f "$out/disk.qcow2" ]] || build "$kver" "$out"
 fi
 echo "$out"

@@ -33,6 +33,9 @@ function printState(state: DevState, output: string | undefined): void {
   console.log(`vmop dev is up (supervisor pid ${state.supervisorPid}); logs in ${devDir()}`);
   console.log(`Redis:      ${state.redisUrl}`);
   console.log(`kubeconfig: ${state.kubeconfig}`);
+  console.log(
+    `images:     ${state.imageServer.url}/ serves ${state.imageServer.dir} (test-guest.qcow2 boots)`,
+  );
   for (const node of state.cluster.nodes)
     console.log(`node:       ${node} (kubelet and containerd logs in ${state.cluster.dir}/${node})`);
   const liveness = (pid: number, restarts: number) =>

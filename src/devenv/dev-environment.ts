@@ -16,6 +16,7 @@ import { installCrds } from './install-crds.js';
 import { spawnLogged } from './logged-process.js';
 import { startOrphanReaper } from './orphan-reaper.js';
 import { startRedis } from './redis.js';
+import { startImageServer, type ImageServer } from './image-server.js';
 import { superviseProcess, type SupervisedProcess } from './supervised-process.js';
 
 export const MANAGER_REPLICAS = 2;
@@ -50,6 +51,8 @@ export const DevState = z.object({
       services: z.array(z.object({ name: z.string(), pid: z.number().int(), restarts: z.number().int() })),
     }),
   ),
+  /** The local web server for disk images (disks[].source.http in the local cluster). */
+  imageServer: z.object({ url: z.string(), dir: z.string() }),
   startedAt: z.string(),
 });
 export type DevState = z.infer<typeof DevState>;
@@ -71,6 +74,7 @@ export interface DevEnvironment {
   cluster: Cluster;
   redis: SupervisedProcess;
   managers: SupervisedProcess[];
+  imageServer: ImageServer;
   /** Stops it as a machine shuts down: the node first (runners power their guests down), then the rest. */
   stop(): Promise<void>;
 }
@@ -114,6 +118,11 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
     () => startRedis({ host: cluster.network.hostAddress, port: firstRedis.port }),
     { ...supervision, first: firstRedis },
   );
+  const imageServer = await startImageServer({
+    dir: join(dir, 'images'),
+    host: cluster.network.hostAddress,
+    testGuestDir: join(cluster.imageRepositoryDir, 'test-guest'),
+  });
   const kubeconfig = join(dir, 'kubeconfig');
   writeFileSync(kubeconfig, cluster.controlPlane.kubeconfigYaml, { mode: 0o600 });
   await installCrds(cluster.kubeConfig);
@@ -161,9 +170,11 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
           nodes: cluster.nodes.map((node) => node.name),
           runnerImage: cluster.images.runner.ref,
         },
+        imageServer: { url: imageServer.url, dir: imageServer.dir },
       };
     },
     cluster,
+    imageServer,
     redis,
     managers,
     async stop() {
@@ -172,6 +183,7 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
       await Promise.all(managers.map((m) => m.stop(30_000)));
       await redis.stop(5_000);
       await imageRepositories.stop();
+      await imageServer.stop();
       await cluster.stop();
       await reaper.release();
     },

@@ -212,3 +212,15 @@ describe('template rendering', () => {
     await expect(rendering).rejects.toThrow(/swtpm\.executable: Invalid input/);
   });
 });
+
+describe('template test-guest.liquid boots', () => {
+  const kernelOf = async (drives: VmInput['drives']) =>
+    valuesOf((await render('test-guest.liquid', settingsFor({ drives }))).qemu, '-kernel');
+
+  it('its kernel from the image repository, unless a disk has a bootindex: then that disk', async () => {
+    expect(await kernelOf([{ type: 'raw', resource: '/dev/data-disk' }])).toEqual([
+      '/var/local/vmop-image-repository/test-guest/vmlinuz',
+    ]);
+    expect(await kernelOf([{ type: 'raw', resource: '/dev/system-disk', bootindex: 0 }])).toEqual([]);
+  });
+});

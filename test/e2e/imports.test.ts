@@ -1,0 +1,233 @@
+// Disks filled from images (issue 25 §1), on `vmop dev`'s real node with its image web server: a
+// VM boots from a disk imported over HTTP (qcow2, and raw compressed with xz); every bad source
+// gives its message in the VM's status, and no runner pod is made for a disk that is not whole;
+// an importer killed mid-way is replaced and the import starts over.
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { readFile, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { devBed } from '../support/dev-bed.js';
+import { eventually } from '../support/eventually.js';
+import { testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
+
+const run = promisify(execFile);
+const NAMESPACE = 'imports';
+const READY = 'VMOP-GUEST-READY';
+
+interface DiskStatus {
+  name: string;
+  claim: string;
+  capacity?: string;
+  phase: string;
+  progress?: string;
+  importedBytes?: number;
+  message?: string;
+}
+
+const sha256Of = async (file: string) =>
+  createHash('sha256')
+    .update(await readFile(file))
+    .digest('hex');
+
+describe('disks: imported from images', () => {
+  let vms: ClusterVms;
+  let images: { url: string; dir: string; testGuestDisk: string };
+  let guestSha256: string;
+  const bed = devBed('imports', NAMESPACE);
+  beforeAll(async () => {
+    ({ vms } = bed);
+    images = bed.env.imageServer;
+    guestSha256 = await sha256Of(images.testGuestDisk);
+    await vms.kubectl(['create', 'namespace', NAMESPACE]).catch(() => undefined);
+  });
+
+  /** A test guest VM whose one disk (bootable, bootindex 0) is imported from `source`. */
+  const applyVm = (name: string, source: object, size = '64Mi') =>
+    vms.apply(
+      testGuestManifest(name, NAMESPACE).replace(
+        '    networks: []\n',
+        `    networks: []
+    disks:
+    - volumeClaimTemplate:
+        metadata: {name: system}
+        spec:
+          resources: {requests: {storage: ${size}}}
+      bootindex: 0
+      source: ${JSON.stringify(source)}
+`,
+      ),
+    );
+  const disksOf = (vm: Vm) => (vm.status as { disks?: DiskStatus[] } | undefined)?.disks;
+  const pods = async (name: string) =>
+    (await vms.kubectl(['get', 'pods', '-l', `app.kubernetes.io/instance=${name}`, '-o', 'name']))
+      .trim()
+      .split('\n')
+      .filter(Boolean)
+      .map((pod) => pod.replace(/^pod\//, ''));
+  const claim = async (name: string) =>
+    JSON.parse(await vms.kubectl(['get', 'pvc', name, '-o', 'json'])) as {
+      metadata: { annotations?: Record<string, string> };
+    };
+  /** What the guest's kernel was started with: SYSLINUX (the disk's boot loader) adds BOOT_IMAGE. */
+  async function bootedFromDisk(name: string): Promise<void> {
+    await vms.typeOnConsole(name, 'echo cmdline-$(cat /proc/cmdline)-end');
+    await eventually(
+      async () =>
+        expect(await vms.consoleLog(name)).toContain(
+          'cmdline-BOOT_IMAGE=vmlinuz console=ttyS0 quiet initrd=initrd.img-end',
+        ),
+      30_000,
+    );
+  }
+
+  it('a VM boots from a disk imported over HTTP from a qcow2 image, after waiting in Pending for it', async () => {
+    await applyVm('from-qcow2', { http: { url: `${images.url}/test-guest.qcow2`, sha256: guestSha256 } });
+    const waiting = await vms.waitForVm('from-qcow2', (vm) => {
+      expect(vm.status?.phase).toBe('Pending');
+      expect(vms.condition(vm, 'Running')?.reason).toBe('ImportingDisks');
+      expect(disksOf(vm)?.[0]).toMatchObject({ name: 'system-disk', phase: 'Importing' });
+    });
+    expect(vms.condition(waiting, 'Running')?.message).toBe('waiting for disks to be imported: system-disk');
+    const booted = await vms.waitForVm('from-qcow2', (vm) => {
+      expect(vm.status?.phase).toBe('Running');
+      expect(disksOf(vm)).toEqual([
+        { name: 'system-disk', claim: 'from-qcow2-system-disk', capacity: '64Mi', phase: 'Ready' },
+      ]);
+    });
+    expect(booted.status?.runnerPod?.name).toBe('from-qcow2');
+    await vms.waitForConsole('from-qcow2', READY);
+    await bootedFromDisk('from-qcow2');
+    // The claim says what it holds; the importer pod is gone; Events tell the story.
+    expect(Object.keys((await claim('from-qcow2-system-disk')).metadata.annotations ?? {})).toContain(
+      'vmoperator.jdrupes.org/imported',
+    );
+    expect(await pods('from-qcow2')).toEqual(['from-qcow2']);
+    const events = await vms.eventMessages('from-qcow2');
+    expect(events).toContain(
+      `ImportStarted: disk system-disk: importing ${images.url}/test-guest.qcow2 into claim from-qcow2-system-disk`,
+    );
+    expect(events).toContain(`Imported: disk system-disk: imported qcow2 image (sha256 ${guestSha256})`);
+    await vms.kubectl(['delete', 'vm', 'from-qcow2', '--wait=false']);
+  });
+
+  it('a raw image compressed with xz streams onto the disk, and the VM boots from it', async () => {
+    const raw = path.join(images.dir, 'test-guest.raw');
+    await run('qemu-img', ['convert', '-f', 'qcow2', '-O', 'raw', images.testGuestDisk, raw]);
+    await run('xz', ['-T1', '-1', '-f', raw]);
+    await applyVm('from-xz', { http: { url: `${images.url}/test-guest.raw.xz` } });
+    await vms.waitForVm('from-xz', (vm) => expect(vm.status?.phase).toBe('Running'));
+    await vms.waitForConsole('from-xz', READY);
+    await bootedFromDisk('from-xz');
+    expect(await vms.eventMessages('from-xz')).toContainEqual(
+      expect.stringMatching(/^Imported: disk system-disk: imported raw image \(sha256 [0-9a-f]{64}\)$/),
+    );
+    await vms.kubectl(['delete', 'vm', 'from-xz', '--wait=false']);
+  });
+
+  it('each bad source fails with its message; no runner pod is made; a corrected source imports and boots', async () => {
+    await writeFile(
+      path.join(images.dir, 'download.html'),
+      '<!DOCTYPE html>\n<html><body>Download</body></html>\n',
+    );
+    const wrongSha = '0'.repeat(64);
+    const bad: Array<[string, object, string, string]> = [
+      [
+        'bad-checksum',
+        { http: { url: `${images.url}/test-guest.qcow2`, sha256: wrongSha } },
+        'ChecksumMismatch',
+        `the SHA-256 of ${images.url}/test-guest.qcow2 is ${guestSha256}, the disk's source says ${wrongSha}`,
+      ],
+      [
+        'bad-format',
+        { http: { url: `${images.url}/download.html` } },
+        'UnknownFormat',
+        `${images.url}/download.html holds an HTML page, not a disk image vmop imports (raw or qcow2, either one plain or compressed with xz or gzip)`,
+      ],
+      [
+        'bad-missing',
+        { http: { url: `${images.url}/no-such-image.qcow2` } },
+        'HttpError',
+        `${images.url}/no-such-image.qcow2 answered HTTP 404 Not Found`,
+      ],
+    ];
+    for (const [name, source] of bad) await applyVm(name, source);
+    await applyVm('bad-size', { http: { url: `${images.url}/test-guest.qcow2` } }, '16Mi');
+    // Nothing listens on port 2: refused five times (waits 1+2+4+8 s), then it fails.
+    const unreachable = images.url.replace(/:\d+$/, ':2');
+    await applyVm('bad-host', { http: { url: `${unreachable}/test-guest.qcow2` } });
+
+    for (const [name, , reason, message] of bad) {
+      const vm = await vms.waitForVm(name, (vm) => expect(disksOf(vm)?.[0]?.phase).toBe('Failed'), 120_000);
+      expect(disksOf(vm)?.[0]?.message).toBe(`${reason}: ${message}`);
+      expect(vm.status?.phase).toBe('Pending');
+      expect(vms.condition(vm, 'Running')).toMatchObject({
+        reason: 'DiskImportFailed',
+        message: `importing a disk failed: system-disk: ${message}`,
+      });
+      expect(vm.status?.runnerPod).toBeUndefined();
+      expect(await vms.eventMessages(name)).toContain(`ImportFailed: disk system-disk: ${message}`);
+      expect(Object.keys((await claim(`${name}-system-disk`)).metadata.annotations ?? {})).not.toContain(
+        'vmoperator.jdrupes.org/imported',
+      );
+    }
+    const tooSmall = await vms.waitForVm(
+      'bad-size',
+      (vm) => expect(disksOf(vm)?.[0]?.phase).toBe('Failed'),
+      120_000,
+    );
+    expect(disksOf(tooSmall)?.[0]?.message).toMatch(
+      /^TooLarge: the image is larger than the disk: its virtual size is \d+ bytes, its claim holds 16777216$/,
+    );
+    const refused = await vms.waitForVm(
+      'bad-host',
+      (vm) => expect(disksOf(vm)?.[0]?.phase).toBe('Failed'),
+      120_000,
+    );
+    expect(disksOf(refused)?.[0]?.message).toMatch(
+      new RegExp(
+        `^Unreachable: could not download ${unreachable}/test-guest.qcow2 \\(5 attempts\\): fetch failed`,
+      ),
+    );
+    for (const name of ['bad-size', 'bad-host'])
+      expect((await vms.getVm(name)).status?.runnerPod).toBeUndefined();
+
+    // The right checksum: the import starts over and the VM boots.
+    await applyVm('bad-checksum', { http: { url: `${images.url}/test-guest.qcow2`, sha256: guestSha256 } });
+    await vms.waitForVm('bad-checksum', (vm) => expect(vm.status?.phase).toBe('Running'));
+    await vms.waitForConsole('bad-checksum', READY);
+    for (const [name] of [...bad, ['bad-size'], ['bad-host']])
+      await vms.kubectl(['delete', 'vm', name!, '--wait=false']);
+  });
+
+  it('an importer killed mid-way is replaced, the import starts over, and the VM boots only once it is whole', async () => {
+    // About 12 s for the whole image: time to look at the progress and to kill the pod.
+    await applyVm('killed', {
+      http: { url: `${images.url}/test-guest.qcow2?bytesPerSecond=2000000`, sha256: guestSha256 },
+    });
+    const importer = 'killed-import-system-disk';
+    const under = await vms.waitForVm('killed', (vm) => {
+      const disk = disksOf(vm)?.[0];
+      expect(disk?.phase).toBe('Importing');
+      expect(disk?.importedBytes).toBeGreaterThan(0);
+      expect(disk?.progress).toMatch(/^\d+%$/);
+    });
+    expect(parseInt(disksOf(under)![0]!.progress!, 10)).toBeLessThan(100);
+    const uidOf = async () =>
+      (await vms.kubectl(['get', 'pod', importer, '-o', 'jsonpath={.metadata.uid}']).catch(() => '')).trim();
+    const first = await uidOf();
+    // Killed as the kernel's OOM killer would: no outcome written, the pod just fails.
+    await run('pkill', ['-KILL', '-f', 'import --url http://[^ ]+bytesPerSecond=']);
+    await eventually(async () => {
+      const second = await uidOf();
+      expect(second).not.toBe('');
+      expect(second).not.toBe(first);
+    }, 60_000);
+    expect((await vms.getVm('killed')).status?.runnerPod).toBeUndefined();
+    await vms.waitForVm('killed', (vm) => expect(vm.status?.phase).toBe('Running'));
+    await vms.waitForConsole('killed', READY);
+    await bootedFromDisk('killed');
+    await vms.kubectl(['delete', 'vm', 'killed', '--wait=false']);
+  });
+});
