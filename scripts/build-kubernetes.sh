@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the Go programs of vmop's local Kubernetes from the Go module proxy into a cache outside
 # the work tree, keyed by version: etcd; kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubelet and kube-proxy; CoreDNS (cluster DNS); helm. A quick no-op when the binaries exist.
+# kubelet and kube-proxy; CoreDNS (cluster DNS); helm; an OCI registry and crane (images of disks
+# for the test bed). A quick no-op when the binaries exist.
 #
 # k8s.io/kubernetes cannot be `go install`ed: it requires its staging modules at v0.0.0
 # with `replace => ./staging/...`. A wrapper module that replaces every staging module
@@ -12,11 +13,13 @@ K8S_VERSION="${VMOP_K8S_VERSION:-1.34.4}"
 ETCD_VERSION="${VMOP_ETCD_VERSION:-3.6.16}"
 COREDNS_VERSION="${VMOP_COREDNS_VERSION:-1.12.4}"
 HELM_VERSION="${VMOP_HELM_VERSION:-3.22.0}"
+GCR_VERSION="${VMOP_GCR_VERSION:-0.22.1}"
 CACHE_ROOT="${VMOP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/vmop}"
 K8S_DIR="$CACHE_ROOT/k8s/v$K8S_VERSION"
 ETCD_DIR="$CACHE_ROOT/etcd/v$ETCD_VERSION"
 COREDNS_DIR="$CACHE_ROOT/coredns/v$COREDNS_VERSION"
 HELM_DIR="$CACHE_ROOT/helm/v$HELM_VERSION"
+GCR_DIR="$CACHE_ROOT/go-containerregistry/v$GCR_VERSION"
 K8S_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
@@ -78,6 +81,26 @@ build_etcd() (
   log "installed etcd in $ETCD_DIR"
 )
 
+# go-containerregistry's in-memory registry behind scripts/registry/main.go (its own command
+# listens on localhost only); rebuilt when that file changes.
+build_registry() (
+  local_main="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/registry/main.go"
+  stamp="$GCR_DIR/registry.sha256"
+  sum="$(sha256sum "$local_main" | cut -c1-64)"
+  [[ -x "$GCR_DIR/registry" && "$(cat "$stamp" 2>/dev/null)" == "$sum" ]] && exit 0
+  require_go
+  work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
+  log "building the registry (go-containerregistry v$GCR_VERSION) in $work"
+  cd "$work"
+  go mod init vmop.local/registry >/dev/null 2>&1
+  cp "$local_main" .
+  go get "github.com/google/go-containerregistry@v$GCR_VERSION"
+  mkdir -p "$GCR_DIR"
+  go build -trimpath -ldflags "-s -w" -o "$GCR_DIR/registry" .
+  echo "$sum" >"$stamp"
+  log "installed registry in $GCR_DIR"
+)
+
 # A main package whose module has no replace directives, `go install`ed into $2/.
 go_install() {
   local package="$1" dir="$2" binary="$3"
@@ -97,8 +120,11 @@ build_etcd
 build_k8s
 go_install "github.com/coredns/coredns@v$COREDNS_VERSION" "$COREDNS_DIR" coredns
 go_install "helm.sh/helm/v3/cmd/helm@v$HELM_VERSION" "$HELM_DIR" helm
+build_registry
+go_install "github.com/google/go-containerregistry/cmd/crane@v$GCR_VERSION" "$GCR_DIR" crane
 # Print where the binaries are, for scripts that need them.
 echo "K8S_BIN_DIR=$K8S_DIR"
 echo "ETCD_BIN_DIR=$ETCD_DIR"
 echo "COREDNS_BIN_DIR=$COREDNS_DIR"
 echo "HELM_BIN_DIR=$HELM_DIR"
+echo "GCR_BIN_DIR=$GCR_DIR"

@@ -2,6 +2,7 @@
 // runner credential's key space) and its outcome when it ends (the pod's termination message).
 import { z } from 'zod';
 import { snapshotRedisKey } from './runner-snapshot.js';
+import type { DiskSource } from './virtual-machine.js';
 
 export const ImportProgress = z.object({
   /** Bytes downloaded so far (as sent, before decompression). */
@@ -24,6 +25,8 @@ export const IMPORT_FAILURES = [
   'UnknownFormat',
   'CorruptImage',
   'UnsafeImage',
+  /** A registry image without a file under /disk/. */
+  'NoDisk',
   /** Anything else that went wrong (an I/O error of the disk, say). */
   'ImportError',
 ] as const;
@@ -34,6 +37,10 @@ export const ImportOutcome = z.object({
   message: z.string(),
 });
 export type ImportOutcome = z.infer<typeof ImportOutcome>;
+
+/** A disk's source as people name it in messages. */
+export const sourceName = (source: DiskSource) =>
+  source.http ? source.http.url : `registry image ${source.registry!.image}`;
 
 /** Where a disk's import progress is kept: beside the VM's snapshot, which a runner may write. */
 export const importProgressRedisKey = (vmKey: string, volume: string) =>

@@ -63,23 +63,47 @@ const Network = z
     celRules({ rule: 'has(self.tap) != has(self.user)', message: 'a network is exactly one of tap or user' }),
   );
 
-/** Where an imported disk's content comes from. */
-export const DiskSource = z.object({
-  http: z
-    .object({
-      url: z
-        .string()
-        .max(4096)
-        .regex(/^https?:\/\/\S+$/, 'an http:// or https:// URL')
-        .describe('An image to download: raw or qcow2, either one may be compressed with xz or gzip.'),
-      sha256: z
-        .string()
-        .regex(/^[0-9a-f]{64}$/, '64 lower-case hex digits')
-        .optional()
-        .describe('The SHA-256 of the file as downloaded; a mismatch fails the import.'),
-    })
-    .describe('Download the image over HTTP(S).'),
-});
+/** Where an imported disk's content comes from: exactly one of these. */
+export const DiskSource = z
+  .object({
+    http: z
+      .object({
+        url: z
+          .string()
+          .max(4096)
+          .regex(/^https?:\/\/\S+$/, 'an http:// or https:// URL')
+          .describe('An image to download: raw or qcow2, either one may be compressed with xz or gzip.'),
+        sha256: z
+          .string()
+          .regex(/^[0-9a-f]{64}$/, '64 lower-case hex digits')
+          .optional()
+          .describe('The SHA-256 of the file as downloaded; a mismatch fails the import.'),
+      })
+      .optional()
+      .describe('Download the image over HTTP(S).'),
+    registry: z
+      .object({
+        image: z
+          .string()
+          .max(1024)
+          .regex(/^\S+$/, 'an image reference like registry.example/disks/debian:12')
+          .describe("An OCI image laid out as KubeVirt's containerDisks: the disk image file under /disk/."),
+        insecure: z
+          .boolean()
+          .optional()
+          .describe('The registry speaks plain HTTP (one inside the cluster, say).'),
+      })
+      .optional()
+      .describe(
+        'Pull the disk from an image in a registry (anonymously); each layer is checked against its digest.',
+      ),
+  })
+  .meta(
+    celRules({
+      rule: 'has(self.http) != has(self.registry)',
+      message: 'a source is exactly one of http or registry',
+    }),
+  );
 
 export const Disk = z
   .object({

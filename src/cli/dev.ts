@@ -36,6 +36,9 @@ function printState(state: DevState, output: string | undefined): void {
   console.log(
     `images:     ${state.imageServer.url}/ serves ${state.imageServer.dir} (test-guest.qcow2 boots)`,
   );
+  console.log(
+    `registry:   ${state.imageRegistry.address} (plain HTTP; ${state.imageRegistry.testGuestImage} boots)`,
+  );
   for (const node of state.cluster.nodes)
     console.log(`node:       ${node} (kubelet and containerd logs in ${state.cluster.dir}/${node})`);
   const liveness = (pid: number, restarts: number) =>

@@ -2,6 +2,7 @@ import { writeFile } from 'node:fs/promises';
 import { Command, Option } from 'commander';
 import { z } from 'zod';
 import type { ImportOutcome } from '../api/import-progress.js';
+import { DiskSource } from '../api/virtual-machine.js';
 import { ImportFailure, describeError } from '../importer/failure.js';
 import { importDisk } from '../importer/import-disk.js';
 import { redisProgress } from '../importer/progress.js';
@@ -13,11 +14,10 @@ export const EXIT_IMPORT_FAILED = 1;
 export const EXIT_BAD_ARGUMENTS = 2;
 
 const ImportOptions = z.object({
-  url: z.string().regex(/^https?:\/\/\S+$/, 'an http:// or https:// URL'),
-  sha256: z
-    .string()
-    .regex(/^[0-9a-f]{64}$/, '64 lower-case hex digits')
-    .optional(),
+  url: z.string().optional(),
+  sha256: z.string().optional(),
+  image: z.string().optional(),
+  insecure: z.boolean().optional(),
   target: z.string().min(1),
   scratch: z.string().min(1),
   attempts: z.coerce.number().int().min(1),
@@ -41,6 +41,16 @@ async function runImport(raw: unknown): Promise<number> {
     return EXIT_BAD_ARGUMENTS;
   }
   const options = parsed.data;
+  // The same rules as a VM's disks[].source.
+  const source = DiskSource.safeParse({
+    ...(options.url !== undefined && { http: { url: options.url, sha256: options.sha256 } }),
+    ...(options.image !== undefined && { registry: { image: options.image, insecure: options.insecure } }),
+  });
+  if (!source.success || !source.data.http === !source.data.registry) {
+    for (const issue of source.error?.issues ?? [{ path: [], message: 'give either --url or --image' }])
+      logger.error(`${issue.path.join('.') || 'source'}: ${issue.message}`);
+    return EXIT_BAD_ARGUMENTS;
+  }
   const progress =
     options.redis && options.vmKey && options.volume
       ? redisProgress({
@@ -55,6 +65,7 @@ async function runImport(raw: unknown): Promise<number> {
   try {
     const imported = await importDisk({
       ...options,
+      source: source.data,
       scratchDir: options.scratch,
       onProgress: (p) => progress.send(p),
       logger,
@@ -63,7 +74,7 @@ async function runImport(raw: unknown): Promise<number> {
     outcome = {
       result: 'Succeeded',
       reason: 'Imported',
-      message: `imported ${imported.format} image (sha256 ${imported.sha256})`,
+      message: `imported ${imported.format} image (${imported.provenance})`,
     };
   } catch (err) {
     outcome =
@@ -84,8 +95,10 @@ export function register(program: Command): void {
   program
     .command('import')
     .description("Import a disk image from a URL onto a disk (in a VM's importer pod, or stand-alone)")
-    .requiredOption('--url <url>', 'the image: raw or qcow2, plain or compressed with xz or gzip')
+    .option('--url <url>', 'the image: raw or qcow2, plain or compressed with xz or gzip')
     .option('--sha256 <hex>', 'the SHA-256 the download must have')
+    .option('--image <reference>', 'or: an OCI image with the disk file under /disk/')
+    .option('--insecure', 'the registry speaks plain HTTP')
     .requiredOption('--target <path>', 'the disk: a block device or a file (its size is the limit)')
     .option('--scratch <dir>', 'where a qcow2 image is kept until converted', '/tmp')
     .option('--attempts <n>', 'download attempts before failing', '5')

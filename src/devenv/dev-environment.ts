@@ -17,6 +17,7 @@ import { spawnLogged } from './logged-process.js';
 import { startOrphanReaper } from './orphan-reaper.js';
 import { startRedis } from './redis.js';
 import { startImageServer, type ImageServer } from './image-server.js';
+import { startImageRegistry, type ImageRegistry } from './image-registry.js';
 import { superviseProcess, type SupervisedProcess } from './supervised-process.js';
 
 export const MANAGER_REPLICAS = 2;
@@ -53,6 +54,8 @@ export const DevState = z.object({
   ),
   /** The local web server for disk images (disks[].source.http in the local cluster). */
   imageServer: z.object({ url: z.string(), dir: z.string() }),
+  /** The local OCI registry (plain HTTP) for disks[].source.registry, with the test guest's disk. */
+  imageRegistry: z.object({ address: z.string(), testGuestImage: z.string() }),
   startedAt: z.string(),
 });
 export type DevState = z.infer<typeof DevState>;
@@ -75,6 +78,7 @@ export interface DevEnvironment {
   redis: SupervisedProcess;
   managers: SupervisedProcess[];
   imageServer: ImageServer;
+  imageRegistry: ImageRegistry;
   /** Stops it as a machine shuts down: the node first (runners power their guests down), then the rest. */
   stop(): Promise<void>;
 }
@@ -123,6 +127,12 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
     host: cluster.network.hostAddress,
     testGuestDir: join(cluster.imageRepositoryDir, 'test-guest'),
   });
+  const imageRegistry = await startImageRegistry({
+    dir,
+    host: cluster.network.hostAddress,
+    testGuestDisk: imageServer.testGuestDisk,
+  });
+  reaper.adopt(imageRegistry.process.pid);
   const kubeconfig = join(dir, 'kubeconfig');
   writeFileSync(kubeconfig, cluster.controlPlane.kubeconfigYaml, { mode: 0o600 });
   await installCrds(cluster.kubeConfig);
@@ -171,10 +181,12 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
           runnerImage: cluster.images.runner.ref,
         },
         imageServer: { url: imageServer.url, dir: imageServer.dir },
+        imageRegistry: { address: imageRegistry.address, testGuestImage: imageRegistry.testGuestImage },
       };
     },
     cluster,
     imageServer,
+    imageRegistry,
     redis,
     managers,
     async stop() {
@@ -184,6 +196,7 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
       await redis.stop(5_000);
       await imageRepositories.stop();
       await imageServer.stop();
+      await imageRegistry.stop();
       await cluster.stop();
       await reaper.release();
     },

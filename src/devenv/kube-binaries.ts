@@ -15,6 +15,9 @@ export interface NodeBinaries {
   kubelet: string;
   kubeProxy: string;
   helm: string;
+  /** go-containerregistry's in-memory OCI registry, and crane to push to it (disk images). */
+  registry: string;
+  crane: string;
 }
 
 const BUILD_SCRIPT = 'build-kubernetes.sh';
@@ -25,6 +28,7 @@ const BuildScriptOutput = z.object({
   ETCD_BIN_DIR: z.string().min(1),
   COREDNS_BIN_DIR: z.string().min(1),
   HELM_BIN_DIR: z.string().min(1),
+  GCR_BIN_DIR: z.string().min(1),
 });
 type BuildOutput = z.infer<typeof BuildScriptOutput>;
 
@@ -71,7 +75,7 @@ export async function locateControlPlaneBinaries(
   );
 }
 
-/** kubelet, kube-proxy and helm, from the cache of scripts/build-kubernetes.sh. */
+/** kubelet, kube-proxy, helm, the registry and crane, from the cache of scripts/build-kubernetes.sh. */
 export async function locateNodeBinaries(
   logger: Logger = createLogger('kube-binaries'),
 ): Promise<NodeBinaries> {
@@ -81,6 +85,8 @@ export async function locateNodeBinaries(
       kubelet: path.join(out.K8S_BIN_DIR, 'kubelet'),
       kubeProxy: path.join(out.K8S_BIN_DIR, 'kube-proxy'),
       helm: path.join(out.HELM_BIN_DIR, 'helm'),
+      registry: path.join(out.GCR_BIN_DIR, 'registry'),
+      crane: path.join(out.GCR_BIN_DIR, 'crane'),
     },
     `scripts/${BUILD_SCRIPT}`,
   );

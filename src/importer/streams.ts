@@ -9,7 +9,10 @@ import { ImportFailure } from './failure.js';
 export type Bytes = AsyncIterable<Buffer>;
 
 /** At least `size` bytes of the start (fewer when the data is shorter), and all of the data again. */
-export async function peek(data: Bytes, size: number): Promise<{ head: Buffer; all: Bytes }> {
+export async function peek(
+  data: Bytes,
+  size: number,
+): Promise<{ head: Buffer; all: AsyncGenerator<Buffer> }> {
   const iterator = data[Symbol.asyncIterator]();
   const taken: Buffer[] = [];
   let length = 0;

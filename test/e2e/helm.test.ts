@@ -285,7 +285,9 @@ spec:
   serviceAccountName: default
   containers: [{name: x, image: ${cluster.images.runner.ref}, imagePullPolicy: Never}]
 `;
-    expect(await asManager(['create', '-f', '-'], impostor)).toMatch(/makes only runner pods/);
+    expect(await asManager(['create', '-f', '-'], impostor)).toMatch(
+      /makes only runner and disk importer pods/,
+    );
   });
 
   it("the seed's example VM applies unchanged and gets its runner pod (its disk waits for the PV it selects)", async () => {

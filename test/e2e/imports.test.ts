@@ -1,5 +1,6 @@
 // Disks filled from images (issue 25 §1), on `vmop dev`'s real node with its image web server: a
-// VM boots from a disk imported over HTTP (qcow2, and raw compressed with xz); every bad source
+// VM boots from a disk imported over HTTP (qcow2, and raw compressed with xz) and from a registry
+// image (KubeVirt's containerDisk layout); every bad source
 // gives its message in the VM's status, and no runner pod is made for a disk that is not whole;
 // an importer killed mid-way is replaced and the import starts over.
 import { execFile } from 'node:child_process';
@@ -34,11 +35,13 @@ const sha256Of = async (file: string) =>
 describe('disks: imported from images', () => {
   let vms: ClusterVms;
   let images: { url: string; dir: string; testGuestDisk: string };
+  let registry: { testGuestImage: string; noDiskImage: string };
   let guestSha256: string;
   const bed = devBed('imports', NAMESPACE);
   beforeAll(async () => {
     ({ vms } = bed);
     images = bed.env.imageServer;
+    registry = bed.env.imageRegistry;
     guestSha256 = await sha256Of(images.testGuestDisk);
     await vms.kubectl(['create', 'namespace', NAMESPACE]).catch(() => undefined);
   });
@@ -126,6 +129,21 @@ describe('disks: imported from images', () => {
     await vms.kubectl(['delete', 'vm', 'from-xz', '--wait=false']);
   });
 
+  it('a VM boots from a disk pulled from a registry image (a containerDisk: the qcow2 under /disk/)', async () => {
+    await applyVm('from-registry', { registry: { image: registry.testGuestImage, insecure: true } });
+    await vms.waitForVm('from-registry', (vm) => expect(vm.status?.phase).toBe('Running'));
+    await vms.waitForConsole('from-registry', READY);
+    await bootedFromDisk('from-registry');
+    expect(await vms.eventMessages('from-registry')).toContainEqual(
+      expect.stringMatching(
+        new RegExp(
+          `^Imported: disk system-disk: imported qcow2 image \\(${registry.testGuestImage}, layer sha256:[0-9a-f]{64}\\)$`,
+        ),
+      ),
+    );
+    await vms.kubectl(['delete', 'vm', 'from-registry', '--wait=false']);
+  });
+
   it('each bad source fails with its message; no runner pod is made; a corrected source imports and boots', async () => {
     await writeFile(
       path.join(images.dir, 'download.html'),
@@ -144,6 +162,12 @@ describe('disks: imported from images', () => {
         { http: { url: `${images.url}/download.html` } },
         'UnknownFormat',
         `${images.url}/download.html holds an HTML page, not a disk image vmop imports (raw or qcow2, either one plain or compressed with xz or gzip)`,
+      ],
+      [
+        'bad-no-disk',
+        { registry: { image: registry.noDiskImage, insecure: true } },
+        'NoDisk',
+        `${registry.noDiskImage} holds no disk: no file under /disk/ in any of its layers`,
       ],
       [
         'bad-missing',

@@ -4,7 +4,7 @@
 // then may a runner pod use it, so a half-written disk never boots. A claim that existed before
 // (a disk that got a source later, a claim vmop 0.1 made) is never overwritten.
 import type { V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
-import { ImportOutcome, type ImportProgress } from '../../api/import-progress.js';
+import { ImportOutcome, sourceName, type ImportProgress } from '../../api/import-progress.js';
 import type { DiskSource, DiskStatus, VirtualMachine } from '../../api/virtual-machine.js';
 import {
   IMPORTED_ANNOTATION,
@@ -86,7 +86,7 @@ export function planDiskImports(input: {
     const runnerClaim = input.claims.find((c) => c.volume === disk.volume)!;
     if (!claim) {
       plan.createClaims.push(runnerClaim);
-      plan.statuses.set(disk.volume, { phase: 'Importing', message: `importing ${disk.source.http.url}` });
+      plan.statuses.set(disk.volume, { phase: 'Importing', message: `importing ${sourceName(disk.source)}` });
       importing.push(disk.volume);
       continue;
     }
@@ -98,7 +98,7 @@ export function planDiskImports(input: {
     if (current && current.metadata?.annotations?.[IMPORT_SOURCE_ANNOTATION] !== digest) {
       // The source changed before its import succeeded: the new one is imported instead.
       plan.deletePods.push(current);
-      plan.statuses.set(disk.volume, { phase: 'Importing', message: `importing ${disk.source.http.url}` });
+      plan.statuses.set(disk.volume, { phase: 'Importing', message: `importing ${sourceName(disk.source)}` });
       importing.push(disk.volume);
       continue;
     }
@@ -132,7 +132,7 @@ export function planDiskImports(input: {
         phase: 'Importing',
         ...(own?.percent !== undefined && { progress: `${Math.floor(own.percent)}%` }),
         ...(own && { importedBytes: own.bytes }),
-        message: `importing ${disk.source.http.url}${own && own.attempt > 1 ? ` (attempt ${own.attempt})` : ''}`,
+        message: `importing ${sourceName(disk.source)}${own && own.attempt > 1 ? ` (attempt ${own.attempt})` : ''}`,
       });
       importing.push(disk.volume);
     }

@@ -31,7 +31,7 @@ export function desiredImporterPod(
   image: RunnerImage,
 ): V1Pod {
   const { name, namespace } = vm.metadata;
-  const { http } = disk.source;
+  const { http, registry } = disk.source;
   const { spec } = vm;
   return {
     apiVersion: 'v1',
@@ -51,8 +51,8 @@ export function desiredImporterPod(
           ...(image.pullPolicy && { imagePullPolicy: image.pullPolicy }),
           args: [
             'import',
-            ...['--url', http.url],
-            ...(http.sha256 ? ['--sha256', http.sha256] : []),
+            ...(http ? ['--url', http.url, ...(http.sha256 ? ['--sha256', http.sha256] : [])] : []),
+            ...(registry ? ['--image', registry.image, ...(registry.insecure ? ['--insecure'] : [])] : []),
             ...['--target', DEVICE, '--scratch', SCRATCH_DIR, '--volume', disk.volume],
           ],
           env: [

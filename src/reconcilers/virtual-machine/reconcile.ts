@@ -24,7 +24,7 @@ import {
 } from '../../api/virtual-machine.js';
 import { trimForCache, type ObjectCache } from '../../kube/object-cache.js';
 import type { RunnerSnapshot } from '../../api/runner-snapshot.js';
-import type { ImportProgress } from '../../api/import-progress.js';
+import { sourceName, type ImportProgress } from '../../api/import-progress.js';
 import { TerminalError, type HandlerResult } from '../../queue/index.js';
 import {
   apiserverRejection,
@@ -583,7 +583,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
         await recordEvent(vm, {
           type: 'Normal',
           reason: 'ImportStarted',
-          message: `disk ${disk.volume}: importing ${disk.source.http.url} into claim ${disk.claimName}`,
+          message: `disk ${disk.volume}: importing ${sourceName(disk.source)} into claim ${disk.claimName}`,
         });
       }
       for (const { claim, digest } of plan.markImported) {

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { importDisk, type ImportRequest } from '../../../src/importer/import-disk.js';
+import { importDisk } from '../../../src/importer/import-disk.js';
 import { ImportFailure } from '../../../src/importer/failure.js';
 import { createLogger } from '../../../src/util/logger.js';
 
@@ -96,19 +96,18 @@ describe('importDisk', () => {
       .update(await readFile(path.join(dir, file)))
       .digest('hex');
   /** Imports `file` into a fresh disk file of `size` bytes (filled with 0xff, which must not survive). */
-  async function importInto(file: string, size = 32 * MiB, extra: Partial<ImportRequest> = {}) {
+  async function importInto(file: string, size = 32 * MiB, sha256?: string) {
     const target = path.join(dir, `disk-${file}-${size}`);
     await writeFile(target, Buffer.alloc(size, 0xff));
     const progress: number[] = [];
     const result = await importDisk({
-      url: `${base}/${file}`,
+      source: { http: { url: `${base}/${file}`, sha256 } },
       target,
       scratchDir: path.join(dir, 'scratch'),
       attempts: 3,
       retryDelayMs: 10,
       onProgress: (p) => p.percent !== undefined && progress.push(p.percent),
       logger: createLogger('test', { level: 'silent' }),
-      ...extra,
     });
     return { result, target, progress };
   }
@@ -128,7 +127,7 @@ describe('importDisk', () => {
     ['image.qcow2', 'qcow2', undefined],
     ['image.qcow2.xz', 'qcow2', 'xz'],
   ])('%s arrives byte for byte, zeros after it, sparse', async (file, format, compression) => {
-    const { result, target, progress } = await importInto(file, 32 * MiB, { sha256: await sha256Of(file) });
+    const { result, target, progress } = await importInto(file, 32 * MiB, await sha256Of(file));
     expect(result).toMatchObject({ format, ...(compression ? { compression } : {}) });
     const disk = await readFile(target);
     expect(disk.subarray(0, raw.length).equals(raw)).toBe(true);
@@ -141,7 +140,7 @@ describe('importDisk', () => {
 
   it('refuses each bad source with its message', async () => {
     const wrong = 'f'.repeat(64);
-    expect(await failure(importInto('image.raw', 32 * MiB, { sha256: wrong }))).toEqual({
+    expect(await failure(importInto('image.raw', 32 * MiB, wrong))).toEqual({
       reason: 'ChecksumMismatch',
       message: `the SHA-256 of ${base}/image.raw is ${await sha256Of('image.raw')}, the disk's source says ${wrong}`,
     });

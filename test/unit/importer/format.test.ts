@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { compressionOf, formatOf } from '../../../src/importer/format.js';
+import { parseImageReference } from '../../../src/importer/registry.js';
 
 const bytes = (...values: number[]) => Buffer.concat([Buffer.from(values), Buffer.alloc(512)]);
 const text = (value: string) => Buffer.concat([Buffer.from(value, 'latin1'), Buffer.alloc(512)]);
@@ -23,5 +24,35 @@ describe('image format detection', () => {
     expect(formatOf(bytes(0x28, 0xb5, 0x2f, 0xfd))).toEqual({ unknown: 'zstd-compressed data' });
     expect(formatOf(text('  <!DOCTYPE html><html>'))).toEqual({ unknown: 'an HTML page' });
     expect(formatOf(bytes(0x1f, 0x8b))).toEqual({ unknown: 'gzip-compressed data inside compressed data' });
+  });
+});
+
+describe('image references', () => {
+  it('reads registry, repository and tag or digest as docker does', () => {
+    expect(parseImageReference('10.0.0.1:5000/test-guest:1')).toEqual({
+      registry: '10.0.0.1:5000',
+      repository: 'test-guest',
+      reference: '1',
+    });
+    expect(parseImageReference('quay.io/containerdisks/fedora:40')).toEqual({
+      registry: 'quay.io',
+      repository: 'containerdisks/fedora',
+      reference: '40',
+    });
+    expect(parseImageReference('debian')).toEqual({
+      registry: 'registry-1.docker.io',
+      repository: 'library/debian',
+      reference: 'latest',
+    });
+    expect(parseImageReference('kubevirt/cirros-container-disk-demo')).toMatchObject({
+      registry: 'registry-1.docker.io',
+      repository: 'kubevirt/cirros-container-disk-demo',
+    });
+    const digest = `sha256:${'a'.repeat(64)}`;
+    expect(parseImageReference(`localhost/disks/x@${digest}`)).toEqual({
+      registry: 'localhost',
+      repository: 'disks/x',
+      reference: digest,
+    });
   });
 });

@@ -185,6 +185,21 @@ describe('the importer pod', () => {
     });
     expect(pod.spec).toMatchObject({ restartPolicy: 'Never', automountServiceAccountToken: false });
     expect(pod.spec!.hostNetwork).toBeUndefined();
+    const pulled = desiredImporterPod(
+      vm,
+      {
+        volume: 'system-disk',
+        claimName: 'vm-system-disk',
+        source: { registry: { image: 'r:5000/d:1', insecure: true } },
+      },
+      { image: 'runner:1' },
+    );
+    expect(pulled.spec!.containers[0]!.args!.slice(0, 4)).toEqual([
+      'import',
+      '--image',
+      'r:5000/d:1',
+      '--insecure',
+    ]);
     expect(pod.spec!.volumes![0]).toEqual({
       name: 'disk',
       persistentVolumeClaim: { claimName: 'vm-system-disk' },
