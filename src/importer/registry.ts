@@ -24,17 +24,17 @@ export function parseImageReference(image: string): ImageReference {
   const match = /^(?:([^/]+)\/)?([a-z0-9._/-]+?)(?::([\w][\w.-]{0,127}))?(?:@(sha256:[0-9a-f]{64}))?$/.exec(
     image,
   );
-  if (!match) throw new ImportFailure('HttpError', `${JSON.stringify(image)} is not an image reference`);
-  let [, first, rest, tag, digest] = match;
-  if (first !== undefined && !/[.:]/.test(first) && first !== 'localhost') {
-    rest = `${first}/${rest}`;
-    first = undefined;
-  }
+  if (!match) throw new ImportFailure('ImportError', `${JSON.stringify(image)} is not an image reference`);
+  const [, named, path, tag, digest] = match;
+  // "team/disk" is a repository on Docker Hub; "registry.example/disk" names a registry.
+  const isRegistry = named !== undefined && (/[.:]/.test(named) || named === 'localhost');
+  const first = isRegistry ? named : undefined;
+  const rest = isRegistry || named === undefined ? path! : `${named}/${path!}`;
   const registry = first ?? 'docker.io';
   const dockerHub = registry === 'docker.io';
   return {
     registry: dockerHub ? 'registry-1.docker.io' : registry,
-    repository: dockerHub && !rest!.includes('/') ? `library/${rest}` : rest!,
+    repository: dockerHub && !rest.includes('/') ? `library/${rest}` : rest,
     reference: digest ?? tag ?? 'latest',
   };
 }
