@@ -4,11 +4,8 @@
 // Raw data streams onto the disk as it arrives; a qcow2 image is kept in scratch space first
 // (qemu-img needs to seek in it) and converted once its checksum is known to match.
 import { createHash } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
-import { rm } from 'node:fs/promises';
+import { rm, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { DiskSource } from '../api/virtual-machine.js';
 import { sourceName } from '../api/import-progress.js';
@@ -66,22 +63,26 @@ interface OpenedImage {
   provenance(): string;
 }
 
-/** The image file's bytes from an http(s) URL, checked against the sha256 when one is given. */
+/**
+ * The image file's bytes from an http(s) URL, checked against its sha256 when the source gives one
+ * (hashing costs about as much CPU as receiving: it is done only when asked for).
+ */
 async function openHttp(http: NonNullable<DiskSource['http']>, onBytes: OnBytes): Promise<OpenedImage> {
   const response = expectOk(await httpGet(http.url), http.url);
   const total = Number(response.headers.get('content-length')) || undefined;
-  const hash = createHash('sha256');
+  const hash = http.sha256 ? createHash('sha256') : undefined;
   let bytes = 0;
   const data = bodyBytes(response, (chunk) => {
-    hash.update(chunk);
+    hash?.update(chunk);
     bytes += chunk.length;
     onBytes(bytes, total);
   });
   return {
     data,
     provenance() {
+      if (!hash) return 'no sha256 given to check';
       const sha256 = hash.digest('hex');
-      if (http.sha256 && sha256 !== http.sha256)
+      if (sha256 !== http.sha256)
         throw new ImportFailure(
           'ChecksumMismatch',
           `the SHA-256 of ${http.url} is ${sha256}, the disk's source says ${http.sha256}`,
@@ -132,7 +133,9 @@ async function importOnce(request: ImportRequest, attempt: number): Promise<Impo
     }
     const scratch = path.join(request.scratchDir, 'image.qcow2');
     try {
-      await pipeline(Readable.from(inner.all), createWriteStream(scratch));
+      // Written as a disk is (large writes, zero runs skipped): a plain write stream takes twice as long.
+      await writeFile(scratch, '');
+      await truncate(scratch, await writeRaw(inner.all, { path: scratch, size: Infinity, zeroed: true }));
       const provenance = image.provenance();
       await checkQcow2(scratch, target);
       await convertQcow2(scratch, target, (percent) => report(50 + percent / 2));

@@ -123,8 +123,8 @@ describe('disks: imported from images', () => {
     await vms.waitForVm('from-xz', (vm) => expect(vm.status?.phase).toBe('Running'));
     await vms.waitForConsole('from-xz', READY);
     await bootedFromDisk('from-xz');
-    expect(await vms.eventMessages('from-xz')).toContainEqual(
-      expect.stringMatching(/^Imported: disk system-disk: imported raw image \(sha256 [0-9a-f]{64}\)$/),
+    expect(await vms.eventMessages('from-xz')).toContain(
+      'Imported: disk system-disk: imported raw image (no sha256 given to check)',
     );
     await vms.kubectl(['delete', 'vm', 'from-xz', '--wait=false']);
   });
