@@ -24,7 +24,7 @@ import {
 } from '../../api/virtual-machine.js';
 import { trimForCache, type ObjectCache } from '../../kube/object-cache.js';
 import type { RunnerSnapshot } from '../../api/runner-snapshot.js';
-import { sourceName, type ImportProgress } from '../../api/import-progress.js';
+import type { ImportProgress } from '../../api/import-progress.js';
 import { TerminalError, type HandlerResult } from '../../queue/index.js';
 import {
   apiserverRejection,
@@ -55,7 +55,6 @@ import {
   OPERATION_ANNOTATION,
   FIELD_MANAGER,
   IMAGE_REPOSITORY_CLAIM,
-  IMPORTED_ANNOTATION,
   APP_NAME,
   LABEL_INSTANCE,
   LABEL_VOLUME,
@@ -83,15 +82,10 @@ import { readVmMigrationRequest } from './migration/request.js';
 import { snapshotSuffixOfPod } from './migration/target.js';
 import { carryOutMigration } from './migration/writes.js';
 import { disruptionBudget, evacuation, planEviction } from './migration/eviction.js';
-import {
-  adoptRunnerPod,
-  createRunnerPod,
-  createUnlessExists,
-  isOwnedBy,
-  retireStatefulSet,
-} from './runner-pod-writes.js';
-import { planDiskImports, type DiskImports } from './disk-imports.js';
-import { desiredImporterPod, isImporterPod } from './importer-pod.js';
+import { adoptRunnerPod, createRunnerPod, isOwnedBy, retireStatefulSet } from './runner-pod-writes.js';
+import { planDiskImports } from './disk-imports.js';
+import { carryOutImports } from './disk-import-writes.js';
+import { isImporterPod } from './importer-pod.js';
 import { desiredLoadBalancerService, type LoadBalancerDefaults } from './load-balancer-service.js';
 import { policyStop } from './run-policy.js';
 import { startRetryInMs } from './start-backoff.js';
@@ -512,7 +506,12 @@ export function createVmReconciler(options: VmReconcilerOptions) {
         if (await deletePodByUid(clients.core, { name: podName!, namespace, uid: uid! }, options))
           writes.push(`Pod ${podName} deleted (stop)`);
       }
-      writes.push(...(await carryOutImports(imports)));
+      writes.push(
+        ...(await carryOutImports(clients, vm, imports, {
+          image: options.defaultRunnerImage,
+          recordEvent: (event) => recordEvent(vm, event),
+        })),
+      );
       for (const { claim, storage } of diskSizes.expand) {
         await expandClaim(claim, storage);
         writes.push(`PersistentVolumeClaim ${claim} (grows to ${storage})`);
@@ -561,52 +560,6 @@ export function createVmReconciler(options: VmReconcilerOptions) {
           message: `node ${pod?.spec?.nodeName} is cordoned: moving the VM live to another node`,
         });
       }
-    }
-
-    /** Makes claims and importer pods, marks claims imported, removes importer pods (disk-imports.ts). */
-    async function carryOutImports(plan: DiskImports): Promise<string[]> {
-      const done: string[] = [];
-      for (const claim of plan.createClaims) {
-        const body = claim.desired;
-        if (
-          await createUnlessExists(() =>
-            clients.core.createNamespacedPersistentVolumeClaim({ namespace, body }),
-          )
-        )
-          done.push(`PersistentVolumeClaim ${claim.claimName} (to import into)`);
-      }
-      for (const disk of plan.startImports) {
-        const body = desiredImporterPod(vm, disk, options.defaultRunnerImage);
-        if (!(await createUnlessExists(() => clients.core.createNamespacedPod({ namespace, body }))))
-          continue;
-        done.push(`Pod ${body.metadata!.name} (imports ${disk.volume})`);
-        await recordEvent(vm, {
-          type: 'Normal',
-          reason: 'ImportStarted',
-          message: `disk ${disk.volume}: importing ${sourceName(disk.source)} into claim ${disk.claimName}`,
-        });
-      }
-      for (const { claim, digest } of plan.markImported) {
-        await clients.core.patchNamespacedPersistentVolumeClaim(
-          { name: claim, namespace, body: { metadata: { annotations: { [IMPORTED_ANNOTATION]: digest } } } },
-          mergePatch,
-        );
-        done.push(`PersistentVolumeClaim ${claim} (imported)`);
-      }
-      for (const { volume, outcome } of plan.ended) {
-        const failed = outcome.result === 'Failed';
-        await recordEvent(vm, {
-          type: failed ? 'Warning' : 'Normal',
-          reason: failed ? 'ImportFailed' : 'Imported',
-          message: `disk ${volume}: ${outcome.message}`,
-        });
-      }
-      for (const stale of plan.deletePods) {
-        const { name: podName, uid } = stale.metadata!;
-        if (await deletePodByUid(clients.core, { name: podName!, namespace, uid: uid! }))
-          done.push(`Pod ${podName} (deleted)`);
-      }
-      return done;
     }
 
     /** Asks for more room on a disk's claim (its StorageClass allows it: disk-sizes.ts). */
