@@ -16,6 +16,7 @@ import { promisify } from 'node:util';
 import { startImageServer } from '../../src/devenv/image-server.js';
 import { ensureTestGuest } from '../../src/devenv/test-guest.js';
 import { renderTable } from '../../src/util/table.js';
+import { convertRawImage } from '../../test/support/disk-images.js';
 
 const run = promisify(execFile);
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
@@ -60,15 +61,7 @@ async function main() {
   let loop = '';
   try {
     await makeImage(path.join(served, 'image.raw'));
-    await run('qemu-img', [
-      'convert',
-      '-f',
-      'raw',
-      '-O',
-      'qcow2',
-      path.join(served, 'image.raw'),
-      path.join(served, 'image.qcow2'),
-    ]);
+    await convertRawImage(path.join(served, 'image.raw'), path.join(served, 'image.qcow2'), 'qcow2');
     await run('truncate', ['-s', String(GiB + 64 * MiB), backing]);
     loop = (await run('losetup', ['--find', '--show', backing])).stdout.trim();
     const zero = () => run('blkdiscard', ['--zeroout', loop]);

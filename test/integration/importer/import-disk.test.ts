@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { importDisk } from '../../../src/importer/import-disk.js';
 import { ImportFailure } from '../../../src/importer/failure.js';
 import { createLogger } from '../../../src/util/logger.js';
+import { convertRawImage } from '../../support/disk-images.js';
 
 const run = promisify(execFile);
 const MiB = 1024 * 1024;
@@ -36,35 +37,18 @@ describe('importDisk', () => {
     randomBytes(MiB + 123).copy(raw, 20 * MiB);
     await writeFile(path.join(dir, 'image.raw'), raw);
     await writeFile(path.join(dir, 'image.raw.gz'), gzipSync(raw));
-    await run('xz', ['-T1', '-1', '-k', path.join(dir, 'image.raw')]);
-    await run('qemu-img', [
-      'convert',
-      '-f',
-      'raw',
-      '-O',
-      'qcow2',
-      path.join(dir, 'image.raw'),
-      path.join(dir, 'image.qcow2'),
-    ]);
-    await run('xz', ['-T1', '-1', '-k', path.join(dir, 'image.qcow2')]);
+    const file = (name: string) => path.join(dir, name);
+    await run('xz', ['-T1', '-1', '-k', file('image.raw')]);
+    await convertRawImage(file('image.raw'), file('image.qcow2'), 'qcow2');
+    await convertRawImage(file('image.raw'), file('image.vmdk'), 'vmdk');
+    await run('xz', ['-T1', '-1', '-k', file('image.qcow2')]);
+    // A qcow2 overlay naming its backing file: the importer must not read that file.
     await run('qemu-img', [
       'create',
-      '-f',
-      'qcow2',
+      ...['-f', 'qcow2', '-F', 'qcow2'],
       '-b',
-      path.join(dir, 'image.qcow2'),
-      '-F',
-      'qcow2',
-      path.join(dir, 'overlay.qcow2'),
-    ]);
-    await run('qemu-img', [
-      'convert',
-      '-f',
-      'raw',
-      '-O',
-      'vmdk',
-      path.join(dir, 'image.raw'),
-      path.join(dir, 'image.vmdk'),
+      file('image.qcow2'),
+      file('overlay.qcow2'),
     ]);
     await writeFile(path.join(dir, 'page.html'), '<!DOCTYPE html><html></html>');
     await writeFile(

@@ -28,31 +28,22 @@ describe('image format detection', () => {
 });
 
 describe('image references', () => {
-  it('reads registry, repository and tag or digest as docker does', () => {
-    expect(parseImageReference('10.0.0.1:5000/test-guest:1')).toEqual({
-      registry: '10.0.0.1:5000',
-      repository: 'test-guest',
-      reference: '1',
-    });
-    expect(parseImageReference('quay.io/containerdisks/fedora:40')).toEqual({
-      registry: 'quay.io',
-      repository: 'containerdisks/fedora',
-      reference: '40',
-    });
-    expect(parseImageReference('debian')).toEqual({
-      registry: 'registry-1.docker.io',
-      repository: 'library/debian',
-      reference: 'latest',
-    });
-    expect(parseImageReference('kubevirt/cirros-container-disk-demo')).toMatchObject({
-      registry: 'registry-1.docker.io',
-      repository: 'kubevirt/cirros-container-disk-demo',
-    });
-    const digest = `sha256:${'a'.repeat(64)}`;
-    expect(parseImageReference(`localhost/disks/x@${digest}`)).toEqual({
-      registry: 'localhost',
-      repository: 'disks/x',
-      reference: digest,
-    });
-  });
+  const digest = `sha256:${'a'.repeat(64)}`;
+  it.each([
+    ['10.0.0.1:5000/test-guest:1', '10.0.0.1:5000', 'test-guest', '1'],
+    ['quay.io/containerdisks/fedora:40', 'quay.io', 'containerdisks/fedora', '40'],
+    ['debian', 'registry-1.docker.io', 'library/debian', 'latest'],
+    [
+      'kubevirt/cirros-container-disk-demo',
+      'registry-1.docker.io',
+      'kubevirt/cirros-container-disk-demo',
+      'latest',
+    ],
+    [`localhost/disks/x@${digest}`, 'localhost', 'disks/x', digest],
+  ])(
+    '%s: registry, repository and tag or digest as docker reads them',
+    (image, registry, repository, reference) => {
+      expect(parseImageReference(image)).toEqual({ registry, repository, reference });
+    },
+  );
 });
