@@ -40,7 +40,11 @@ export type ImportOutcome = z.infer<typeof ImportOutcome>;
 
 /** A disk's source as people name it in messages. */
 export const sourceName = (source: DiskSource) =>
-  source.http ? source.http.url : `registry image ${source.registry!.image}`;
+  source.http
+    ? source.http.url
+    : source.registry
+      ? `registry image ${source.registry.image}`
+      : `claim ${source.pvc!.name}`;
 
 /** Where a disk's import progress is kept: beside the VM's snapshot, which a runner may write. */
 export const importProgressRedisKey = (vmKey: string, volume: string) =>

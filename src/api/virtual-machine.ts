@@ -97,11 +97,17 @@ export const DiskSource = z
       .describe(
         'Pull the disk from an image in a registry (anonymously); each layer is checked against its digest.',
       ),
+    pvc: z
+      .object({ name: z.string().min(1).max(253).describe("A Block claim in the VM's namespace.") })
+      .optional()
+      .describe(
+        "Copy another claim (another VM's disk, an image imported once for many): its whole content, zero runs skipped. It must be attachable where the copy runs (not in use on another node unless ReadWriteMany).",
+      ),
   })
   .meta(
     celRules({
-      rule: 'has(self.http) != has(self.registry)',
-      message: 'a source is exactly one of http or registry',
+      rule: '[has(self.http), has(self.registry), has(self.pvc)].filter(x, x).size() == 1',
+      message: 'a source is exactly one of http, registry or pvc',
     }),
   );
 

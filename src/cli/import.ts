@@ -18,6 +18,8 @@ const ImportOptions = z.object({
   sha256: z.string().optional(),
   image: z.string().optional(),
   insecure: z.boolean().optional(),
+  pvc: z.string().optional(),
+  sourceDevice: z.string().optional(),
   target: z.string().min(1),
   scratch: z.string().min(1),
   attempts: z.coerce.number().int().min(1),
@@ -45,9 +47,13 @@ async function runImport(raw: unknown): Promise<number> {
   const source = DiskSource.safeParse({
     ...(options.url !== undefined && { http: { url: options.url, sha256: options.sha256 } }),
     ...(options.image !== undefined && { registry: { image: options.image, insecure: options.insecure } }),
+    ...(options.pvc !== undefined && { pvc: { name: options.pvc } }),
   });
-  if (!source.success || !source.data.http === !source.data.registry) {
-    for (const issue of source.error?.issues ?? [{ path: [], message: 'give either --url or --image' }])
+  const given = [source.data?.http, source.data?.registry, source.data?.pvc].filter(Boolean).length;
+  if (!source.success || given !== 1) {
+    for (const issue of source.error?.issues ?? [
+      { path: [], message: 'give one of --url, --image or --pvc' },
+    ])
       logger.error(`${issue.path.join('.') || 'source'}: ${issue.message}`);
     return EXIT_BAD_ARGUMENTS;
   }
@@ -99,6 +105,8 @@ export function register(program: Command): void {
     .option('--sha256 <hex>', 'the SHA-256 the download must have')
     .option('--image <reference>', 'or: an OCI image with the disk file under /disk/')
     .option('--insecure', 'the registry speaks plain HTTP')
+    .option('--pvc <name>', 'or: copy a claim (its name, for messages) from --source-device')
+    .option('--source-device <path>', "that claim's block device (or a file)")
     .requiredOption('--target <path>', 'the disk: a block device or a file (its size is the limit)')
     .option('--scratch <dir>', 'where a qcow2 image is kept until converted', '/tmp')
     .option('--attempts <n>', 'download attempts before failing', '5')

@@ -18,6 +18,8 @@ export interface ImageServer {
   dir: string;
   /** The test guest's disk (qcow2), served as `test-guest.qcow2`. */
   testGuestDisk: string;
+  /** How many times `name` was asked for (GET), whether the download finished or not. */
+  downloads(name: string): number;
   stop(): Promise<void>;
 }
 
@@ -43,8 +45,10 @@ export async function startImageServer(input: {
   await mkdir(input.dir, { recursive: true });
   const testGuestDisk = path.join(input.dir, 'test-guest.qcow2');
   await copyFile(path.join(input.testGuestDir, 'disk.qcow2'), testGuestDisk);
+  const downloads = new Map<string, number>();
   const server: Server = createServer((request, response) => {
     const url = new URL(request.url ?? '/', 'http://localhost');
+    if (request.method === 'GET') downloads.set(url.pathname, (downloads.get(url.pathname) ?? 0) + 1);
     const file = path.join(
       input.dir,
       path.normalize(decodeURIComponent(url.pathname)).replace(/^(\.\.[/\\])+/, ''),
@@ -75,6 +79,7 @@ export async function startImageServer(input: {
     url: `http://${input.host}:${port}`,
     dir: input.dir,
     testGuestDisk,
+    downloads: (name) => downloads.get(`/${name}`) ?? 0,
     stop: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

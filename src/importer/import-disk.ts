@@ -4,6 +4,7 @@
 // Raw data streams onto the disk as it arrives; a qcow2 image is kept in scratch space first
 // (qemu-img needs to seek in it) and converted once its checksum is known to match.
 import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
 import { rm, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -16,10 +17,12 @@ import { bodyBytes, expectOk, httpGet } from './http.js';
 import { openRegistryImage } from './registry.js';
 import { checkQcow2, convertQcow2 } from './qcow2.js';
 import { decompress, peek, type Bytes } from './streams.js';
-import { prepareTarget, writeRaw } from './target.js';
+import { prepareTarget, sizeOf, writeRaw } from './target.js';
 
 export interface ImportRequest {
   source: DiskSource;
+  /** For a `pvc` source: where its claim is (a block device in the pod, or a file). */
+  sourceDevice?: string;
   /** The disk: a block device (in a pod) or a file. */
   target: string;
   /** Where a qcow2 image is kept until it is converted. */
@@ -94,6 +97,21 @@ async function openHttp(http: NonNullable<DiskSource['http']>, onBytes: OnBytes)
 
 type OnBytes = (bytes: number, total?: number) => void;
 
+/** Another disk's whole content (a claim's block device), read in large pieces. */
+async function openDevice(device: string | undefined, name: string, onBytes: OnBytes): Promise<OpenedImage> {
+  if (!device) throw new ImportFailure('ImportError', `copying ${name} needs its device (--source-device)`);
+  const size = await sizeOf(device);
+  let bytes = 0;
+  async function* data(): Bytes {
+    for await (const chunk of createReadStream(device!, { highWaterMark: 4 * 1024 * 1024 })) {
+      bytes += (chunk as Buffer).length;
+      onBytes(bytes, size);
+      yield chunk as Buffer;
+    }
+  }
+  return { data: data(), provenance: () => `a copy of ${name}` };
+}
+
 async function importOnce(request: ImportRequest, attempt: number): Promise<Imported> {
   const { source } = request;
   let downloaded = 0;
@@ -108,7 +126,9 @@ async function importOnce(request: ImportRequest, attempt: number): Promise<Impo
   };
   const image = source.http
     ? await openHttp(source.http, onBytes)
-    : await openRegistryImage(source.registry!.image, source.registry!.insecure ?? false, onBytes);
+    : source.registry
+      ? await openRegistryImage(source.registry.image, source.registry.insecure ?? false, onBytes)
+      : await openDevice(request.sourceDevice, sourceName(source), onBytes);
   const name = sourceName(source);
   const outer = await peek(image.data, HEAD_BYTES);
   try {

@@ -16,16 +16,21 @@ export interface Target {
   zeroed: boolean;
 }
 
+/** The bytes a block device or a file holds. */
+export async function sizeOf(path: string): Promise<number> {
+  const facts = await stat(path);
+  if (!facts.isBlockDevice()) return facts.size;
+  return Number((await run('blockdev', ['--getsize64', path])).stdout.trim());
+}
+
 /** Looks at the target (a block device in a pod, a file elsewhere) and zeroes it where it can. */
 export async function prepareTarget(path: string): Promise<Target> {
-  const facts = await stat(path);
-  if (!facts.isBlockDevice()) {
-    const size = facts.size;
+  const size = await sizeOf(path);
+  if (!(await stat(path)).isBlockDevice()) {
     await truncate(path, 0);
     await truncate(path, size);
     return { path, size, zeroed: true };
   }
-  const size = Number((await run('blockdev', ['--getsize64', path])).stdout.trim());
   // BLKZEROOUT: unmaps where the device can, writes zeros where it cannot; either way all reads 0.
   const zeroed = await run('blkdiscard', ['--zeroout', path]).then(
     () => true,
@@ -37,6 +42,14 @@ export async function prepareTarget(path: string): Promise<Target> {
 const BLOCK = 4 * 1024 * 1024;
 const SEGMENT = 64 * 1024;
 const ZEROS = Buffer.alloc(SEGMENT);
+
+function isZero(data: Buffer): boolean {
+  for (let offset = 0; offset < data.length; offset += SEGMENT) {
+    const segment = data.subarray(offset, offset + SEGMENT);
+    if (!segment.equals(ZEROS.subarray(0, segment.length))) return false;
+  }
+  return true;
+}
 
 const tooLarge = (target: Target) =>
   new ImportFailure(
@@ -56,8 +69,7 @@ export async function writeRaw(data: Bytes, target: Target): Promise<number> {
       // Each run of segments that are not all zeros goes in one write.
       let run = -1;
       for (let offset = 0; offset < filled; offset += SEGMENT) {
-        const segment = buffer.subarray(offset, Math.min(offset + SEGMENT, filled));
-        const zero = target.zeroed && segment.equals(ZEROS.subarray(0, segment.length));
+        const zero = target.zeroed && isZero(buffer.subarray(offset, Math.min(offset + SEGMENT, filled)));
         if (!zero && run < 0) run = offset;
         if (zero && run >= 0) {
           await write(run, offset);
@@ -68,8 +80,11 @@ export async function writeRaw(data: Bytes, target: Target): Promise<number> {
       position += filled;
       filled = 0;
     };
-    for await (const chunk of data) {
-      if (position + filled + chunk.length > target.size) throw tooLarge(target);
+    for await (const whole of data) {
+      // Zeros past the end cost nothing to leave out (a bigger disk copied onto a smaller one).
+      const room = Math.max(0, target.size - position - filled);
+      if (whole.length > room && !isZero(whole.subarray(room))) throw tooLarge(target);
+      const chunk = whole.length > room ? whole.subarray(0, room) : whole;
       for (let used = 0; used < chunk.length;) {
         const taken = chunk.copy(buffer, filled, used, Math.min(chunk.length, used + BLOCK - filled));
         used += taken;

@@ -1,6 +1,6 @@
 // Disks filled from images (issue 25 §1), on `vmop dev`'s real node with its image web server: a
 // VM boots from a disk imported over HTTP (qcow2, and raw compressed with xz) and from a registry
-// image (KubeVirt's containerDisk layout); every bad source
+// image (KubeVirt's containerDisk layout), and from a copy of another VM's disk (no second download); every bad source
 // gives its message in the VM's status, and no runner pod is made for a disk that is not whole;
 // an importer killed mid-way is replaced and the import starts over.
 import { execFile } from 'node:child_process';
@@ -34,7 +34,7 @@ const sha256Of = async (file: string) =>
 
 describe('disks: imported from images', () => {
   let vms: ClusterVms;
-  let images: { url: string; dir: string; testGuestDisk: string };
+  let images: { url: string; dir: string; testGuestDisk: string; downloads: (name: string) => number };
   let registry: { testGuestImage: string; noDiskImage: string };
   let guestSha256: string;
   const bed = devBed('imports', NAMESPACE);
@@ -113,6 +113,20 @@ describe('disks: imported from images', () => {
     );
     expect(events).toContain(`Imported: disk system-disk: imported qcow2 image (sha256 ${guestSha256})`);
     await vms.kubectl(['delete', 'vm', 'from-qcow2', '--wait=false']);
+  });
+
+  it('another disk copied from that one: the VM boots, and the image is not downloaded again', async () => {
+    const downloads = images.downloads('test-guest.qcow2');
+    expect(downloads).toBe(1);
+    await applyVm('cloned', { pvc: { name: 'from-qcow2-system-disk' } });
+    await vms.waitForVm('cloned', (vm) => expect(vm.status?.phase).toBe('Running'));
+    await vms.waitForConsole('cloned', READY);
+    await bootedFromDisk('cloned');
+    expect(await vms.eventMessages('cloned')).toContain(
+      'Imported: disk system-disk: imported raw image (a copy of claim from-qcow2-system-disk)',
+    );
+    expect(images.downloads('test-guest.qcow2')).toBe(downloads);
+    await vms.kubectl(['delete', 'vm', 'cloned', '--wait=false']);
   });
 
   it('a raw image compressed with xz streams onto the disk, and the VM boots from it', async () => {

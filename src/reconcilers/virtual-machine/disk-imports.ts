@@ -49,6 +49,16 @@ export function importOutcome(pod: V1Pod): ImportOutcome | undefined {
   }
 }
 
+/** Why an importer pod that has not started does not (its source claim is missing or in use elsewhere…). */
+function stuck(pod: V1Pod): string {
+  const unscheduled = pod.status?.conditions?.find((c) => c.type === 'PodScheduled' && c.status === 'False');
+  if (unscheduled?.message) return `; its pod cannot be scheduled: ${unscheduled.message}`;
+  const waiting = pod.status?.containerStatuses?.[0]?.state?.waiting;
+  if (waiting?.reason && waiting.reason !== 'ContainerCreating')
+    return `; its pod cannot start: ${waiting.message ?? waiting.reason}`;
+  return '';
+}
+
 /** The disks of the VM that name a source, with their volumes and claims. */
 export function disksWithSource(vm: VirtualMachine, claims: RunnerClaim[]): ImportDisk[] {
   return vm.spec.vm.disks.flatMap((disk, index) => {
@@ -132,7 +142,9 @@ export function planDiskImports(input: {
         phase: 'Importing',
         ...(own?.percent !== undefined && { progress: `${Math.floor(own.percent)}%` }),
         ...(own && { importedBytes: own.bytes }),
-        message: `importing ${sourceName(disk.source)}${own && own.attempt > 1 ? ` (attempt ${own.attempt})` : ''}`,
+        message: `importing ${sourceName(disk.source)}${own && own.attempt > 1 ? ` (attempt ${own.attempt})` : ''}${
+          current ? stuck(current) : ''
+        }`,
       });
       importing.push(disk.volume);
     }

@@ -20,6 +20,8 @@ export const IMPORTER_COMPONENT = 'disk-importer';
 
 const DEVICE = '/dev/vmop-disk';
 const SCRATCH_DIR = '/scratch';
+/** A `pvc` source's claim, read-only. */
+const SOURCE_DEVICE = '/dev/vmop-source';
 
 export const importerPodName = (vmName: string, volume: string) => `${vmName}-import-${volume}`;
 
@@ -31,7 +33,7 @@ export function desiredImporterPod(
   image: RunnerImage,
 ): V1Pod {
   const { name, namespace } = vm.metadata;
-  const { http, registry } = disk.source;
+  const { http, registry, pvc } = disk.source;
   const { spec } = vm;
   return {
     apiVersion: 'v1',
@@ -53,6 +55,7 @@ export function desiredImporterPod(
             'import',
             ...(http ? ['--url', http.url, ...(http.sha256 ? ['--sha256', http.sha256] : [])] : []),
             ...(registry ? ['--image', registry.image, ...(registry.insecure ? ['--insecure'] : [])] : []),
+            ...(pvc ? ['--pvc', pvc.name, '--source-device', SOURCE_DEVICE] : []),
             ...['--target', DEVICE, '--scratch', SCRATCH_DIR, '--volume', disk.volume],
           ],
           env: [
@@ -63,7 +66,10 @@ export function desiredImporterPod(
               valueFrom: { secretKeyRef: { name: RUNNER_SECRET, key: RUNNER_REDIS_URL_KEY } },
             },
           ],
-          volumeDevices: [{ name: 'disk', devicePath: DEVICE }],
+          volumeDevices: [
+            { name: 'disk', devicePath: DEVICE },
+            ...(pvc ? [{ name: 'source', devicePath: SOURCE_DEVICE }] : []),
+          ],
           volumeMounts: [{ name: 'scratch', mountPath: SCRATCH_DIR }],
           securityContext: {
             allowPrivilegeEscalation: false,
@@ -77,6 +83,7 @@ export function desiredImporterPod(
       volumes: [
         { name: 'disk', persistentVolumeClaim: { claimName: disk.claimName } },
         { name: 'scratch', emptyDir: {} },
+        ...(pvc ? [{ name: 'source', persistentVolumeClaim: { claimName: pvc.name, readOnly: true } }] : []),
       ],
       serviceAccountName: RUNNER_SERVICE_ACCOUNT,
       automountServiceAccountToken: false,

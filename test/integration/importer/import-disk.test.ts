@@ -158,6 +158,31 @@ describe('importDisk', () => {
     });
   });
 
+  it('copies another disk (a device or file): zeros past the end of the target are left out, data there is refused', async () => {
+    const target = path.join(dir, 'copy-target');
+    await writeFile(target, Buffer.alloc(24 * MiB, 0xff));
+    const copy = (sourceDevice: string) =>
+      importDisk({
+        source: { pvc: { name: 'golden' } },
+        sourceDevice,
+        target,
+        scratchDir: path.join(dir, 'scratch'),
+        attempts: 1,
+        retryDelayMs: 0,
+        onProgress: () => {},
+        logger: createLogger('test', { level: 'silent' }),
+      });
+    const bigger = path.join(dir, 'golden-40m');
+    await writeFile(bigger, Buffer.concat([raw, Buffer.alloc(16 * MiB)]));
+    expect(await copy(bigger)).toMatchObject({ format: 'raw', provenance: 'a copy of claim golden' });
+    expect((await readFile(target)).equals(raw)).toBe(true);
+    await writeFile(bigger, Buffer.concat([raw, Buffer.alloc(MiB), Buffer.from('data past the end')]));
+    expect(await failure(copy(bigger))).toEqual({
+      reason: 'TooLarge',
+      message: `the image is larger than the disk: more than the ${24 * MiB} bytes its claim holds`,
+    });
+  });
+
   it('tries a failing server again with back-off, and gives up after the last attempt', async () => {
     failuresLeft = 2;
     requests = 0;

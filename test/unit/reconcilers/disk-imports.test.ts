@@ -108,6 +108,16 @@ describe('disk imports', () => {
     });
   });
 
+  it('says why an importer pod does not start', () => {
+    const pending = importer('Pending');
+    pending.status!.conditions = [
+      { type: 'PodScheduled', status: 'False', message: 'persistentvolumeclaim "golden" not found' },
+    ];
+    expect(plan([claim()], [pending]).statuses.get('system-disk')?.message).toBe(
+      `importing ${URL}; its pod cannot be scheduled: persistentvolumeclaim "golden" not found`,
+    );
+  });
+
   it('a succeeded import marks the claim imported; then the VM may start and the pod goes', () => {
     const outcome = { result: 'Succeeded', reason: 'Imported', message: 'imported qcow2 image (sha256 x)' };
     const done = plan([claim()], [importer('Succeeded', JSON.stringify(outcome))]);
@@ -200,6 +210,19 @@ describe('the importer pod', () => {
       'r:5000/d:1',
       '--insecure',
     ]);
+    const copied = desiredImporterPod(
+      vm,
+      { volume: 'system-disk', claimName: 'vm-system-disk', source: { pvc: { name: 'golden' } } },
+      { image: 'runner:1' },
+    );
+    expect(copied.spec!.containers[0]!.args!.slice(0, 5)).toEqual([
+      'import',
+      ...['--pvc', 'golden', '--source-device', '/dev/vmop-source'],
+    ]);
+    expect(copied.spec!.volumes).toContainEqual({
+      name: 'source',
+      persistentVolumeClaim: { claimName: 'golden', readOnly: true },
+    });
     expect(pod.spec!.volumes![0]).toEqual({
       name: 'disk',
       persistentVolumeClaim: { claimName: 'vm-system-disk' },
