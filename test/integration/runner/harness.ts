@@ -157,8 +157,9 @@ export async function startRunner(
       }
     }
   });
+  // 'close', not 'exit': only then has all of its stderr (its last snapshot) been read.
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
+    child.once('close', (code, signal) => resolve({ code, signal })),
   );
   await new Promise((resolve, reject) => child.once('spawn', resolve).once('error', reject));
   const logTail = () =>
