@@ -38,7 +38,7 @@ export interface Imported {
   format: ImageFormat;
   compression?: Compression;
   downloadedBytes: number;
-  /** Where the image came from, as checked: its sha256, or the registry layer's digest. */
+  /** Where the image came from, as checked: its sha256, the registry layer's digest, the copied claim. */
   provenance: string;
 }
 
@@ -114,22 +114,20 @@ async function openDevice(device: string | undefined, name: string, onBytes: OnB
 
 async function importOnce(request: ImportRequest, attempt: number): Promise<Imported> {
   const { source } = request;
+  const name = sourceName(source);
   let downloaded = 0;
-  let expected: number | undefined;
   /** The share of the whole import the download is (a qcow2 image is converted after it); known once the format is. */
   let downloadShare: number | undefined;
   const report = (percent?: number) => request.onProgress({ bytes: downloaded, attempt, percent });
   const onBytes: OnBytes = (bytes, total) => {
     downloaded = bytes;
-    expected = total;
-    report(expected && downloadShare ? (downloadShare * downloaded) / expected : undefined);
+    report(total && downloadShare ? (downloadShare * downloaded) / total : undefined);
   };
   const image = source.http
     ? await openHttp(source.http, onBytes)
     : source.registry
       ? await openRegistryImage(source.registry.image, source.registry.insecure ?? false, onBytes)
-      : await openDevice(request.sourceDevice, sourceName(source), onBytes);
-  const name = sourceName(source);
+      : await openDevice(request.sourceDevice, name, onBytes);
   const outer = await peek(image.data, HEAD_BYTES);
   try {
     if (outer.head.length === 0) throw new ImportFailure('UnknownFormat', `${name} is empty`);

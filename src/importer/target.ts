@@ -16,17 +16,19 @@ export interface Target {
   zeroed: boolean;
 }
 
-/** The bytes a block device or a file holds. */
-export async function sizeOf(path: string): Promise<number> {
+/** The bytes a block device or a file holds, and which of the two it is. */
+async function deviceFacts(path: string): Promise<{ size: number; block: boolean }> {
   const facts = await stat(path);
-  if (!facts.isBlockDevice()) return facts.size;
-  return Number((await run('blockdev', ['--getsize64', path])).stdout.trim());
+  if (!facts.isBlockDevice()) return { size: facts.size, block: false };
+  return { size: Number((await run('blockdev', ['--getsize64', path])).stdout.trim()), block: true };
 }
+
+export const sizeOf = async (path: string) => (await deviceFacts(path)).size;
 
 /** Looks at the target (a block device in a pod, a file elsewhere) and zeroes it where it can. */
 export async function prepareTarget(path: string): Promise<Target> {
-  const size = await sizeOf(path);
-  if (!(await stat(path)).isBlockDevice()) {
+  const { size, block } = await deviceFacts(path);
+  if (!block) {
     await truncate(path, 0);
     await truncate(path, size);
     return { path, size, zeroed: true };
