@@ -9,10 +9,10 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 guest_files="$here/test-guest"
 cache_root="${VMOP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/vmop}/test-guest"
 busybox="$(command -v busybox)"
-# What the guest's init needs: virtio PCI, balloon, disks, a SCSI CD-ROM (the cloud kernel has no AHCI),
+# What the guest's init needs: virtio PCI, balloon, disks, SCSI CD-ROM and disks (the cloud kernel has no AHCI),
 # the vmop agent's virtio-serial port, the ACPI power button as an input event device, and vfat for
 # the cloud-init (NoCloud) drive.
-modules=(virtio_pci virtio_balloon virtio_blk virtio_scsi sr_mod isofs virtio_console button evdev
+modules=(virtio_pci virtio_balloon virtio_blk virtio_scsi sr_mod sd_mod isofs virtio_console button evdev
   vfat nls_cp437 nls_ascii nls_utf8 virtio_net)
 # Debian's qemu-guest-agent, with the shared libraries it needs, so tests speak the real protocol.
 guest_agent=/usr/sbin/qemu-ga

@@ -95,6 +95,20 @@ export const DriveConfig = z
     }
   });
 
+/**
+ * A disk added while the VM runs (vmop's extension): its claim is exported over NBD with TLS-PSK by
+ * a helper pod, and the runner attaches it to the running QEMU (SCSI on the `hotplug-scsi`
+ * controller). Absent from the list: detached. It is a plain drive from the next start on.
+ */
+export const HotplugDiskConfig = z.object({
+  /** The disk's volume name; the guest sees it as the disk's serial. */
+  volume: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'a volume name (lower case, digits, -)'),
+  host: z.string().min(1),
+  port: z.number().int().min(1).max(65535),
+  /** The NBD export's name. */
+  export: z.string().min(1).default('disk'),
+});
+
 export const SpiceConfig = z.object({
   port: z.number().int().min(0).max(65535).default(5900),
   ticket: z.string().optional(),
@@ -134,6 +148,7 @@ export const VmConfig = z
     rtcClock: z.string().default('rt'),
     network: z.array(NetworkConfig).default([{ type: 'tap', device: 'virtio-net' }]),
     drives: z.array(DriveConfig).default([]),
+    hotplugDisks: z.array(HotplugDiskConfig).default([]),
     display: DisplayConfig.prefault({}),
   })
   // As upstream: a currentCpus above maximumCpus raises the maximum.
@@ -206,6 +221,7 @@ export type RunnerConfig = z.output<typeof RunnerConfigFile>;
 export type RunnerSettings = z.output<typeof RunnerSettings>;
 export type VmConfig = z.output<typeof VmConfig>;
 export type DriveConfig = z.output<typeof DriveConfig>;
+export type HotplugDiskConfig = z.output<typeof HotplugDiskConfig>;
 export type CloudInitConfig = z.output<typeof CloudInitConfig>;
 
 export type ParseResult = { ok: true; config: RunnerConfig } | { ok: false; errors: string[] };

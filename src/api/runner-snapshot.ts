@@ -17,6 +17,13 @@ export const DriveState = z.object({
   pendingMedium: z.string().optional(),
 });
 
+/** A disk attached at runtime (config vm.hotplugDisks), as the runner has it. */
+export const HotplugDiskState = z.object({
+  /** attaching: being added; attached: the guest has it; detaching: asked to let it go; failed: see message. */
+  state: z.enum(['attaching', 'attached', 'detaching', 'failed']),
+  message: z.string().optional(),
+});
+
 export const ConsoleClient = z.object({
   host: z.string(),
   port: z.string(),
@@ -79,6 +86,8 @@ export const RunnerSnapshot = z.object({
   ram: z.number().nonnegative(),
   /** CD-ROM drives by qemu device id (cd0, cd1, ...). */
   drives: z.record(z.string(), DriveState),
+  /** Disks attached at runtime, by volume. */
+  hotplugDisks: z.record(z.string(), HotplugDiskState).optional(),
   /** Counts how often the display password was set in this run. */
   displayPasswordSerial: z.number().int().nonnegative().optional(),
   consoleClient: ConsoleClient.optional(),
@@ -117,6 +126,7 @@ export const RunnerSnapshot = z.object({
 
 export type RunnerPhase = (typeof RUNNER_PHASES)[number];
 export type DriveState = z.infer<typeof DriveState>;
+export type HotplugDiskState = z.infer<typeof HotplugDiskState>;
 export type ConsoleClient = z.infer<typeof ConsoleClient>;
 export type LastShutdown = z.infer<typeof LastShutdown>;
 export type RunnerConfigError = z.infer<typeof RunnerConfigError>;

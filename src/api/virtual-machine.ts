@@ -429,6 +429,18 @@ export const MigrationState = z.object({
   copiedDisks: z.array(z.string()).optional(),
 });
 
+/**
+ * A disk added to (or removed from) the spec while the VM runs, on its way into or out of the
+ * running guest. Pending: its claim or export is not there yet (reason says why); InProgress: the
+ * runner attaches it; Attached: the guest has it; Detaching: the guest lets it go; Failed: see
+ * message. A disk the VM started with is not detached while it runs (it goes at the next restart).
+ */
+export const DiskAttachment = z.object({
+  phase: z.enum(['Pending', 'InProgress', 'Attached', 'Detaching', 'Failed']),
+  reason: z.string(),
+  message: z.string().optional(),
+});
+
 /** A disk of the VM as it is: its claim, how big that is, and how big the guest sees it. */
 export const DiskStatus = z.object({
   /** The disk's volume (`<name>-disk`, its device in the runner is /dev/<volume>). */
@@ -447,6 +459,8 @@ export const DiskStatus = z.object({
   /** While importing: the bytes downloaded so far. */
   importedBytes: z.number().int().optional(),
   message: z.string().optional(),
+  /** Only for a disk added or removed while the VM runs. */
+  attachment: DiskAttachment.optional(),
 });
 
 export const VirtualMachineStatus = z.object({
@@ -524,5 +538,6 @@ export type RestartAwaitingChange = z.infer<typeof RestartAwaitingChange>;
 export type StartFailure = z.infer<typeof StartFailure>;
 export type MigrationState = z.infer<typeof MigrationState>;
 export type DiskStatus = z.infer<typeof DiskStatus>;
+export type DiskAttachment = z.infer<typeof DiskAttachment>;
 export type EvictionStrategy = z.infer<typeof EvictionStrategy>;
 export type DiskSource = z.infer<typeof DiskSource>;

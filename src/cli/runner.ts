@@ -1,4 +1,3 @@
-import path from 'node:path';
 import { Command, Option } from 'commander';
 import { SNAPSHOT_SUFFIX_ENV } from '../api/runner-snapshot.js';
 import { WorkKeySchema } from '../queue/index.js';
@@ -43,12 +42,8 @@ async function runRunner(options: RunnerCliOptions): Promise<number> {
     logger,
     pod: options.pod,
     podUid: options.podUid,
-    ...(options.podInfo && {
-      migration: {
-        podInfoFile: options.podInfo,
-        keysDir: options.migrationKeys ?? path.join(path.dirname(options.config), 'migration'),
-      },
-    }),
+    ...(options.podInfo && { migration: { podInfoFile: options.podInfo } }),
+    ...(options.migrationKeys && { keysDir: options.migrationKeys }),
   });
   const stop = (signal: NodeJS.Signals) => {
     logger.info({ signal }, 'stop requested');
@@ -80,9 +75,10 @@ export function register(program: Command): void {
       ),
     )
     .addOption(
-      new Option('--migration-keys <dir>', "where a live migration's key file appears").env(
-        'VMOP_MIGRATION_KEYS',
-      ),
+      new Option(
+        '--migration-keys <dir>',
+        "where the VM's key file appears (live migration, attached disks)",
+      ).env('VMOP_MIGRATION_KEYS'),
     )
     .addOption(
       new Option('--snapshot-suffix <suffix>', "a migration target's own snapshot key").env(

@@ -63,6 +63,7 @@ function withoutLiveFields(config: RunnerConfig): unknown {
         currentCpus: undefined,
         currentRam: undefined,
         powerdownTimeout: undefined,
+        hotplugDisks: undefined,
         drives: vm.drives.map((drive) =>
           drive.type === 'ide-cd' ? { ...drive, file: undefined } : { ...drive, size: undefined },
         ),

@@ -34,6 +34,7 @@ import {
 import { DeviceDeletedData, TrayMovedData, VserportChangeData, type VmEvent } from './qmp/events.js';
 import { GuestAgentController } from './guest-agent/controller.js';
 import { DiskController } from './controllers/disks.js';
+import { HotplugController } from './controllers/hotplug.js';
 import { foldEvent, type SnapshotState } from './snapshot/fold.js';
 import { SnapshotStore, type PublishSnapshot } from './snapshot/store.js';
 import { startSwtpm } from './swtpm.js';
@@ -58,8 +59,10 @@ export interface RunnerOptions {
   pod?: string;
   podUid?: string;
   env?: NodeJS.ProcessEnv;
-  /** Live migration: where the pod's annotations appear (downward API) and its key file. */
-  migration?: { podInfoFile: string; keysDir: string };
+  /** Live migration: where the pod's annotations appear (downward API). */
+  migration?: { podInfoFile: string };
+  /** Where the VM's key file appears (live migration, attached disks); beside the config when absent. */
+  keysDir?: string;
 }
 
 /** How long qemu gets to exit after `quit` before it is killed. */
@@ -107,6 +110,7 @@ export class VmRunner {
   private cdroms?: CdromController;
   private display?: DisplayController;
   private disks?: DiskController;
+  private hotplug?: HotplugController;
   private guestAgent?: GuestAgentController;
   private serialLog?: { close(): void };
   private watch?: FileWatch;
@@ -412,6 +416,8 @@ export class VmRunner {
     this.guestRan = true;
     this.store.update((state) => ({ ...state, phase: 'booting', cpus, ram }), { event: 'RUNNER_RESUMED' });
     this.logger.info({ cpus, ram }, 'VM running');
+    // Disks attached while an earlier QEMU of this pod ran: the guest gets them again.
+    this.enqueue('attaching disks', () => this.hotplug!.apply(vm.hotplugDisks));
   }
 
   private async shutDown(): Promise<void> {
@@ -463,6 +469,7 @@ export class VmRunner {
 
   private async cleanUp(): Promise<void> {
     this.watch?.close();
+    this.hotplug?.close();
     this.guestAgent?.close();
     this.serialLog?.close();
     await this.serial;
@@ -596,12 +603,15 @@ export class VmRunner {
     for (const { id, bytes } of changes.diskSizes) {
       await attempt(`growing disk ${id}`, () => this.disks!.grow(id, bytes));
     }
+    await attempt('attaching and detaching disks', () =>
+      this.hotplug!.apply(next['/Runner'].vm.hotplugDisks),
+    );
     if (reset) await attempt('resetting the guest', () => this.reset(resetRequest));
     this.publishRestartChanges({ event: 'RUNNER_CONFIG_CHANGED', data: { ...changes } }, configDigest(text));
   }
 
   private keysDir(): string {
-    return this.options.migration?.keysDir ?? path.join(path.dirname(this.options.configPath), 'migration');
+    return this.options.keysDir ?? path.join(path.dirname(this.options.configPath), 'migration');
   }
 
   /** The target: takes the guest in (migration/incoming.ts), then runs it as if it had started it. */
@@ -637,6 +647,25 @@ export class VmRunner {
     this.cdroms = new CdromController(qmp, this.store, this.paths.imageRepository, this.logger);
     this.display = new DisplayController(qmp, this.logger);
     this.disks = new DiskController(qmp, this.logger);
+    this.hotplug?.close();
+    this.hotplug = new HotplugController(
+      qmp,
+      this.keysDir(),
+      (volume, disk) =>
+        this.store.update(
+          (state) => {
+            const { [volume]: _gone, ...others } = state.hotplugDisks ?? {};
+            const hotplugDisks = disk ? { ...others, [volume]: disk } : others;
+            return {
+              ...state,
+              hotplugDisks: Object.keys(hotplugDisks).length > 0 ? hotplugDisks : undefined,
+            };
+          },
+          { event: 'RUNNER_DISK_HOTPLUG', data: { volume, ...disk } },
+        ),
+      (what, task) => this.enqueue(what, task),
+      this.logger,
+    );
     return (this.guestAgent = new GuestAgentController(this.paths.guestAgentSocket, this.store, this.logger));
   }
 

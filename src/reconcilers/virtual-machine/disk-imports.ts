@@ -49,8 +49,8 @@ export function importOutcome(pod: V1Pod): ImportOutcome | undefined {
   }
 }
 
-/** Why an importer pod that has not started does not (its source claim is missing or in use elsewhere…). */
-function stuck(pod: V1Pod): string {
+/** Why a helper pod (an importer, an export) that has not started does not (its claim is missing or on another node…). */
+export function stuck(pod: V1Pod): string {
   const unscheduled = pod.status?.conditions?.find((c) => c.type === 'PodScheduled' && c.status === 'False');
   if (unscheduled?.message) return `; its pod cannot be scheduled: ${unscheduled.message}`;
   const waiting = pod.status?.containerStatuses?.[0]?.state?.waiting;

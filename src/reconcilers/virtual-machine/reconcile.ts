@@ -71,7 +71,13 @@ import {
   desiredRunnerServiceAccount,
   RUNNER_SECRET,
 } from './runner-identity.js';
-import { desiredRunnerPod, stopGraceSeconds, type Overcommit, type RunnerImage } from './runner-pod.js';
+import {
+  desiredRunnerPod,
+  migrationSecretName,
+  stopGraceSeconds,
+  type Overcommit,
+  type RunnerImage,
+} from './runner-pod.js';
 import { runnerClaims } from './runner-claims.js';
 import { planDiskSizes } from './disk-sizes.js';
 import { planRunnerPods } from './runner-pods.js';
@@ -86,6 +92,9 @@ import { adoptRunnerPod, createRunnerPod, isOwnedBy, retireStatefulSet } from '.
 import { planDiskImports } from './disk-imports.js';
 import { carryOutImports } from './disk-import-writes.js';
 import { isImporterPod } from './importer-pod.js';
+import { isAttachPod } from './attach-pod.js';
+import { attachmentEvents, planDiskAttachments, withAttachments } from './disk-attachments.js';
+import { carryOutAttachments } from './disk-attachment-writes.js';
 import { desiredLoadBalancerService, type LoadBalancerDefaults } from './load-balancer-service.js';
 import { policyStop } from './run-policy.js';
 import { startRetryInMs } from './start-backoff.js';
@@ -378,12 +387,6 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     const diskSizes = planDiskSizes(claims, vmClaims, (className) =>
       cache.get<V1StorageClass>('StorageClass', '', className),
     );
-    const runnerConfig = renderRunnerConfig(
-      desiredRunnerConfig(vm, {
-        hasDisplaySecret: displaySecretName !== undefined,
-        diskSizes: diskSizes.capacities,
-      }),
-    );
     // The user's Secrets carry no vmop label, so they are not cached: read when referenced.
     const readSecret = (secretName: string | undefined) =>
       secretName
@@ -396,14 +399,13 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       cloudInit: await readSecret(secretNames.cloudInit),
       sysprep: await readSecret(secretNames.sysprep),
     });
-    const specErrors = [...semanticErrors(vm), ...runnerConfig.errors, ...secretErrors];
 
     // Secrets are not watched: look again for one that is missing or incomplete.
     let requeueAfter: number | undefined = secretErrors.length > 0 ? SECRET_RECHECK_MS : undefined;
     /** Whether the VM's LoadBalancer Service is in place, when it wants one. */
     let loadBalancer: LoadBalancerState | undefined;
     const vmPodsCached = cache.list<V1Pod>('Pod', namespace, vmPods);
-    const runnerPods = vmPodsCached.filter((pod) => !isImporterPod(pod));
+    const runnerPods = vmPodsCached.filter((pod) => !isImporterPod(pod) && !isAttachPod(pod));
     const importerPods = vmPodsCached.filter(isImporterPod);
     const imports = planDiskImports({
       vm,
@@ -436,6 +438,24 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     const migration = await planVmMigration(vm, runnerPods, vmClaims, pod, await snapshotRead, node);
     if (migration.plan.switchTo) pod = migration.plan.switchTo;
     const podSnapshot = migration.snapshot;
+    const attachments = planDiskAttachments({
+      claims,
+      existing: vmClaims,
+      pod,
+      attachPods: vmPodsCached.filter(isAttachPod),
+      snapshot: currentSnapshot(podSnapshot, pod, vm.status),
+      hasKeySecret: cache.get<V1Secret>('Secret', namespace, migrationSecretName(name)) !== undefined,
+    });
+    diskSizes.statuses = withAttachments(diskSizes.statuses, attachments, vmClaims);
+    const runnerConfig = renderRunnerConfig(
+      desiredRunnerConfig(vm, {
+        hasDisplaySecret: displaySecretName !== undefined,
+        diskSizes: diskSizes.capacities,
+        podDisks: attachments.podVolumes,
+        hotplugDisks: attachments.config,
+      }),
+    );
+    const specErrors = [...semanticErrors(vm), ...runnerConfig.errors, ...secretErrors];
     const imageRepository = cache.get<V1PersistentVolumeClaim>(
       'PersistentVolumeClaim',
       namespace,
@@ -512,6 +532,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
           recordEvent: (event) => recordEvent(vm, event),
         })),
       );
+      writes.push(...(await carryOutAttachments(clients, vm, attachments, options.defaultRunnerImage)));
       for (const { claim, storage } of diskSizes.expand) {
         await expandClaim(claim, storage);
         writes.push(`PersistentVolumeClaim ${claim} (grows to ${storage})`);
@@ -679,6 +700,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       writes.push('status');
       for (const event of transitionEvents(statusBefore, next, vm.spec.vm.state))
         await recordEvent(vm, event);
+      for (const event of attachmentEvents(statusBefore?.disks, next.disks)) await recordEvent(vm, event);
       statusBefore = next;
       return true;
     };

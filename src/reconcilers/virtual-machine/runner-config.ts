@@ -1,9 +1,12 @@
 // Derives the runner's config.yaml (the "/Runner" document) from a VirtualMachine.
 import { stringify } from 'yaml';
+import type { z } from 'zod';
 import {
+  type DriveConfig,
   RunnerConfigFile,
   configDigest,
   formatFieldPath,
+  type HotplugDiskConfig,
   type RunnerConfigInput,
 } from '../../api/runner-config.js';
 import type { VirtualMachine, VmDefinition } from '../../api/virtual-machine.js';
@@ -17,6 +20,8 @@ import {
 } from './naming.js';
 import { afterQemuEnds } from './run-policy.js';
 
+type RunnerDrive = z.input<typeof DriveConfig>;
+
 /** VM-Operator's default when neither maximumCpus nor cpuTopology is given. */
 const DEFAULT_MAXIMUM_CPUS = 4;
 
@@ -25,6 +30,10 @@ export interface RunnerConfigOptions {
   hasDisplaySecret: boolean;
   /** What each disk's claim holds now, by volume (disk-sizes.ts): the runner grows a disk to it. */
   diskSizes?: Record<string, string>;
+  /** The disks the runner pod has, while there is one: a disk the spec gained since is attached (disk-attachments.ts). */
+  podDisks?: Set<string>;
+  /** Disks to attach to the running VM. */
+  hotplugDisks?: HotplugDiskConfig[];
 }
 
 export function maximumCpus(vm: VmDefinition): number {
@@ -95,16 +104,15 @@ export function desiredRunnerConfig(vm: VirtualMachine, options: RunnerConfigOpt
               }
             : { type: 'user' as const, device: network.user!.device, net: network.user!.net },
         ),
-        drives: def.disks.map((disk, index) =>
-          disk.cdrom
-            ? { type: 'ide-cd' as const, file: disk.cdrom.image, bootindex: disk.bootindex }
-            : {
-                type: 'raw' as const,
-                resource: `/dev/${diskVolumeName(disk, index)}`,
-                bootindex: disk.bootindex,
-                size: options.diskSizes?.[diskVolumeName(disk, index)],
-              },
-        ),
+        drives: def.disks.flatMap((disk, index): RunnerDrive[] => {
+          if (disk.cdrom)
+            return [{ type: 'ide-cd' as const, file: disk.cdrom.image, bootindex: disk.bootindex }];
+          const volume = diskVolumeName(disk, index);
+          if (options.podDisks && !options.podDisks.has(volume)) return [];
+          const size = options.diskSizes?.[volume];
+          return [{ type: 'raw' as const, resource: `/dev/${volume}`, bootindex: disk.bootindex, size }];
+        }),
+        ...(options.hotplugDisks?.length && { hotplugDisks: options.hotplugDisks }),
         display: {
           outputs: def.display.outputs,
           ...(def.display.spice && {

@@ -6,3 +6,16 @@ import { RUNNER_CONTAINER } from './naming.js';
 export function runnerContainer(pod: V1Pod | undefined): V1ContainerStatus | undefined {
   return pod?.status?.containerStatuses?.find((c) => c.name === RUNNER_CONTAINER);
 }
+
+/** The disks (block volumes) the runner pod was made with, with their claims; none when no pod. */
+export function runnerPodDisks(pod: V1Pod | undefined): Map<string, string> {
+  const container = pod?.spec?.containers.find((c) => c.name === RUNNER_CONTAINER);
+  const devices = new Set((container?.volumeDevices ?? []).map((device) => device.name));
+  return new Map(
+    (pod?.spec?.volumes ?? []).flatMap((volume) =>
+      volume.persistentVolumeClaim && devices.has(volume.name)
+        ? [[volume.name, volume.persistentVolumeClaim.claimName] as const]
+        : [],
+    ),
+  );
+}

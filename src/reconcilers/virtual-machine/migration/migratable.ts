@@ -4,7 +4,8 @@
 // reachable on its node only. Disks on node-local claims are no obstacle: they are copied.
 import type { V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
 import type { VirtualMachine } from '../../../api/virtual-machine.js';
-import { IMAGE_REPOSITORY_DIR, RUNNER_DATA_CLAIM } from '../naming.js';
+import { IMAGE_REPOSITORY_DIR, RUNNER_DATA_CLAIM, diskVolumeName } from '../naming.js';
+import { runnerPodDisks } from '../runner-pod-facts.js';
 import { POD_INFO_VOLUME } from '../runner-pod.js';
 
 export interface Migratability {
@@ -44,6 +45,17 @@ export function migratability(
     return no(
       'RunnerPodTooOld',
       'its runner pod was made by a vmop that could not migrate; the VM can after its next restart',
+    );
+  }
+  // The target pod is made with the spec's disks; the source's attached ones are not in its arguments.
+  const podDisks = runnerPodDisks(pod);
+  const attached = vm.spec.vm.disks
+    .flatMap((disk, index) => (disk.volumeClaimTemplate ? [diskVolumeName(disk, index)] : []))
+    .filter((volume) => !podDisks.has(volume));
+  if (attached.length > 0) {
+    return no(
+      'DisksAttachedAtRuntime',
+      `disk(s) ${attached.join(', ')} came while the VM runs; it can move after its next restart`,
     );
   }
   const byName = new Map(claims.map((claim) => [claim.metadata?.name, claim]));
