@@ -1,7 +1,9 @@
 // Disks as users bring them (issue 25), on `vmop dev`'s real node: a disk grows while the VM runs
 // and the running guest sees it; a shrink, or a StorageClass that does not allow expansion, is
-// refused with a message and changes nothing.
+// refused with a message and changes nothing. A disk added to a running VM's spec appears in the
+// guest, one removed goes, without a restart; both outlive a restart of the managers and the VM.
 import { beforeAll, describe, expect, it } from 'vitest';
+import { attachPodName } from '../../src/reconcilers/virtual-machine/attach-pod.js';
 import { devBed } from '../support/dev-bed.js';
 import { eventually } from '../support/eventually.js';
 import { testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
@@ -23,6 +25,7 @@ interface DiskStatus {
   claim: string;
   capacity?: string;
   phase: string;
+  attachment?: { phase: string; reason: string; message?: string };
 }
 
 describe('disks: resize while running', () => {
@@ -147,5 +150,177 @@ describe('disks: resize while running', () => {
     await vms.waitForVm('grows', (vm) => expect(vms.condition(vm, 'Resized')?.status).toBe('True'), 30_000);
     await eventually(async () => expect(await guestDiskBytes('grows')).toBe(64 * MiB), 30_000);
     await vms.kubectl(['delete', 'vm', 'grows', '--wait=false']);
+  });
+
+  describe('attach and detach while running', () => {
+    const VM = 'attach';
+    const TAG = 'vmop-attached-data';
+    const addDisk = (name: string, size: string) =>
+      vms.kubectl([
+        'patch',
+        'vm',
+        VM,
+        '--type',
+        'json',
+        '-p',
+        JSON.stringify([
+          {
+            op: 'add',
+            path: '/spec/vm/disks/-',
+            value: {
+              volumeClaimTemplate: {
+                metadata: { name },
+                spec: { resources: { requests: { storage: size } } },
+              },
+            },
+          },
+        ]),
+      ]);
+    const removeDisk = (index: number) =>
+      vms.kubectl([
+        'patch',
+        'vm',
+        VM,
+        '--type',
+        'json',
+        '-p',
+        JSON.stringify([{ op: 'remove', path: `/spec/vm/disks/${index}` }]),
+      ]);
+    let listed = 0;
+    /** The guest's disks as its kernel has them now: name=bytes, sorted. */
+    async function guestDisks(): Promise<string[]> {
+      const tag = `disks-${++listed}`;
+      await vms.typeOnConsole(
+        VM,
+        `echo ${tag}-$(for d in /sys/block/[sv]d*; do [ -e $d ] && echo -n "$(basename $d)=$(( $(cat $d/size) * 512 )),"; done)`,
+      );
+      let disks: string[] = [];
+      await eventually(async () => {
+        const match = new RegExp(`\\n${tag}-([^\\r]*)\\r`).exec(await vms.consoleLog(VM));
+        expect(match).not.toBeNull();
+        disks = match![1]!.split(',').filter(Boolean).sort();
+      }, 30_000);
+      return disks;
+    }
+    const podExists = async (name: string) =>
+      vms.kubectl(['get', 'pod', name]).then(
+        () => true,
+        (err: Error) => (/NotFound/.test(err.message) ? false : Promise.reject(err)),
+      );
+
+    it('a disk added to the spec of a running VM appears in the guest, without a restart', async () => {
+      await applyVm(VM, '16Mi');
+      const before = await vms.waitForVm(VM, (vm) => {
+        expect(vm.status?.phase).toBe('Running');
+        expect(vms.condition(vm, 'Booted')?.status).toBe('True');
+      });
+      await vms.waitForConsole(VM, READY);
+      expect(await guestDisks()).toEqual([`vda=${16 * MiB}`]);
+
+      await addDisk('extra', '24Mi');
+      const attached = await vms.waitForVm(VM, (vm) => {
+        expect(disksOf(vm)).toEqual([
+          { name: 'data-disk', claim: 'attach-data-disk', capacity: '16Mi', phase: 'Ready' },
+          {
+            name: 'extra-disk',
+            claim: 'attach-extra-disk',
+            capacity: '24Mi',
+            phase: 'Ready',
+            attachment: {
+              phase: 'Attached',
+              reason: 'Attached',
+              message: `attached over NBD from pod ${attachPodName(VM, 'extra-disk')}`,
+            },
+          },
+        ]);
+      });
+      await eventually(
+        async () => expect(await guestDisks()).toEqual([`sda=${24 * MiB}`, `vda=${16 * MiB}`]),
+        30_000,
+      );
+      await vms.typeOnConsole(VM, `echo ${TAG} | dd of=/dev/sda conv=fsync`);
+      // The same runner and QEMU; nothing waits for a restart; the VM stays put until restarted.
+      expect(attached.status?.runner?.runId).toBe(before.status?.runner?.runId);
+      expect(vms.condition(attached, 'AwaitingRestartToApplyConfiguration')?.status).toBe('False');
+      expect(vms.condition(attached, 'Migratable')).toMatchObject({
+        status: 'False',
+        reason: 'DisksAttachedAtRuntime',
+      });
+      expect(await vms.eventMessages(VM)).toContain(
+        'DiskAttached: disk extra-disk: attached to the running VM',
+      );
+    });
+
+    it('attachments outlive a restart of the managers; a disk removed from the spec leaves the guest', async () => {
+      const { runId } = (await vms.getVm(VM)).status!.runner!;
+      const killed = bed.env.managers.map((manager) => [manager, manager.restarts] as const);
+      for (const [manager] of killed) process.kill(manager.pid, 'SIGKILL');
+      await eventually(() => {
+        for (const [manager, restarts] of killed) expect(manager.restarts).toBe(restarts + 1);
+      }, 60_000);
+      // The new managers take over what is attached, detaching nothing.
+      await vms.waitForVm(VM, (vm) => expect(disksOf(vm)?.[1]?.attachment?.phase).toBe('Attached'));
+      expect(await guestDisks()).toEqual([`sda=${24 * MiB}`, `vda=${16 * MiB}`]);
+
+      await removeDisk(1);
+      await vms.waitForVm(
+        VM,
+        (vm) => expect(disksOf(vm)?.map((disk) => disk.name)).toEqual(['data-disk']),
+        60_000,
+      );
+      await eventually(async () => expect(await guestDisks()).toEqual([`vda=${16 * MiB}`]), 30_000);
+      await eventually(
+        async () => expect(await podExists(attachPodName(VM, 'extra-disk'))).toBe(false),
+        60_000,
+      );
+      expect(await vms.eventMessages(VM)).toContain(
+        'DiskDetached: disk extra-disk: detached from the running VM',
+      );
+      const after = await vms.getVm(VM);
+      expect(after.status?.runner?.runId).toBe(runId);
+      expect(vms.condition(after, 'Migratable')?.reason).not.toBe('DisksAttachedAtRuntime');
+      // The claim and its data stay: attached again, the guest reads what it wrote.
+      await addDisk('extra', '24Mi');
+      await vms.waitForVm(VM, (vm) => expect(disksOf(vm)?.[1]?.attachment?.phase).toBe('Attached'));
+      await vms.typeOnConsole(VM, `echo read-$(head -c ${TAG.length} /dev/sda)`);
+      await vms.waitForConsole(VM, `read-${TAG}`, 30_000);
+    });
+
+    it("a disk the VM started with stays until its restart; after it every disk is the pod's own", async () => {
+      await removeDisk(0);
+      const kept = await vms.waitForVm(
+        VM,
+        (vm) => {
+          expect(disksOf(vm)?.find((disk) => disk.name === 'data-disk')?.attachment).toMatchObject({
+            phase: 'Attached',
+            reason: 'DetachAtRestart',
+          });
+          expect(vms.condition(vm, 'AwaitingRestartToApplyConfiguration')?.status).toBe('True');
+        },
+        60_000,
+      );
+      expect(await guestDisks()).toEqual([`sda=${24 * MiB}`, `vda=${16 * MiB}`]);
+
+      await vms.apply(`apiVersion: vmoperator.jdrupes.org/v1
+kind: VirtualMachineOperation
+metadata: {name: attach-restart, namespace: ${NAMESPACE}}
+spec: {virtualMachineName: ${VM}, type: Restart}
+`);
+      const restarted = await vms.waitForVm(VM, (vm) => {
+        expect(vm.status?.runner?.runId).not.toBe(kept.status?.runner?.runId);
+        expect(vms.condition(vm, 'Booted')?.status).toBe('True');
+        expect(disksOf(vm)).toEqual([
+          { name: 'extra-disk', claim: 'attach-extra-disk', capacity: '24Mi', phase: 'Ready' },
+        ]);
+      });
+      await vms.waitForConsole(VM, READY);
+      // The attached disk is the only one now, a disk of the pod (virtio), with what the guest wrote.
+      expect(await guestDisks()).toEqual([`vda=${24 * MiB}`]);
+      await vms.typeOnConsole(VM, `echo again-$(head -c ${TAG.length} /dev/vda)`);
+      await vms.waitForConsole(VM, `again-${TAG}`, 30_000);
+      expect(await podExists(attachPodName(VM, 'extra-disk'))).toBe(false);
+      expect(vms.condition(restarted, 'AwaitingRestartToApplyConfiguration')?.status).toBe('False');
+      await vms.kubectl(['delete', 'vm', VM, '--wait=false']);
+    });
   });
 });

@@ -69,8 +69,9 @@ export function planDiskAttachments(input: {
   const inPod = runnerPodDisks(pod);
   if (pod) plan.podVolumes = new Set(inPod.keys());
   if (!pod || !nodeName || pod.status?.phase !== 'Running') {
-    // No guest to attach to: every disk of the spec is the next pod's own.
-    if (!pod) plan.deletePods.push(...live);
+    // No guest to attach to: every disk of the spec is the next pod's own. A guest shutting down
+    // keeps its disks to the end.
+    if (!input.pod) plan.deletePods.push(...live);
     return plan;
   }
   const held = input.snapshot?.hotplugDisks ?? {};

@@ -232,6 +232,16 @@ describe('disks attached at runtime', () => {
     expect(stopped.deletePods).toHaveLength(1);
     expect(stopped.podVolumes).toBeUndefined();
     expect(stopped.statuses.size).toBe(0);
+    // Its guest still shutting down: the exports stay to the end.
+    const stopping = runnerPodWith('system');
+    stopping.metadata!.deletionTimestamp = new Date();
+    const shuttingDown = plan({
+      spec: ['system', 'extra'],
+      pod: stopping,
+      helpers: [helper('extra', ready())],
+    });
+    expect(shuttingDown.deletePods).toEqual([]);
+    expect(shuttingDown.podVolumes).toBeUndefined();
     // Still starting: the disk waits for the pod to run (it is not in the pod's config either).
     const starting = runnerPodWith('system');
     starting.status = { phase: 'Pending' };
