@@ -25,6 +25,7 @@ import { startDevEnvironment } from '../../src/devenv/dev-environment.js';
 import { watchObjects } from '../../src/kube/watch.js';
 import { createLogger } from '../../src/util/logger.js';
 import { clusterVms, testGuestManifest, type ClusterVms } from '../../test/support/cluster-vms.js';
+import { hostPathOfClaim } from '../support/claims.js';
 
 const run = promisify(execFile);
 const RUNS = Number(process.env.BENCH_RUNS ?? 40);
@@ -165,12 +166,6 @@ async function watchSteps(kubeConfig: KubeConfig) {
     at: (key: string) => seen.get(key) ?? NaN,
     stop: () => Promise.all(watches.map((watch) => watch.stop())),
   };
-}
-
-/** The host directory of a Filesystem claim of the shared class (its PV's local path). */
-async function hostPathOfClaim(vms: ClusterVms, claim: string): Promise<string> {
-  const volume = (await vms.kubectl(['get', 'pvc', claim, '-o', 'jsonpath={.spec.volumeName}'])).trim();
-  return (await vms.kubectl(['get', 'pv', volume, '-o', 'jsonpath={.spec.local.path}'])).trim();
 }
 
 interface Row {
