@@ -49,7 +49,9 @@ function followLog(file: string) {
     async waitFor(marker: string, after: number): Promise<number> {
       const deadline = performance.now() + WAIT_MS;
       for (;;) {
-        const seen = arrivals.find((arrival) => arrival.at >= after && arrival.line.trimEnd().endsWith(marker));
+        const seen = arrivals.find(
+          (arrival) => arrival.at >= after && arrival.line.trimEnd().endsWith(marker),
+        );
         if (seen) return seen.at;
         if (performance.now() > deadline)
           throw new Error(
