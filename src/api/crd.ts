@@ -10,6 +10,14 @@ import {
   OperationStatus,
 } from './virtual-machine-operation.js';
 import {
+  IMAGE_KIND,
+  IMAGE_PLURAL,
+  IMAGE_SHORT_NAME,
+  IMAGE_SINGULAR,
+  ImageSpec,
+  ImageStatus,
+} from './virtual-machine-image.js';
+import {
   GROUP,
   KIND,
   MAX_VM_NAME_LENGTH,
@@ -180,6 +188,26 @@ export function virtualMachineOperationCrd() {
   });
 }
 
+export function virtualMachineImageCrd() {
+  return customResourceDefinition({
+    plural: IMAGE_PLURAL,
+    singular: IMAGE_SINGULAR,
+    kind: IMAGE_KIND,
+    shortNames: [IMAGE_SHORT_NAME],
+    description:
+      'A disk image imported once into a claim of its own; VM disks are filled from it (disks[].source.image).',
+    printerColumns: [
+      { name: 'Phase', type: 'string', jsonPath: '.status.phase' },
+      { name: 'Progress', type: 'string', jsonPath: '.status.progress' },
+      { name: 'Size', type: 'string', jsonPath: '.status.size' },
+      { name: 'Message', type: 'string', jsonPath: '.status.message', priority: 1 },
+      { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+    ],
+    spec: ImageSpec,
+    status: ImageStatus,
+  });
+}
+
 /** vmop's CRDs, with the file each is generated into (in crds/ and in the Helm chart). */
 export const CRDS = [
   { file: `${PLURAL}.${GROUP}.yaml`, source: 'src/api/virtual-machine.ts', crd: virtualMachineCrd },
@@ -187,6 +215,11 @@ export const CRDS = [
     file: `${OPERATION_PLURAL}.${GROUP}.yaml`,
     source: 'src/api/virtual-machine-operation.ts',
     crd: virtualMachineOperationCrd,
+  },
+  {
+    file: `${IMAGE_PLURAL}.${GROUP}.yaml`,
+    source: 'src/api/virtual-machine-image.ts',
+    crd: virtualMachineImageCrd,
   },
 ];
 

@@ -44,7 +44,9 @@ export const sourceName = (source: DiskSource) =>
     ? source.http.url
     : source.registry
       ? `registry image ${source.registry.image}`
-      : `claim ${source.pvc!.name}`;
+      : source.image
+        ? `image ${source.image.name}`
+        : `claim ${source.pvc!.name}`;
 
 /** Where a disk's import progress is kept: beside the VM's snapshot, which a runner may write. */
 export const importProgressRedisKey = (vmKey: string, volume: string) =>

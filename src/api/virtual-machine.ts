@@ -63,51 +63,70 @@ const Network = z
     celRules({ rule: 'has(self.tap) != has(self.user)', message: 'a network is exactly one of tap or user' }),
   );
 
+/** Where imported content comes from (a disk's, an image's). */
+const importSources = {
+  http: z
+    .object({
+      url: z
+        .string()
+        .max(4096)
+        .regex(/^https?:\/\/\S+$/, 'an http:// or https:// URL')
+        .describe('An image to download: raw or qcow2, either one may be compressed with xz or gzip.'),
+      sha256: z
+        .string()
+        .regex(/^[0-9a-f]{64}$/, '64 lower-case hex digits')
+        .optional()
+        .describe('The SHA-256 of the file as downloaded; a mismatch fails the import.'),
+    })
+    .optional()
+    .describe('Download the image over HTTP(S).'),
+  registry: z
+    .object({
+      image: z
+        .string()
+        .max(1024)
+        .regex(/^\S+$/, 'an image reference like registry.example/disks/debian:12')
+        .describe("An OCI image laid out as KubeVirt's containerDisks: the disk image file under /disk/."),
+      insecure: z
+        .boolean()
+        .optional()
+        .describe('The registry speaks plain HTTP (one inside the cluster, say).'),
+    })
+    .optional()
+    .describe(
+      'Pull the disk from an image in a registry (anonymously); each layer is checked against its digest.',
+    ),
+  pvc: z
+    .object({ name: z.string().min(1).max(253).describe("A Block claim in the VM's namespace.") })
+    .optional()
+    .describe(
+      "Copy another claim (another VM's disk, an image imported once for many): its whole content, zero runs skipped. It must be attachable where the copy runs (not in use on another node unless ReadWriteMany).",
+    ),
+};
+
+/** Where a VirtualMachineImage's content comes from: exactly one of these. */
+export const ImageSource = z.object(importSources).meta(
+  celRules({
+    rule: '[has(self.http), has(self.registry), has(self.pvc)].filter(x, x).size() == 1',
+    message: 'a source is exactly one of http, registry or pvc',
+  }),
+);
+
 /** Where an imported disk's content comes from: exactly one of these. */
 export const DiskSource = z
   .object({
-    http: z
-      .object({
-        url: z
-          .string()
-          .max(4096)
-          .regex(/^https?:\/\/\S+$/, 'an http:// or https:// URL')
-          .describe('An image to download: raw or qcow2, either one may be compressed with xz or gzip.'),
-        sha256: z
-          .string()
-          .regex(/^[0-9a-f]{64}$/, '64 lower-case hex digits')
-          .optional()
-          .describe('The SHA-256 of the file as downloaded; a mismatch fails the import.'),
-      })
-      .optional()
-      .describe('Download the image over HTTP(S).'),
-    registry: z
-      .object({
-        image: z
-          .string()
-          .max(1024)
-          .regex(/^\S+$/, 'an image reference like registry.example/disks/debian:12')
-          .describe("An OCI image laid out as KubeVirt's containerDisks: the disk image file under /disk/."),
-        insecure: z
-          .boolean()
-          .optional()
-          .describe('The registry speaks plain HTTP (one inside the cluster, say).'),
-      })
+    ...importSources,
+    image: z
+      .object({ name: z.string().min(1).max(253).describe("A VirtualMachineImage in the VM's namespace.") })
       .optional()
       .describe(
-        'Pull the disk from an image in a registry (anonymously); each layer is checked against its digest.',
-      ),
-    pvc: z
-      .object({ name: z.string().min(1).max(253).describe("A Block claim in the VM's namespace.") })
-      .optional()
-      .describe(
-        "Copy another claim (another VM's disk, an image imported once for many): its whole content, zero runs skipped. It must be attachable where the copy runs (not in use on another node unless ReadWriteMany).",
+        'Copy a VirtualMachineImage (imported once, for many disks): the disk waits until the image is Ready.',
       ),
   })
   .meta(
     celRules({
-      rule: '[has(self.http), has(self.registry), has(self.pvc)].filter(x, x).size() == 1',
-      message: 'a source is exactly one of http, registry or pvc',
+      rule: '[has(self.http), has(self.registry), has(self.pvc), has(self.image)].filter(x, x).size() == 1',
+      message: 'a source is exactly one of http, registry, pvc or image',
     }),
   );
 
@@ -541,3 +560,4 @@ export type DiskStatus = z.infer<typeof DiskStatus>;
 export type DiskAttachment = z.infer<typeof DiskAttachment>;
 export type EvictionStrategy = z.infer<typeof EvictionStrategy>;
 export type DiskSource = z.infer<typeof DiskSource>;
+export type ImageSource = z.infer<typeof ImageSource>;

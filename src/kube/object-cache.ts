@@ -5,6 +5,7 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 export type CachedKind =
   | 'VirtualMachine'
   | 'VirtualMachineOperation'
+  | 'VirtualMachineImage'
   | 'StatefulSet'
   | 'ConfigMap'
   | 'Pod'

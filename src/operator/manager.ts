@@ -13,6 +13,8 @@ import { vmKey } from '../reconcilers/virtual-machine/naming.js';
 import { createVmReconciler } from '../reconcilers/virtual-machine/reconcile.js';
 import { createOperationReconciler } from '../reconcilers/virtual-machine-operation/reconcile.js';
 import { OPERATION_KIND, operationKey } from '../api/virtual-machine-operation.js';
+import { IMAGE_KIND, imageKey } from '../api/virtual-machine-image.js';
+import { createImageReconciler } from '../reconcilers/virtual-machine-image/reconcile.js';
 import { createLogger } from '../util/logger.js';
 import { serveHttpEndpoints } from './http-endpoints.js';
 import { importProgressReader, snapshotReader } from './snapshots.js';
@@ -117,12 +119,24 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     evictionStrategy: options.evictionStrategy,
     logger,
   });
+  const reconcileImage = createImageReconciler({
+    clients,
+    cache: watches.cache,
+    defaultRunnerImage: {
+      image: options.runnerImage,
+      ...(options.runnerImagePullPolicy && { pullPolicy: options.runnerImagePullPolicy }),
+    },
+    readImportProgress: importProgressReader(redis),
+    logger,
+  });
   const handler: KeyHandler = async (key) => {
     const reconcile = key.startsWith('vm:')
       ? reconcileVm
       : key.startsWith('vmop:')
         ? reconcileOperation
-        : undefined;
+        : key.startsWith('image:')
+          ? reconcileImage
+          : undefined;
     if (!reconcile) throw new TerminalError(`no reconciler for key ${key}`);
     logger.debug({ key }, 'reconcile start');
     try {
@@ -136,11 +150,11 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
 
   const enqueueAll = async () => {
     const list = (
-      kind: typeof KIND | typeof OPERATION_KIND,
+      kind: typeof KIND | typeof OPERATION_KIND | typeof IMAGE_KIND,
       key: (namespace: string, name: string) => string,
     ) =>
       watches.cache.list(kind, undefined).map((item) => key(item.metadata!.namespace!, item.metadata!.name!));
-    const keys = [...list(KIND, vmKey), ...list(OPERATION_KIND, operationKey)];
+    const keys = [...list(KIND, vmKey), ...list(OPERATION_KIND, operationKey), ...list(IMAGE_KIND, imageKey)];
     await queue.addMany(keys, { event: { type: 'RESYNC' } });
     logger.info({ keys: keys.length }, 'resync enqueued all VMs and operations');
   };

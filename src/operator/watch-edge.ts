@@ -21,10 +21,12 @@ import {
 } from '@kubernetes/client-node';
 import { GROUP, KIND, PLURAL, VERSION } from '../api/virtual-machine.js';
 import { OPERATION_KIND, OPERATION_PLURAL, operationKey } from '../api/virtual-machine-operation.js';
+import { IMAGE_KIND, IMAGE_PLURAL, imageKey } from '../api/virtual-machine-image.js';
 import { hasLabels, trimForCache, type CachedKind, type ObjectCache } from '../kube/object-cache.js';
 import {
   APP_NAME,
   IMAGE_REPOSITORY_CLAIM,
+  LABEL_IMAGE,
   LABEL_INSTANCE,
   LABEL_MANAGED_BY,
   LABEL_NAME,
@@ -70,6 +72,7 @@ export function keysOfObject(object: KubernetesObject, vmUnchanged = false): str
   const namespace = metadata?.namespace;
   if (!namespace || !metadata?.name) return [];
   if (object.kind === OPERATION_KIND) return [operationKey(namespace, metadata.name)];
+  if (object.kind === IMAGE_KIND) return [imageKey(namespace, metadata.name)];
   if (object.kind === KIND) {
     const operation = metadata.annotations?.[OPERATION_ANNOTATION];
     return [
@@ -78,8 +81,10 @@ export function keysOfObject(object: KubernetesObject, vmUnchanged = false): str
     ];
   }
   const labels = metadata.labels ?? {};
+  if (labels[LABEL_NAME] !== APP_NAME) return [];
   const instance = labels[LABEL_INSTANCE];
-  return labels[LABEL_NAME] === APP_NAME && instance ? [vmKey(namespace, instance)] : [];
+  const image = labels[LABEL_IMAGE];
+  return instance ? [vmKey(namespace, instance)] : image ? [imageKey(namespace, image)] : [];
 }
 
 /** What a VM reconcile reads of a VM besides its status; the same fingerprint means no new work. */
@@ -106,6 +111,7 @@ export const WATCHED: Array<{
 }> = [
   { apiVersion: `${GROUP}/${VERSION}`, kind: KIND, plural: PLURAL },
   { apiVersion: `${GROUP}/${VERSION}`, kind: OPERATION_KIND, plural: OPERATION_PLURAL },
+  { apiVersion: `${GROUP}/${VERSION}`, kind: IMAGE_KIND, plural: IMAGE_PLURAL },
   { apiVersion: 'apps/v1', kind: 'StatefulSet', plural: 'statefulsets', labelSelector: OWNED },
   { apiVersion: 'v1', kind: 'ConfigMap', plural: 'configmaps', labelSelector: OWNED },
   { apiVersion: 'v1', kind: 'Pod', plural: 'pods', labelSelector: OWNED },
@@ -224,6 +230,13 @@ export function createWatchEdge(
         ),
     },
   };
+  const vmsUsingImage = (namespace: string, image: string) =>
+    cache
+      .list<
+        KubernetesObject & { spec?: { vm?: { disks?: Array<{ source?: { image?: { name?: string } } }> } } }
+      >(KIND, namespace)
+      .filter((vm) => vm.spec?.vm?.disks?.some((disk) => disk.source?.image?.name === image))
+      .map((vm) => vmKey(namespace, vm.metadata!.name!));
   /** The last fingerprint of each VM (by uid): a status-only change enqueues no VM reconcile. */
   const vmFingerprints = new Map<string, string>();
   const forward = (spec: WatchSpec, type: WatchEventSummary['type']) => (object: KubernetesObject) => {
@@ -259,7 +272,9 @@ export function createWatchEdge(
       resourceVersion,
       ...(spec.kind === KIND && { uid, generation }),
     };
-    for (const key of keysOfObject(typed, vmUnchanged)) {
+    // An image's change (Ready, say) concerns the VMs with disks filled from it.
+    const imageUsers = spec.kind === IMAGE_KIND ? vmsUsingImage(object.metadata!.namespace!, name!) : [];
+    for (const key of [...keysOfObject(typed, vmUnchanged), ...imageUsers]) {
       // A lost add is recovered by the resync that follows a Redis reconnect.
       sink(key, event).catch((err: unknown) => logger.warn({ err, key }, 'could not enqueue a watch event'));
     }

@@ -1,6 +1,7 @@
 // Disks filled from images (issue 25 §1), on `vmop dev`'s real node with its image web server: a
 // VM boots from a disk imported over HTTP (qcow2, and raw compressed with xz) and from a registry
-// image (KubeVirt's containerDisk layout), and from a copy of another VM's disk (no second download); every bad source
+// image (KubeVirt's containerDisk layout), from a copy of another VM's disk and from a VirtualMachineImage
+// imported once for many disks (no second download); every bad source
 // gives its message in the VM's status, and no runner pod is made for a disk that is not whole;
 // an importer killed mid-way is replaced and the import starts over.
 import { execFile } from 'node:child_process';
@@ -127,6 +128,63 @@ describe('disks: imported from images', () => {
     );
     expect(images.downloads('test-guest.qcow2')).toBe(downloads);
     await vms.kubectl(['delete', 'vm', 'cloned', '--wait=false']);
+  });
+
+  it('a VirtualMachineImage is imported once; disks of two VMs are filled from it without another download', async () => {
+    const downloads = images.downloads('test-guest.qcow2');
+    // A VM naming an image that does not exist yet waits for it.
+    await applyVm('from-image-a', { image: { name: 'guest' } });
+    await vms.waitForVm('from-image-a', (vm) => {
+      expect(vm.status?.phase).toBe('Pending');
+      expect(disksOf(vm)?.[0]).toMatchObject({
+        phase: 'Importing',
+        message: 'waiting for image guest, which does not exist',
+      });
+    });
+    await vms.apply(`apiVersion: vmoperator.jdrupes.org/v1
+kind: VirtualMachineImage
+metadata: {name: guest, namespace: ${NAMESPACE}}
+spec:
+  source: {http: {url: "${images.url}/test-guest.qcow2", sha256: "${guestSha256}"}}
+  storage: {size: 64Mi}
+`);
+    const image = await eventually(async () => {
+      const got = JSON.parse(await vms.kubectl(['get', 'vmimage', 'guest', '-o', 'json'])) as {
+        status?: { phase?: string; claim?: string; size?: string; message?: string };
+      };
+      expect(got.status).toMatchObject({ phase: 'Ready', claim: 'guest-image', size: '64Mi' });
+      return got;
+    }, 180_000);
+    expect(image.status?.message).toBe('imported into claim guest-image');
+    await applyVm('from-image-b', { image: { name: 'guest' } });
+    for (const name of ['from-image-a', 'from-image-b']) {
+      await vms.waitForVm(name, (vm) => expect(vm.status?.phase).toBe('Running'));
+      await vms.waitForConsole(name, READY);
+      await bootedFromDisk(name);
+      expect(await vms.eventMessages(name)).toContain(
+        `Imported: disk system-disk: imported raw image (a copy of claim guest-image)`,
+      );
+    }
+    expect(images.downloads('test-guest.qcow2')).toBe(downloads + 1);
+    const imageEvents = JSON.parse(
+      await vms.kubectl(['get', 'events', '--field-selector', 'involvedObject.name=guest', '-o', 'json']),
+    ) as { items: Array<{ reason: string; message: string }> };
+    expect(imageEvents.items.map((event) => `${event.reason}: ${event.message}`)).toContain(
+      `Imported: imported qcow2 image (sha256 ${guestSha256})`,
+    );
+    // Another image is another object: its spec does not change.
+    await expect(
+      vms.kubectl([
+        'patch',
+        'vmimage',
+        'guest',
+        '--type',
+        'merge',
+        '-p',
+        '{"spec":{"storage":{"size":"128Mi"}}}',
+      ]),
+    ).rejects.toThrow(/the spec of an image is immutable/);
+    await vms.kubectl(['delete', 'vm', 'from-image-a', 'from-image-b', '--wait=false']);
   });
 
   it('a raw image compressed with xz streams onto the disk, and the VM boots from it', async () => {

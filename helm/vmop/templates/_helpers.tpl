@@ -58,6 +58,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: [vmoperator.jdrupes.org]
   resources: [virtualmachineoperations/status]
   verbs: [patch]
+- apiGroups: [vmoperator.jdrupes.org]
+  resources: [virtualmachineimages]
+  # Imported once into a claim of their own (vmop makes it and its importer pod).
+  verbs: [get, list, watch]
+- apiGroups: [vmoperator.jdrupes.org]
+  resources: [virtualmachineimages/status]
+  verbs: [patch]
 - apiGroups: [apps]
   resources: [statefulsets]
   # Only to retire the runner StatefulSets of vmop 0.1 (their pods are kept and adopted).

@@ -1,14 +1,11 @@
 // The writes of a VM's disk imports (the decisions are disk-imports.ts's): claims to import into,
 // importer pods, claims marked imported, Events, importer pods that go.
-import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
 import { sourceName } from '../../api/import-progress.js';
-import type { VirtualMachine } from '../../api/virtual-machine.js';
 import { deletePodByUid, type KubeClients } from '../../kube/clients.js';
 import type { ObjectEvent } from '../events.js';
-import type { DiskImports } from './disk-imports.js';
-import { desiredImporterPod } from './importer-pod.js';
+import type { DiskImports, ImportDisk } from './disk-imports.js';
 import { IMPORTED_ANNOTATION } from './naming.js';
-import type { RunnerImage } from './runner-pod.js';
 import { createUnlessExists } from './runner-pod-writes.js';
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
@@ -16,11 +13,10 @@ const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 /** Carries out `plan`; returns what was written, for the log. */
 export async function carryOutImports(
   clients: KubeClients,
-  vm: VirtualMachine,
+  namespace: string,
   plan: DiskImports,
-  options: { image: RunnerImage; recordEvent: (event: ObjectEvent) => Promise<void> },
+  options: { importerPod: (disk: ImportDisk) => V1Pod; recordEvent: (event: ObjectEvent) => Promise<void> },
 ): Promise<string[]> {
-  const namespace = vm.metadata.namespace!;
   const done: string[] = [];
   for (const claim of plan.createClaims) {
     const body = claim.desired;
@@ -30,7 +26,7 @@ export async function carryOutImports(
       done.push(`PersistentVolumeClaim ${claim.claimName} (to import into)`);
   }
   for (const disk of plan.startImports) {
-    const body = desiredImporterPod(vm, disk, options.image);
+    const body = options.importerPod(disk);
     if (!(await createUnlessExists(() => clients.core.createNamespacedPod({ namespace, body })))) continue;
     done.push(`Pod ${body.metadata!.name} (imports ${disk.volume})`);
     await options.recordEvent({

@@ -6,6 +6,7 @@
 import type { V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
 import { ImportOutcome, sourceName, type ImportProgress } from '../../api/import-progress.js';
 import type { DiskSource, DiskStatus, VirtualMachine } from '../../api/virtual-machine.js';
+import type { VirtualMachineImage } from '../../api/virtual-machine-image.js';
 import {
   IMPORTED_ANNOTATION,
   IMPORT_SOURCE_ANNOTATION,
@@ -19,6 +20,8 @@ export interface ImportDisk {
   volume: string;
   claimName: string;
   source: DiskSource;
+  /** What the importer copies when `source` names an image: that image's claim. */
+  copyFrom?: { pvc: { name: string } };
 }
 
 export interface DiskImports {
@@ -68,14 +71,84 @@ export function disksWithSource(vm: VirtualMachine, claims: RunnerClaim[]): Impo
   });
 }
 
-export function planDiskImports(input: {
-  vm: VirtualMachine;
+export interface ImportInput {
   claims: RunnerClaim[];
   existing: V1PersistentVolumeClaim[];
   importerPods: V1Pod[];
   /** The latest progress each importing disk sent, by volume. */
   progress: Map<string, ImportProgress>;
-}): DiskImports {
+}
+
+/**
+ * The VM's disk imports; `images` looks up a VirtualMachineImage of the VM's namespace: a disk
+ * filled from one waits until it is Ready, then copies its claim.
+ */
+export function planDiskImports(
+  input: ImportInput & { vm: VirtualMachine; images?: (name: string) => VirtualMachineImage | undefined },
+): DiskImports {
+  const disks: ImportDisk[] = [];
+  const waitingForImages = new Map<string, Pick<DiskStatus, 'phase' | 'message'>>();
+  for (const disk of disksWithSource(input.vm, input.claims)) {
+    const imageName = disk.source.image?.name;
+    if (!imageName) {
+      disks.push(disk);
+      continue;
+    }
+    const image = input.images?.(imageName);
+    const status = image?.status;
+    if (status?.phase === 'Ready' && status.claim) {
+      disks.push({ ...disk, copyFrom: { pvc: { name: status.claim } } });
+      continue;
+    }
+    // Only a claim still to be imported waits for the image; one imported (or older) is as it is.
+    const claim = input.existing.find((c) => c.metadata?.name === disk.claimName);
+    const annotations = claim?.metadata?.annotations ?? {};
+    if (
+      claim &&
+      (annotations[IMPORTED_ANNOTATION] !== undefined || annotations[IMPORT_SOURCE_ANNOTATION] === undefined)
+    )
+      continue;
+    waitingForImages.set(
+      disk.volume,
+      !image
+        ? { phase: 'Importing', message: `waiting for image ${imageName}, which does not exist` }
+        : status?.phase === 'Failed'
+          ? { phase: 'Failed', message: `image ${imageName} failed: ${status.message ?? ''}` }
+          : {
+              phase: 'Importing',
+              message: `waiting for image ${imageName} (${status?.phase ?? 'Pending'}${status?.progress ? ` ${status.progress}` : ''})`,
+            },
+    );
+  }
+  const plan = planImports({
+    ...input,
+    disks,
+    failedBefore: (volume) =>
+      input.vm.status?.disks?.some((d) => d.name === volume && d.phase === 'Failed') ?? false,
+  });
+  for (const [volume, status] of waitingForImages) plan.statuses.set(volume, status);
+  const failed = [...waitingForImages].filter(([, status]) => status.phase === 'Failed');
+  if (failed.length > 0 && plan.waiting?.reason !== 'DiskImportFailed')
+    plan.waiting = {
+      reason: 'DiskImportFailed',
+      message: `importing a disk failed: ${failed.map(([volume, status]) => `${volume}: ${status.message}`).join('; ')}`,
+    };
+  else if (waitingForImages.size > 0 && !plan.waiting)
+    plan.waiting = {
+      reason: 'ImportingDisks',
+      message: `waiting for disks to be imported: ${[...waitingForImages.keys()].join(', ')}`,
+    };
+  return plan;
+}
+
+/** Imports of `disks` into their claims (a VM's disks, an image's claim). */
+export function planImports(
+  input: ImportInput & {
+    disks: ImportDisk[];
+    /** Whether the disk's status said Failed already (its Event was told). */
+    failedBefore: (volume: string) => boolean;
+  },
+): DiskImports {
   const plan: DiskImports = {
     createClaims: [],
     startImports: [],
@@ -89,7 +162,7 @@ export function planDiskImports(input: {
   const podOf = (volume: string) =>
     input.importerPods.find((pod) => pod.metadata?.labels?.[LABEL_VOLUME] === volume);
   const wanted = new Set<V1Pod>();
-  for (const disk of disksWithSource(input.vm, input.claims)) {
+  for (const disk of input.disks) {
     const digest = sourceDigest(disk.source);
     const claim = input.existing.find((c) => c.metadata?.name === disk.claimName);
     const annotations = claim?.metadata?.annotations ?? {};
@@ -124,8 +197,7 @@ export function planDiskImports(input: {
       // For good: trying again gives the same answer. A changed source starts over (above).
       plan.statuses.set(disk.volume, { phase: 'Failed', message: `${outcome.reason}: ${outcome.message}` });
       failed.push(`${disk.volume}: ${outcome.message}`);
-      if (!input.vm.status?.disks?.some((d) => d.name === disk.volume && d.phase === 'Failed'))
-        plan.ended.push({ volume: disk.volume, outcome });
+      if (!input.failedBefore(disk.volume)) plan.ended.push({ volume: disk.volume, outcome });
     } else if (phase === 'Failed' || phase === 'Succeeded') {
       // Ended without an outcome (killed, evicted, out of memory): a new pod starts over.
       plan.deletePods.push(current!);

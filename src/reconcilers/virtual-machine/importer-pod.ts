@@ -2,8 +2,9 @@
 // (it has qemu-img and xz), the claim as a raw block device, no privileges, no Kubernetes API
 // access; progress goes to Redis with the runner credential, the outcome into its termination
 // message. It never restarts itself: the manager decides what a failed or lost import means.
-import type { V1Pod } from '@kubernetes/client-node';
+import type { V1OwnerReference, V1Pod, V1PodSpec } from '@kubernetes/client-node';
 import type { DiskSource, VirtualMachine } from '../../api/virtual-machine.js';
+import type { ImportDisk } from './disk-imports.js';
 import {
   IMPORT_SOURCE_ANNOTATION,
   LABEL_COMPONENT,
@@ -27,23 +28,52 @@ export const importerPodName = (vmName: string, volume: string) => `${vmName}-im
 
 export const isImporterPod = (pod: V1Pod) => pod.metadata?.labels?.[LABEL_COMPONENT] === IMPORTER_COMPONENT;
 
-export function desiredImporterPod(
-  vm: VirtualMachine,
-  disk: { volume: string; claimName: string; source: DiskSource },
-  image: RunnerImage,
-): V1Pod {
+/** Whose import it is: a VM's disk, or an image. */
+export interface ImportOwner {
+  podName: string;
+  namespace: string;
+  labels: Record<string, string>;
+  ownerReference: V1OwnerReference;
+  /** The work-queue key its progress is sent for. */
+  key: string;
+  /** Where it may run (a VM's placement). */
+  placement?: Pick<V1PodSpec, 'nodeName' | 'nodeSelector' | 'affinity' | 'tolerations'>;
+}
+
+export function desiredImporterPod(vm: VirtualMachine, disk: ImportDisk, image: RunnerImage): V1Pod {
   const { name, namespace } = vm.metadata;
-  const { http, registry, pvc } = disk.source;
   const { spec } = vm;
+  return importerPod(
+    {
+      podName: importerPodName(name, disk.volume),
+      namespace: namespace!,
+      labels: vmLabels(name),
+      ownerReference: ownerReference(vm),
+      key: vmKey(namespace!, name),
+      // Where the VM may run: a node-local claim binds where its first pod (this one) runs.
+      placement: {
+        ...(spec.nodeName && { nodeName: spec.nodeName }),
+        ...(spec.nodeSelector && { nodeSelector: spec.nodeSelector }),
+        ...(spec.affinity && { affinity: spec.affinity as never }),
+        ...(spec.tolerations && { tolerations: spec.tolerations }),
+      },
+    },
+    disk,
+    image,
+  );
+}
+
+export function importerPod(owner: ImportOwner, disk: ImportDisk, image: RunnerImage): V1Pod {
+  const { http, registry, pvc }: DiskSource = disk.copyFrom ?? disk.source;
   return {
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: {
-      name: importerPodName(name, disk.volume),
-      namespace,
-      labels: { ...vmLabels(name), [LABEL_COMPONENT]: IMPORTER_COMPONENT, [LABEL_VOLUME]: disk.volume },
+      name: owner.podName,
+      namespace: owner.namespace,
+      labels: { ...owner.labels, [LABEL_COMPONENT]: IMPORTER_COMPONENT, [LABEL_VOLUME]: disk.volume },
       annotations: { [IMPORT_SOURCE_ANNOTATION]: sourceDigest(disk.source) },
-      ownerReferences: [ownerReference(vm)],
+      ownerReferences: [owner.ownerReference],
     },
     spec: {
       containers: [
@@ -59,7 +89,7 @@ export function desiredImporterPod(
             ...['--target', DEVICE, '--scratch', SCRATCH_DIR, '--volume', disk.volume],
           ],
           env: [
-            { name: 'VMOP_VM_KEY', value: vmKey(namespace!, name) },
+            { name: 'VMOP_VM_KEY', value: owner.key },
             { name: 'VMOP_POD_UID', valueFrom: { fieldRef: { fieldPath: 'metadata.uid' } } },
             {
               name: 'VMOP_REDIS_URL',
@@ -88,11 +118,7 @@ export function desiredImporterPod(
       serviceAccountName: RUNNER_SERVICE_ACCOUNT,
       automountServiceAccountToken: false,
       enableServiceLinks: false,
-      // Where the VM may run: a node-local claim binds where its first pod (this one) runs.
-      ...(spec.nodeName && { nodeName: spec.nodeName }),
-      ...(spec.nodeSelector && { nodeSelector: spec.nodeSelector }),
-      ...(spec.affinity && { affinity: spec.affinity as never }),
-      ...(spec.tolerations && { tolerations: spec.tolerations }),
+      ...owner.placement,
     },
   };
 }

@@ -65,6 +65,13 @@ export function vmLabels(vmName: string): Record<string, string> {
   return { [LABEL_NAME]: APP_NAME, [LABEL_INSTANCE]: vmName, [LABEL_MANAGED_BY]: MANAGED_BY };
 }
 
+/** On the claim and importer pod of a VirtualMachineImage: the image's name. */
+export const LABEL_IMAGE = 'vmoperator.jdrupes.org/image';
+
+export function imageLabels(imageName: string): Record<string, string> {
+  return { [LABEL_NAME]: APP_NAME, [LABEL_IMAGE]: imageName, [LABEL_MANAGED_BY]: MANAGED_BY };
+}
+
 /** The labels that make a Secret a VM's display-password Secret (its name is the user's choice). */
 export function displaySecretLabels(vmName: string): Record<string, string> {
   return { [LABEL_NAME]: APP_NAME, [LABEL_COMPONENT]: 'display-secret', [LABEL_INSTANCE]: vmName };

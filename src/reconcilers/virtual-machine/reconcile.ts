@@ -25,6 +25,7 @@ import {
 import { trimForCache, type ObjectCache } from '../../kube/object-cache.js';
 import type { RunnerSnapshot } from '../../api/runner-snapshot.js';
 import type { ImportProgress } from '../../api/import-progress.js';
+import { IMAGE_KIND, VirtualMachineImage } from '../../api/virtual-machine-image.js';
 import { TerminalError, type HandlerResult } from '../../queue/index.js';
 import {
   apiserverRejection,
@@ -91,7 +92,7 @@ import { disruptionBudget, evacuation, planEviction } from './migration/eviction
 import { adoptRunnerPod, createRunnerPod, isOwnedBy, retireStatefulSet } from './runner-pod-writes.js';
 import { planDiskImports } from './disk-imports.js';
 import { carryOutImports } from './disk-import-writes.js';
-import { isImporterPod } from './importer-pod.js';
+import { desiredImporterPod, isImporterPod } from './importer-pod.js';
 import { isAttachPod } from './attach-pod.js';
 import { attachmentEvents, planDiskAttachments, withAttachments } from './disk-attachments.js';
 import { carryOutAttachments } from './disk-attachment-writes.js';
@@ -409,6 +410,10 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     const importerPods = vmPodsCached.filter(isImporterPod);
     const imports = planDiskImports({
       vm,
+      images: (imageName) => {
+        const cached = cache.get<KubernetesObject>(IMAGE_KIND, namespace, imageName);
+        return cached && VirtualMachineImage.safeParse(cached).data;
+      },
       claims,
       existing: vmClaims,
       importerPods,
@@ -527,8 +532,8 @@ export function createVmReconciler(options: VmReconcilerOptions) {
           writes.push(`Pod ${podName} deleted (stop)`);
       }
       writes.push(
-        ...(await carryOutImports(clients, vm, imports, {
-          image: options.defaultRunnerImage,
+        ...(await carryOutImports(clients, namespace, imports, {
+          importerPod: (disk) => desiredImporterPod(vm, disk, options.defaultRunnerImage),
           recordEvent: (event) => recordEvent(vm, event),
         })),
       );

@@ -1,0 +1,195 @@
+// The reconcile of one VirtualMachineImage: its claim is made and filled by an importer pod (the
+// same `vmop import` and import plan as a VM disk's), then marked imported; the image is Ready and
+// VM disks naming it copy that claim. Failures are told in its status and an Event, once.
+import {
+  PatchStrategy,
+  setHeaderOptions,
+  type KubernetesObject,
+  type V1PersistentVolumeClaim,
+  type V1Pod,
+} from '@kubernetes/client-node';
+import { isDeepStrictEqual } from 'node:util';
+import type { ImportProgress } from '../../api/import-progress.js';
+import {
+  IMAGE_KIND,
+  IMAGE_PLURAL,
+  VirtualMachineImage,
+  imageClaimName,
+  type ImageStatus,
+} from '../../api/virtual-machine-image.js';
+import { GROUP, VERSION } from '../../api/virtual-machine.js';
+import type { KubeClients } from '../../kube/clients.js';
+import type { ObjectCache } from '../../kube/object-cache.js';
+import type { HandlerResult } from '../../queue/index.js';
+import type { Logger } from '../../util/logger.js';
+import { eventRecorder } from '../events.js';
+import { carryOutImports } from '../virtual-machine/disk-import-writes.js';
+import { planImports, type ImportDisk } from '../virtual-machine/disk-imports.js';
+import { importerPod } from '../virtual-machine/importer-pod.js';
+import {
+  IMPORTED_ANNOTATION,
+  IMPORT_SOURCE_ANNOTATION,
+  imageLabels,
+  sourceDigest,
+} from '../../reconcilers/virtual-machine/naming.js';
+import type { RunnerClaim } from '../virtual-machine/runner-claims.js';
+import type { RunnerImage } from '../virtual-machine/runner-pod.js';
+
+/** The volume name an image's import goes by (its progress key, its pod's label). */
+const VOLUME = 'image';
+const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+export interface ImageReconcilerOptions {
+  clients: KubeClients;
+  cache: ObjectCache;
+  defaultRunnerImage: RunnerImage;
+  readImportProgress?: (key: string, volume: string) => Promise<ImportProgress | undefined>;
+  logger: Logger;
+  now?: () => Date;
+}
+
+export const parseImageKey = (key: string) => {
+  const [namespace, name] = key.slice('image:'.length).split('/');
+  return { namespace: namespace!, name: name! };
+};
+
+/** The claim an image is imported into, as vmop makes it (owned by the image: it goes with it). */
+function imageClaim(image: VirtualMachineImage): V1PersistentVolumeClaim {
+  const { name, namespace, uid } = image.metadata;
+  const { size, storageClassName } = image.spec.storage;
+  return {
+    apiVersion: 'v1',
+    kind: 'PersistentVolumeClaim',
+    metadata: {
+      name: imageClaimName(name),
+      namespace,
+      labels: imageLabels(name),
+      annotations: { [IMPORT_SOURCE_ANNOTATION]: sourceDigest(image.spec.source) },
+      ownerReferences: [ownerOf(image, uid!)],
+    },
+    spec: {
+      accessModes: ['ReadWriteOnce'],
+      volumeMode: 'Block',
+      resources: { requests: { storage: String(size) } },
+      ...(storageClassName && { storageClassName }),
+    },
+  };
+}
+
+const ownerOf = (image: VirtualMachineImage, uid: string) => ({
+  apiVersion: image.apiVersion,
+  kind: image.kind,
+  name: image.metadata.name,
+  uid,
+  controller: true,
+  blockOwnerDeletion: true,
+});
+
+export function createImageReconciler(options: ImageReconcilerOptions) {
+  const { clients, cache, logger } = options;
+  const now = options.now ?? (() => new Date());
+  const record = eventRecorder(clients, logger, now);
+
+  return async function reconcileImage(key: string): Promise<HandlerResult> {
+    const { namespace, name } = parseImageKey(key);
+    const raw = cache.get<KubernetesObject>(IMAGE_KIND, namespace, name);
+    if (!raw || raw.metadata?.deletionTimestamp) return; // its claim and pod go with it
+    const parsed = VirtualMachineImage.safeParse(raw);
+    if (!parsed.success) {
+      logger.warn({ key, issues: parsed.error.issues }, 'an image the CRD admitted does not parse');
+      return;
+    }
+    const image = parsed.data;
+    const desired = imageClaim(image);
+    const claimName = desired.metadata!.name!;
+    const existing = cache.list<V1PersistentVolumeClaim>(
+      'PersistentVolumeClaim',
+      namespace,
+      imageLabels(name),
+    );
+    const pods = cache.list<V1Pod>('Pod', namespace, imageLabels(name));
+    const claim: RunnerClaim = {
+      volume: VOLUME,
+      claimName,
+      desired,
+      exists: existing.some((c) => c.metadata?.name === claimName),
+      block: true,
+    };
+    const disk: ImportDisk = { volume: VOLUME, claimName, source: image.spec.source };
+    const progress = new Map<string, ImportProgress>();
+    if (pods.some((pod) => pod.status?.phase !== 'Succeeded' && pod.status?.phase !== 'Failed')) {
+      const sent = await options.readImportProgress?.(key, VOLUME);
+      if (sent) progress.set(VOLUME, sent);
+    }
+    const plan = planImports({
+      disks: [disk],
+      claims: [claim],
+      existing,
+      importerPods: pods,
+      progress,
+      failedBefore: () => image.status?.phase === 'Failed',
+    });
+    const writes = await carryOutImports(clients, namespace, plan, {
+      importerPod: (importing) =>
+        importerPod(
+          {
+            podName: `${name}-image-import`,
+            namespace,
+            labels: imageLabels(name),
+            ownerReference: ownerOf(image, image.metadata.uid!),
+            key,
+          },
+          importing,
+          options.defaultRunnerImage,
+        ),
+      recordEvent: (event) =>
+        record(
+          { apiVersion: image.apiVersion, kind: image.kind, name, namespace, uid: image.metadata.uid! },
+          { ...event, message: event.message.replace(/^disk image: /, '') },
+        ),
+    });
+
+    const current = existing.find((c) => c.metadata?.name === claimName);
+    const imported =
+      current?.metadata?.annotations?.[IMPORTED_ANNOTATION] !== undefined || plan.markImported.length > 0;
+    const importing = plan.statuses.get(VOLUME);
+    const status: ImageStatus = {
+      observedGeneration: image.metadata.generation,
+      claim: claimName,
+      ...(imported
+        ? {
+            phase: 'Ready',
+            size: String(current?.status?.capacity?.storage ?? image.spec.storage.size),
+            message: `imported into claim ${claimName}`,
+          }
+        : importing
+          ? {
+              phase: importing.phase === 'Failed' ? 'Failed' : 'Importing',
+              ...(importing.progress && { progress: importing.progress }),
+              ...(importing.importedBytes !== undefined && { importedBytes: importing.importedBytes }),
+              ...(importing.message && { message: importing.message }),
+            }
+          : { phase: 'Pending', message: `making claim ${claimName}` }),
+    };
+    if (!isDeepStrictEqual(JSON.parse(JSON.stringify(status)), image.status ?? {})) {
+      const nulls = Object.fromEntries(
+        Object.keys(image.status ?? {})
+          .filter((field) => !(field in status))
+          .map((field) => [field, null]),
+      );
+      await clients.customObjects.patchNamespacedCustomObjectStatus(
+        {
+          group: GROUP,
+          version: VERSION,
+          plural: IMAGE_PLURAL,
+          namespace,
+          name,
+          body: { status: { ...nulls, ...status } },
+        },
+        mergePatch,
+      );
+      writes.push('status');
+    }
+    if (writes.length > 0) logger.info({ key, writes, phase: status.phase }, 'reconciled');
+  };
+}
