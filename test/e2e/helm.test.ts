@@ -286,7 +286,7 @@ spec:
   containers: [{name: x, image: ${cluster.images.runner.ref}, imagePullPolicy: Never}]
 `;
     expect(await asManager(['create', '-f', '-'], impostor)).toMatch(
-      /makes only runner and disk importer pods/,
+      /makes only runner, disk importer and disk export pods/,
     );
   });
 

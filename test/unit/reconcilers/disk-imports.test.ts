@@ -2,6 +2,7 @@ import type { V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import type { ImportProgress } from '../../../src/api/import-progress.js';
 import { VirtualMachine } from '../../../src/api/virtual-machine.js';
+import { VirtualMachineImage } from '../../../src/api/virtual-machine-image.js';
 import { planDiskImports } from '../../../src/reconcilers/virtual-machine/disk-imports.js';
 import { desiredImporterPod } from '../../../src/reconcilers/virtual-machine/importer-pod.js';
 import {
@@ -167,6 +168,73 @@ describe('disk imports', () => {
     const imports = plan([claim({})]);
     expect(imports).toMatchObject({ createClaims: [], startImports: [], markImported: [], deletePods: [] });
     expect(imports.waiting).toBeUndefined();
+  });
+});
+
+describe('disks filled from a VirtualMachineImage', () => {
+  const fromImage = () => {
+    const vm = vmWithSource();
+    vm.spec.vm.disks[0]!.source = { image: { name: 'guest' } };
+    return vm;
+  };
+  const imageClaimAnnotation = { [IMPORT_SOURCE_ANNOTATION]: sourceDigest({ image: { name: 'guest' } }) };
+  const image = (status?: object) =>
+    VirtualMachineImage.parse({
+      apiVersion: 'vmoperator.jdrupes.org/v1',
+      kind: 'VirtualMachineImage',
+      metadata: { name: 'guest', namespace: 'ns', uid: 'image-uid' },
+      spec: { source: { http: { url: URL } }, storage: { size: '1Gi' } },
+      ...(status && { status }),
+    });
+  const planWith = (found: VirtualMachineImage | undefined, existing = [claim(imageClaimAnnotation)]) => {
+    const vm = fromImage();
+    return planDiskImports({
+      vm,
+      claims: runnerClaims(vm, existing),
+      existing,
+      importerPods: [],
+      progress: new Map(),
+      images: () => found,
+    });
+  };
+
+  it('waits for an image that is missing or not Ready yet; the VM waits with it', () => {
+    const missing = planWith(undefined);
+    expect(missing.statuses.get('system-disk')).toEqual({
+      phase: 'Importing',
+      message: 'waiting for image guest, which does not exist',
+    });
+    expect(missing.startImports).toEqual([]);
+    expect(missing.waiting?.reason).toBe('ImportingDisks');
+    const importing = planWith(image({ phase: 'Importing', progress: '42%' }));
+    expect(importing.statuses.get('system-disk')?.message).toBe('waiting for image guest (Importing 42%)');
+  });
+
+  it('a Failed image fails the disk with its message', () => {
+    const failed = planWith(image({ phase: 'Failed', message: 'HttpError: 404' }));
+    expect(failed.statuses.get('system-disk')).toEqual({
+      phase: 'Failed',
+      message: 'image guest failed: HttpError: 404',
+    });
+    expect(failed.waiting?.reason).toBe('DiskImportFailed');
+  });
+
+  it("a Ready image: its claim is copied, the claim's mark is the image's name", () => {
+    const ready = planWith(image({ phase: 'Ready', claim: 'guest-image' }));
+    expect(ready.startImports).toEqual([
+      {
+        volume: 'system-disk',
+        claimName: 'vm-system-disk',
+        source: { image: { name: 'guest' } },
+        copyFrom: { pvc: { name: 'guest-image' } },
+      },
+    ]);
+    const pod = desiredImporterPod(fromImage(), ready.startImports[0]!, { image: 'runner:1' });
+    expect(pod.spec!.containers[0]!.args!.slice(0, 3)).toEqual(['import', '--pvc', 'guest-image']);
+    // Once imported, the image no longer matters to the disk.
+    const imported = planWith(undefined, [claim({ ...imageClaimAnnotation, [IMPORTED_ANNOTATION]: 'x' })]);
+    expect(imported.statuses.size).toBe(0);
+    expect(imported.waiting).toBeUndefined();
   });
 });
 
