@@ -4,7 +4,7 @@
 // the time is when that line reaches the console log on this machine (the runner data volume).
 // Each attach is of a new disk: its claim is made, bound and exported as a user's would be.
 import { execFile } from 'node:child_process';
-import { mkdtemp, open, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -12,62 +12,27 @@ import { promisify } from 'node:util';
 import { startDevEnvironment } from '../../src/devenv/dev-environment.js';
 import { clusterVms, testGuestManifest } from '../../test/support/cluster-vms.js';
 import { hostPathOfClaim } from '../support/claims.js';
+import { followLog, type FollowedLog } from '../support/follow-log.js';
 
 const run = promisify(execFile);
 const NAMESPACE = 'default';
 const VM = 'bench-attach';
 const WAIT_MS = 120_000;
 
-/** Follows a growing log file: when lines ending in a marker arrived (the shell's prompt may lead them). */
-function followLog(file: string) {
-  let offset = 0;
-  let text = '';
-  let stopped = false;
-  const arrivals: Array<{ at: number; line: string }> = [];
-  const polling = (async () => {
-    const handle = await open(file, 'r');
-    try {
-      while (!stopped) {
-        const { size } = await handle.stat();
-        if (size < offset) offset = 0; // trimmed by the runner
-        if (size > offset) {
-          const buffer = Buffer.alloc(size - offset);
-          await handle.read(buffer, 0, buffer.length, offset);
-          offset = size;
-          const lines = (text + buffer.toString('utf8')).split('\n');
-          text = lines.pop()!;
-          const at = performance.now();
-          for (const line of lines) arrivals.push({ at, line });
-        }
-        await sleep(2);
-      }
-    } finally {
-      await handle.close();
+/** When a line ending in `marker` (the shell's prompt may lead it) arrived after `after`. */
+async function arrivalOf(log: FollowedLog, marker: string, after: number): Promise<number> {
+  const deadline = performance.now() + WAIT_MS;
+  for (;;) {
+    const seen = log.arrivals.find(({ at, line }) => at >= after && line.trimEnd().endsWith(marker));
+    if (seen) return seen.at;
+    if (performance.now() > deadline) {
+      const last = log.arrivals.slice(-10).map(({ line }) => line);
+      throw new Error(
+        `no "${marker}" in the console within ${WAIT_MS} ms; its last lines:\n${last.join('\n')}`,
+      );
     }
-  })();
-  return {
-    async waitFor(marker: string, after: number): Promise<number> {
-      const deadline = performance.now() + WAIT_MS;
-      for (;;) {
-        const seen = arrivals.find(
-          (arrival) => arrival.at >= after && arrival.line.trimEnd().endsWith(marker),
-        );
-        if (seen) return seen.at;
-        if (performance.now() > deadline)
-          throw new Error(
-            `no "${marker}" in the console within ${WAIT_MS} ms; its last lines:\n${arrivals
-              .slice(-10)
-              .map((arrival) => arrival.line)
-              .join('\n')}`,
-          );
-        await sleep(5);
-      }
-    },
-    stop: async () => {
-      stopped = true;
-      await polling;
-    },
-  };
+    await sleep(5);
+  }
 }
 
 export interface AttachTimes {
@@ -86,7 +51,7 @@ export async function benchAttach(runs: number): Promise<AttachTimes> {
       if (vms.condition(vm, 'Booted')?.status !== 'True') throw new Error('not booted yet');
     });
     await vms.waitForConsole(VM, 'VMOP-GUEST-READY');
-    const log = followLog(path.join(await hostPathOfClaim(vms, `${VM}-runner-data`), 'console.log'));
+    const log = followLog(path.join(await hostPathOfClaim(vms, `${VM}-runner-data`), 'console.log'), 2);
     // The guest tells when its kernel has a SCSI disk and when it no longer has.
     await vms.typeOnConsole(
       VM,
@@ -106,10 +71,10 @@ export async function benchAttach(runs: number): Promise<AttachTimes> {
       };
       const added = performance.now();
       await patch([{ op: 'add', path: '/spec/vm/disks/-', value: disk }]);
-      times.attachMs.push((await log.waitFor('DISK-UP', added)) - added);
+      times.attachMs.push((await arrivalOf(log, 'DISK-UP', added)) - added);
       const removed = performance.now();
       await patch([{ op: 'remove', path: '/spec/vm/disks/0' }]);
-      times.detachMs.push((await log.waitFor('DISK-DOWN', removed)) - removed);
+      times.detachMs.push((await arrivalOf(log, 'DISK-DOWN', removed)) - removed);
       process.stderr.write(
         `attach ${i + 1}/${runs}: ${times.attachMs.at(-1)!.toFixed(0)} ms, detach ${times.detachMs.at(-1)!.toFixed(0)} ms\n`,
       );

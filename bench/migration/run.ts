@@ -8,7 +8,7 @@
 // again). Verdicts against issue 24's goals. BENCH_RUNS migrations per row (default 40: 20 each way, alternating
 // direction).
 import { execFile, spawn } from 'node:child_process';
-import { mkdtemp, open, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -26,6 +26,7 @@ import { watchObjects } from '../../src/kube/watch.js';
 import { createLogger } from '../../src/util/logger.js';
 import { clusterVms, testGuestManifest, type ClusterVms } from '../../test/support/cluster-vms.js';
 import { hostPathOfClaim } from '../support/claims.js';
+import { followLog } from '../support/follow-log.js';
 
 const run = promisify(execFile);
 const RUNS = Number(process.env.BENCH_RUNS ?? 40);
@@ -81,40 +82,18 @@ async function linkThroughput(fromNetns: string, toNetns: string, toAddress: str
  * guest's clock stands still while it is paused, so only the host can see the gap.
  */
 function watchTicks(file: string) {
-  const arrivals: number[] = [];
-  let offset = 0;
-  let stopped = false;
-  const poll = async () => {
-    const handle = await open(file, 'r');
-    try {
-      while (!stopped) {
-        const { size } = await handle.stat();
-        if (size < offset) offset = 0; // trimmed by the runner
-        if (size > offset) {
-          const buffer = Buffer.alloc(size - offset);
-          await handle.read(buffer, 0, buffer.length, offset);
-          offset = size;
-          if (buffer.includes('tk')) arrivals.push(performance.now());
-        }
-        await sleep(1);
-      }
-    } finally {
-      await handle.close();
-    }
-  };
-  const polling = poll();
+  const log = followLog(file);
   return {
     /** The longest time between two arrivals of ticks within [from, to] (performance.now() times). */
     longestGap(from: number, to: number): number {
-      const inside = arrivals.filter((t) => t >= from && t <= to);
+      const inside = log.arrivals
+        .filter(({ at, line }) => line.includes('tk') && at >= from && at <= to)
+        .map(({ at }) => at);
       let longest = 0;
       for (let i = 1; i < inside.length; i++) longest = Math.max(longest, inside[i]! - inside[i - 1]!);
       return Math.round(longest);
     },
-    async stop() {
-      stopped = true;
-      await polling;
-    },
+    stop: () => log.stop(),
   };
 }
 

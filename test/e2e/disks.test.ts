@@ -155,37 +155,18 @@ describe('disks: resize while running', () => {
   describe('attach and detach while running', () => {
     const VM = 'attach';
     const TAG = 'vmop-attached-data';
+    /** A JSON patch of the VM's disk list. */
+    const patchDisks = (operation: object) =>
+      vms.kubectl(['patch', 'vm', VM, '--type', 'json', '-p', JSON.stringify([operation])]);
     const addDisk = (name: string, size: string) =>
-      vms.kubectl([
-        'patch',
-        'vm',
-        VM,
-        '--type',
-        'json',
-        '-p',
-        JSON.stringify([
-          {
-            op: 'add',
-            path: '/spec/vm/disks/-',
-            value: {
-              volumeClaimTemplate: {
-                metadata: { name },
-                spec: { resources: { requests: { storage: size } } },
-              },
-            },
-          },
-        ]),
-      ]);
-    const removeDisk = (index: number) =>
-      vms.kubectl([
-        'patch',
-        'vm',
-        VM,
-        '--type',
-        'json',
-        '-p',
-        JSON.stringify([{ op: 'remove', path: `/spec/vm/disks/${index}` }]),
-      ]);
+      patchDisks({
+        op: 'add',
+        path: '/spec/vm/disks/-',
+        value: {
+          volumeClaimTemplate: { metadata: { name }, spec: { resources: { requests: { storage: size } } } },
+        },
+      });
+    const removeDisk = (index: number) => patchDisks({ op: 'remove', path: `/spec/vm/disks/${index}` });
     let listed = 0;
     /** The guest's disks as its kernel has them now: name=bytes, sorted. */
     async function guestDisks(): Promise<string[]> {

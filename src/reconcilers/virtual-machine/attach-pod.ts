@@ -52,7 +52,8 @@ export function desiredAttachPod(
             DEVICE,
           ],
           ports: [{ name: 'nbd', containerPort: NBD_PORT }],
-          readinessProbe: { tcpSocket: { port: NBD_PORT }, periodSeconds: 5 },
+          // No probe: qemu-nbd listens within moments of its start, and the runner tries a refused
+          // connection again at once (a probe's period would add a second or more to every attach).
           volumeDevices: [{ name: 'disk', devicePath: DEVICE }],
           volumeMounts: [{ name: 'keys', mountPath: KEYS_DIR, readOnly: true }],
           securityContext: {

@@ -2,6 +2,7 @@
 // exports over NBD with TLS-PSK (the VM's key); QEMU opens it as a block node and the guest gets a
 // SCSI disk on the template's `hotplug-scsi` controller (no PCI slot per disk). What is attached
 // is asked of QEMU each time, so a reconcile after any failure starts from the truth.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { readPsk } from '../migration/channel.js';
 import type { HotplugDiskConfig } from '../../api/runner-config.js';
 import type { HotplugDiskState } from '../../api/runner-snapshot.js';
@@ -17,12 +18,31 @@ const DEVICE_SUFFIX = '-device';
 const DETACH_TIMEOUT_MS = 30_000;
 /** A SCSI disk's serial has at most 36 characters. */
 const MAX_SERIAL = 36;
+const KEY_WAIT_MS = 10_000;
+const REFUSED_WAIT_MS = 10_000;
+const REFUSED_RETRY_MS = 100;
+const KEY_POLL_MS = 100;
 /** A failed attach is tried again (the key may not have reached the pod yet), ever less often. */
 const RETRY_MS = { first: 2_000, max: 60_000 };
 
 const blockNode = (volume: string) => `${NODE_PREFIX}${volume}`;
 const deviceId = (volume: string) => `${blockNode(volume)}${DEVICE_SUFFIX}`;
 const endpointOf = (disk: HotplugDiskConfig) => `${disk.host}:${disk.port}/${disk.export}`;
+
+/**
+ * The key file, waiting a little for it: kubelet writes the key Secret's volume and the config's
+ * in one pod sync, in no fixed order, so the config may name a disk a moment before the key is there.
+ */
+async function readPskOnceThere(file: string) {
+  for (let waited = 0; ; waited += KEY_POLL_MS) {
+    try {
+      return await readPsk(file);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || waited >= KEY_WAIT_MS) throw err;
+      await sleep(KEY_POLL_MS);
+    }
+  }
+}
 
 export type ReportHotplugState = (volume: string, state: HotplugDiskState | undefined) => void;
 
@@ -129,16 +149,7 @@ export class HotplugController {
     this.report(volume, { state: 'attaching' });
     try {
       await this.ensureCredentials();
-      await this.qmp.execute('blockdev-add', {
-        driver: 'raw',
-        'node-name': blockNode(volume),
-        file: {
-          driver: 'nbd',
-          server: { type: 'inet', host: disk.host, port: String(disk.port) },
-          export: disk.export,
-          'tls-creds': TLS_CREDS_ID,
-        },
-      });
+      await this.openExport(disk);
       try {
         await this.qmp.execute('device_add', {
           driver: 'scsi-hd',
@@ -159,6 +170,28 @@ export class HotplugController {
       this.logger.warn({ volume, err: message }, 'attaching a disk failed');
       this.failed = true;
       this.report(volume, { state: 'failed', message: `attaching failed: ${message}` });
+    }
+  }
+
+  /** The export as a block node; a refused connection (qemu-nbd still starting) is tried again soon. */
+  private async openExport(disk: HotplugDiskConfig): Promise<void> {
+    for (let waited = 0; ; waited += REFUSED_RETRY_MS) {
+      try {
+        await this.qmp.execute('blockdev-add', {
+          driver: 'raw',
+          'node-name': blockNode(disk.volume),
+          file: {
+            driver: 'nbd',
+            server: { type: 'inet', host: disk.host, port: String(disk.port) },
+            export: disk.export,
+            'tls-creds': TLS_CREDS_ID,
+          },
+        });
+        return;
+      } catch (err) {
+        if (!/Connection refused/i.test(String(err)) || waited >= REFUSED_WAIT_MS) throw err;
+        await sleep(REFUSED_RETRY_MS);
+      }
     }
   }
 
@@ -190,7 +223,7 @@ export class HotplugController {
   private async ensureCredentials(): Promise<void> {
     const objects = await this.qmp.execute<Array<{ name: string }>>('qom-list', { path: '/objects' });
     if (objects.some((object) => object.name === TLS_CREDS_ID)) return;
-    const { identity } = await readPsk(`${this.keysDir}/keys.psk`);
+    const { identity } = await readPskOnceThere(`${this.keysDir}/keys.psk`);
     await this.qmp.execute('object-add', {
       'qom-type': 'tls-creds-psk',
       id: TLS_CREDS_ID,
