@@ -58,5 +58,10 @@ export type ImageStatus = z.infer<typeof ImageStatus>;
 
 /** The work-queue key of an image. */
 export const imageKey = (namespace: string, name: string) => `image:${namespace}/${name}`;
+export function parseImageKey(key: string): { namespace: string; name: string } {
+  const match = /^image:([^/]+)\/(.+)$/.exec(key);
+  if (!match) throw new Error(`not a VirtualMachineImage key: ${key}`);
+  return { namespace: match[1]!, name: match[2]! };
+}
 /** The claim an image is imported into. */
 export const imageClaimName = (name: string) => `${name}-image`;

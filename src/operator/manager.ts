@@ -94,16 +94,17 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
   const marks = generationMarks(redis);
   const enqueue = markingSink(marks, (key: string, event: WatchEventSummary) => queue.add(key, { event }));
   const watches = createWatchEdge(kubeConfig, namespaces, enqueue, logger);
+  const runnerImage = {
+    image: options.runnerImage,
+    ...(options.runnerImagePullPolicy && { pullPolicy: options.runnerImagePullPolicy }),
+  };
   const reconcileVm = createVmReconciler({
     clients,
     cache: watches.cache,
     newestGeneration: (key, uid) => marks.newest(key, uid),
     readSnapshot: snapshotReader(redis, logger),
     readImportProgress: importProgressReader(redis),
-    defaultRunnerImage: {
-      image: options.runnerImage,
-      ...(options.runnerImagePullPolicy && { pullPolicy: options.runnerImagePullPolicy }),
-    },
+    defaultRunnerImage: runnerImage,
     runnerRedisUrl: options.runnerRedisUrl ?? options.redisUrl,
     overcommit: { cpu: options.cpuOvercommit, ram: options.ramOvercommit },
     runnerDataStorageClass: options.runnerDataStorageClass,
@@ -122,10 +123,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
   const reconcileImage = createImageReconciler({
     clients,
     cache: watches.cache,
-    defaultRunnerImage: {
-      image: options.runnerImage,
-      ...(options.runnerImagePullPolicy && { pullPolicy: options.runnerImagePullPolicy }),
-    },
+    defaultRunnerImage: runnerImage,
     readImportProgress: importProgressReader(redis),
     logger,
   });

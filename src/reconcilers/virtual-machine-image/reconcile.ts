@@ -15,10 +15,12 @@ import {
   IMAGE_PLURAL,
   VirtualMachineImage,
   imageClaimName,
+  parseImageKey,
   type ImageStatus,
 } from '../../api/virtual-machine-image.js';
 import { GROUP, VERSION } from '../../api/virtual-machine.js';
 import type { KubeClients } from '../../kube/clients.js';
+import { statusPatch } from '../../kube/merge-patch.js';
 import type { ObjectCache } from '../../kube/object-cache.js';
 import type { HandlerResult } from '../../queue/index.js';
 import type { Logger } from '../../util/logger.js';
@@ -30,8 +32,9 @@ import {
   IMPORTED_ANNOTATION,
   IMPORT_SOURCE_ANNOTATION,
   imageLabels,
+  ownerReference,
   sourceDigest,
-} from '../../reconcilers/virtual-machine/naming.js';
+} from '../virtual-machine/naming.js';
 import type { RunnerClaim } from '../virtual-machine/runner-claims.js';
 import type { RunnerImage } from '../virtual-machine/runner-pod.js';
 
@@ -48,14 +51,9 @@ export interface ImageReconcilerOptions {
   now?: () => Date;
 }
 
-export const parseImageKey = (key: string) => {
-  const [namespace, name] = key.slice('image:'.length).split('/');
-  return { namespace: namespace!, name: name! };
-};
-
 /** The claim an image is imported into, as vmop makes it (owned by the image: it goes with it). */
 function imageClaim(image: VirtualMachineImage): V1PersistentVolumeClaim {
-  const { name, namespace, uid } = image.metadata;
+  const { name, namespace } = image.metadata;
   const { size, storageClassName } = image.spec.storage;
   return {
     apiVersion: 'v1',
@@ -65,7 +63,7 @@ function imageClaim(image: VirtualMachineImage): V1PersistentVolumeClaim {
       namespace,
       labels: imageLabels(name),
       annotations: { [IMPORT_SOURCE_ANNOTATION]: sourceDigest(image.spec.source) },
-      ownerReferences: [ownerOf(image, uid!)],
+      ownerReferences: [ownerReference(image)],
     },
     spec: {
       accessModes: ['ReadWriteOnce'],
@@ -75,15 +73,6 @@ function imageClaim(image: VirtualMachineImage): V1PersistentVolumeClaim {
     },
   };
 }
-
-const ownerOf = (image: VirtualMachineImage, uid: string) => ({
-  apiVersion: image.apiVersion,
-  kind: image.kind,
-  name: image.metadata.name,
-  uid,
-  controller: true,
-  blockOwnerDeletion: true,
-});
 
 export function createImageReconciler(options: ImageReconcilerOptions) {
   const { clients, cache, logger } = options;
@@ -108,11 +97,12 @@ export function createImageReconciler(options: ImageReconcilerOptions) {
       imageLabels(name),
     );
     const pods = cache.list<V1Pod>('Pod', namespace, imageLabels(name));
+    const current = existing.find((c) => c.metadata?.name === claimName);
     const claim: RunnerClaim = {
       volume: VOLUME,
       claimName,
       desired,
-      exists: existing.some((c) => c.metadata?.name === claimName),
+      exists: current !== undefined,
       block: true,
     };
     const disk: ImportDisk = { volume: VOLUME, claimName, source: image.spec.source };
@@ -136,7 +126,7 @@ export function createImageReconciler(options: ImageReconcilerOptions) {
             podName: `${name}-image-import`,
             namespace,
             labels: imageLabels(name),
-            ownerReference: ownerOf(image, image.metadata.uid!),
+            ownerReference: ownerReference(image),
             key,
           },
           importing,
@@ -149,7 +139,6 @@ export function createImageReconciler(options: ImageReconcilerOptions) {
         ),
     });
 
-    const current = existing.find((c) => c.metadata?.name === claimName);
     const imported =
       current?.metadata?.annotations?.[IMPORTED_ANNOTATION] !== undefined || plan.markImported.length > 0;
     const importing = plan.statuses.get(VOLUME);
@@ -172,11 +161,6 @@ export function createImageReconciler(options: ImageReconcilerOptions) {
           : { phase: 'Pending', message: `making claim ${claimName}` }),
     };
     if (!isDeepStrictEqual(JSON.parse(JSON.stringify(status)), image.status ?? {})) {
-      const nulls = Object.fromEntries(
-        Object.keys(image.status ?? {})
-          .filter((field) => !(field in status))
-          .map((field) => [field, null]),
-      );
       await clients.customObjects.patchNamespacedCustomObjectStatus(
         {
           group: GROUP,
@@ -184,7 +168,7 @@ export function createImageReconciler(options: ImageReconcilerOptions) {
           plural: IMAGE_PLURAL,
           namespace,
           name,
-          body: { status: { ...nulls, ...status } },
+          body: { status: statusPatch(image.status, status) },
         },
         mergePatch,
       );

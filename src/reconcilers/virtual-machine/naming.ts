@@ -1,13 +1,6 @@
 // Names and labels that tie the objects of one VM together (as VM-Operator defines them).
 import { createHash } from 'node:crypto';
-import {
-  GROUP,
-  PLURAL,
-  VERSION,
-  type Disk,
-  type DiskSource,
-  type VirtualMachine,
-} from '../../api/virtual-machine.js';
+import { GROUP, PLURAL, VERSION, type Disk, type DiskSource } from '../../api/virtual-machine.js';
 
 export const APP_NAME = 'vm-runner';
 export const MANAGED_BY = 'vm-operator';
@@ -108,12 +101,17 @@ export function parseVmKey(key: string): { namespace: string; name: string } {
   return { namespace: match[1]!, name: match[2]! };
 }
 
-export function ownerReference(vm: VirtualMachine) {
+/** The owner reference to a VM (or another object of vmop's API, an image): garbage collection takes what it owns. */
+export function ownerReference(owner: {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; uid?: string };
+}) {
   return {
-    apiVersion: vm.apiVersion,
-    kind: vm.kind,
-    name: vm.metadata.name,
-    uid: vm.metadata.uid!,
+    apiVersion: owner.apiVersion,
+    kind: owner.kind,
+    name: owner.metadata.name,
+    uid: owner.metadata.uid!,
     controller: true,
     blockOwnerDeletion: true,
   };

@@ -36,6 +36,7 @@ import {
   type KubeClients,
 } from '../../kube/clients.js';
 import { isSubset } from '../../kube/subset.js';
+import { statusPatch } from '../../kube/merge-patch.js';
 import { eventRecorder, type ObjectEvent } from '../events.js';
 import type { Logger } from '../../util/logger.js';
 import { desiredConfigMap } from './config-map.js';
@@ -821,30 +822,4 @@ function wantsAutomaticRestart(
     snapshot?.config === desiredConfig &&
     !vm.metadata.annotations?.[OPERATION_ANNOTATION]
   );
-}
-
-/**
- * A JSON merge patch turning `before` into `after`: fields that went away become null, also within
- * objects (a merge patch merges them: an old migrationState's result would outlive a new one's start).
- */
-export function statusPatch(
-  before: VirtualMachineStatus | undefined,
-  after: VirtualMachineStatus,
-): Record<string, unknown> {
-  return mergePatchOf(before ?? {}, JSON.parse(JSON.stringify(after)));
-}
-
-const isPlainObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
-
-function mergePatchOf(
-  before: Record<string, unknown>,
-  after: Record<string, unknown>,
-): Record<string, unknown> {
-  const patch: Record<string, unknown> = { ...after };
-  for (const [key, old] of Object.entries(before)) {
-    if (!(key in after)) patch[key] = null;
-    else if (isPlainObject(old) && isPlainObject(after[key])) patch[key] = mergePatchOf(old, after[key]);
-  }
-  return patch;
 }

@@ -4,6 +4,8 @@
 // is asked of QEMU each time, so a reconcile after any failure starts from the truth.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { readPsk } from '../migration/channel.js';
+import { addPskCredentials } from '../migration/qmp.js';
+import { deviceAdd, deviceDel } from '../qmp/commands.js';
 import type { HotplugDiskConfig } from '../../api/runner-config.js';
 import type { HotplugDiskState } from '../../api/runner-snapshot.js';
 import type { Logger } from '../../util/logger.js';
@@ -151,9 +153,7 @@ export class HotplugController {
       await this.ensureCredentials();
       await this.openExport(disk);
       try {
-        await this.qmp.execute('device_add', {
-          driver: 'scsi-hd',
-          id: deviceId(volume),
+        await deviceAdd(this.qmp, 'scsi-hd', deviceId(volume), {
           bus: `${HOTPLUG_CONTROLLER}.0`,
           drive: blockNode(volume),
           serial: volume.slice(0, MAX_SERIAL),
@@ -204,7 +204,7 @@ export class HotplugController {
           match: (data: { device?: string }) => data.device === deviceId(volume),
         });
         deleted.catch(() => undefined);
-        await this.qmp.execute('device_del', { id: deviceId(volume) });
+        await deviceDel(this.qmp, deviceId(volume));
         await deleted;
       }
       await this.qmp.execute('blockdev-del', { 'node-name': blockNode(volume) });
@@ -224,12 +224,6 @@ export class HotplugController {
     const objects = await this.qmp.execute<Array<{ name: string }>>('qom-list', { path: '/objects' });
     if (objects.some((object) => object.name === TLS_CREDS_ID)) return;
     const { identity } = await readPskOnceThere(`${this.keysDir}/keys.psk`);
-    await this.qmp.execute('object-add', {
-      'qom-type': 'tls-creds-psk',
-      id: TLS_CREDS_ID,
-      endpoint: 'client',
-      dir: this.keysDir,
-      username: identity,
-    });
+    await addPskCredentials(this.qmp, 'client', this.keysDir, identity, TLS_CREDS_ID);
   }
 }

@@ -7,18 +7,20 @@ import type { QmpExecutor } from '../qmp/commands.js';
 /** The id of the TLS credentials object both QEMUs make (a PSK: the same key on both sides). */
 export const TLS_CREDS_ID = 'vmop-migration-tls';
 
+/** TLS-PSK credentials from the key file in `dir` (a migration's by default; attached disks have their own id). */
 export async function addPskCredentials(
   qmp: QmpExecutor,
   endpoint: 'server' | 'client',
   dir: string,
   username: string,
+  id = TLS_CREDS_ID,
 ): Promise<void> {
   // A QEMU that came in by migration (or tried to send before) has them already, maybe as the
   // other endpoint: made anew, with the key as it is now.
-  await qmp.execute('object-del', { id: TLS_CREDS_ID }).catch(() => undefined);
+  await qmp.execute('object-del', { id }).catch(() => undefined);
   await qmp.execute('object-add', {
     'qom-type': 'tls-creds-psk',
-    id: TLS_CREDS_ID,
+    id,
     endpoint,
     dir,
     ...(endpoint === 'client' && { username }),

@@ -13,7 +13,7 @@ import { nodeFacts } from '../../../src/reconcilers/virtual-machine/node-facts.j
 import { desiredRunnerPod } from '../../../src/reconcilers/virtual-machine/runner-pod.js';
 import { runnerClaims } from '../../../src/reconcilers/virtual-machine/runner-claims.js';
 import { MIGRATION_ANNOTATION } from '../../../src/runner/migration/request.js';
-import { statusPatch } from '../../../src/reconcilers/virtual-machine/reconcile.js';
+import { statusPatch } from '../../../src/kube/merge-patch.js';
 
 const NOW = new Date('2026-11-25T10:00:00Z');
 const ready = { status: { conditions: [{ type: 'Ready', status: 'True' }] } };
