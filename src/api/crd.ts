@@ -17,6 +17,7 @@ import {
   ImageSpec,
   ImageStatus,
 } from './virtual-machine-image.js';
+import { POOL_KIND, POOL_PLURAL, POOL_SINGULAR, PoolSpec } from './vm-pool.js';
 import {
   GROUP,
   KIND,
@@ -93,7 +94,8 @@ interface CrdDefinition {
   description: string;
   printerColumns: Array<{ name: string; type: string; jsonPath: string; priority?: number }>;
   spec: z.ZodType;
-  status: z.ZodType;
+  /** None: no status subresource (VM-Operator's VmPool has none). */
+  status?: z.ZodType;
   rootValidations?: Array<{ rule: string; message: string }>;
 }
 
@@ -112,13 +114,16 @@ function customResourceDefinition(definition: CrdDefinition) {
           name: VERSION,
           served: true,
           storage: true,
-          subresources: { status: {} },
+          ...(definition.status && { subresources: { status: {} } }),
           additionalPrinterColumns: definition.printerColumns,
           schema: {
             openAPIV3Schema: {
               type: 'object',
               description: definition.description,
-              properties: { spec: openApiSchema(definition.spec), status: openApiSchema(definition.status) },
+              properties: {
+                spec: openApiSchema(definition.spec),
+                ...(definition.status && { status: openApiSchema(definition.status) }),
+              },
               required: ['spec'],
               ...(definition.rootValidations && { 'x-kubernetes-validations': definition.rootValidations }),
             },
@@ -208,6 +213,22 @@ export function virtualMachineImageCrd() {
   });
 }
 
+export function vmPoolCrd() {
+  return customResourceDefinition({
+    plural: POOL_PLURAL,
+    singular: POOL_SINGULAR,
+    kind: POOL_KIND,
+    description:
+      "VM-Operator's pool of VMs (those naming it in spec.pools), assigned to its users on request.",
+    printerColumns: [
+      { name: 'Retention', type: 'string', jsonPath: '.spec.retention' },
+      { name: 'Login', type: 'boolean', jsonPath: '.spec.loginOnAssignment' },
+      { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+    ],
+    spec: PoolSpec,
+  });
+}
+
 /** vmop's CRDs, with the file each is generated into (in crds/ and in the Helm chart). */
 export const CRDS = [
   { file: `${PLURAL}.${GROUP}.yaml`, source: 'src/api/virtual-machine.ts', crd: virtualMachineCrd },
@@ -221,6 +242,7 @@ export const CRDS = [
     source: 'src/api/virtual-machine-image.ts',
     crd: virtualMachineImageCrd,
   },
+  { file: `${POOL_PLURAL}.${GROUP}.yaml`, source: 'src/api/vm-pool.ts', crd: vmPoolCrd },
 ];
 
 export function renderCrdYaml(definition: (typeof CRDS)[number]): string {

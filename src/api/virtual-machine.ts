@@ -163,6 +163,24 @@ export const Disk = z
     ),
   );
 
+export const PERMISSIONS = ['start', 'stop', 'reset', 'accessConsole', 'takeConsole', '*'] as const;
+
+/** VM-Operator's grant: a user or a role (exactly one), and what they may ('*': everything). */
+export function permissionGrant(defaultMay: Array<(typeof PERMISSIONS)[number]>) {
+  return z
+    .object({
+      user: z.string().max(253).optional(),
+      role: z.string().max(253).optional(),
+      may: z.array(z.enum(PERMISSIONS)).default(defaultMay),
+    })
+    .meta(
+      celRules({
+        rule: 'has(self.user) != has(self.role)',
+        message: 'a permission names either a user or a role',
+      }),
+    );
+}
+
 const Spice = z.object({
   port: z.number().int().min(1).max(65535).default(5900),
   server: z.string().optional(),
@@ -320,28 +338,15 @@ export const VirtualMachineSpec = z
       })
       .optional(),
     permissions: z
-      .array(
-        z
-          .object({
-            user: z.string().optional(),
-            role: z.string().optional(),
-            may: z.array(z.enum(['start', 'stop', 'reset', 'accessConsole', 'takeConsole', '*'])).default([]),
-          })
-          .meta(
-            celRules({
-              rule: 'has(self.user) != has(self.role)',
-              message: 'a permission names either a user or a role',
-            }),
-          ),
-      )
+      .array(permissionGrant([]))
       .optional()
-      .describe('Accepted for VM-Operator compatibility; vmop does not evaluate it.'),
-    pools: z
-      .array(z.string())
-      .default([])
       .describe(
-        'Accepted for VM-Operator compatibility (the VmPools the VM belongs to); vmop does not act on it.',
+        'Who may do what with the VM besides those Kubernetes RBAC lets (in the web GUI): a user or a role (an OIDC group), and what they may.',
       ),
+    pools: z
+      .array(z.string().max(253))
+      .default([])
+      .describe('The VmPools the VM belongs to: a person with a permission on the pool gets it assigned.'),
     loggingProperties: z.string().optional().describe('Accepted for VM-Operator compatibility.'),
     resources: ResourceRequirements.optional(),
     nodeName: z.string().optional(),
@@ -460,6 +465,8 @@ export const DiskAttachment = z.object({
   message: z.string().optional(),
 });
 
+export const Assignment = z.object({ pool: z.string(), user: z.string(), lastUsed: z.string() });
+
 /** A disk of the VM as it is: its claim, how big that is, and how big the guest sees it. */
 export const DiskStatus = z.object({
   /** The disk's volume (`<name>-disk`, its device in the runner is /dev/<volume>). */
@@ -524,6 +531,11 @@ export const VirtualMachineStatus = z.object({
   migrationState: MigrationState.optional(),
   /** The VM's disks on claims (volumeClaimTemplate), in spec order. */
   disks: z.array(DiskStatus).optional(),
+  /**
+   * VM-Operator's pool assignment: the user of `pool` the VM is assigned to, and when they last used
+   * it (assigned, or their console closed); released once the pool's retention has passed since then.
+   */
+  assignment: Assignment.optional(),
 });
 
 export const ObjectMeta = z.object({
@@ -558,6 +570,7 @@ export type StartFailure = z.infer<typeof StartFailure>;
 export type MigrationState = z.infer<typeof MigrationState>;
 export type DiskStatus = z.infer<typeof DiskStatus>;
 export type DiskAttachment = z.infer<typeof DiskAttachment>;
+export type Assignment = z.infer<typeof Assignment>;
 export type EvictionStrategy = z.infer<typeof EvictionStrategy>;
 export type DiskSource = z.infer<typeof DiskSource>;
 export type ImageSource = z.infer<typeof ImageSource>;

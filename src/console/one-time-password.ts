@@ -3,18 +3,11 @@
 // status.displayPasswordSerial, so the caller knows when it works.
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  CoreV1Api,
-  CustomObjectsApi,
-  PatchStrategy,
-  setHeaderOptions,
-  type V1Secret,
-} from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, type V1Secret } from '@kubernetes/client-node';
 import { VirtualMachine } from '../api/virtual-machine.js';
 import { chooseDisplaySecret } from '../reconcilers/virtual-machine/display-secret.js';
 import { displaySecretSelector, vmApiRef } from '../reconcilers/virtual-machine/naming.js';
-
-const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+import { mergePatch } from '../kube/merge-patch.js';
 
 export interface OneTimePasswordOptions {
   core: CoreV1Api;

@@ -15,8 +15,6 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import {
   CoreV1Api,
-  PatchStrategy,
-  setHeaderOptions,
   type KubeConfig,
   type KubernetesObject,
   type V1PersistentVolume,
@@ -26,9 +24,9 @@ import { parseMemorySize } from '../api/runner-config.js';
 import { isConflict, readOptional } from '../kube/clients.js';
 import { watchObjects } from '../kube/watch.js';
 import type { Logger } from '../util/logger.js';
+import { mergePatch } from '../kube/merge-patch.js';
 
 const run = promisify(execFile);
-const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
 export const STORAGE_CLASS = 'local';
 export const SHARED_STORAGE_CLASS = 'shared';

@@ -1,4 +1,6 @@
 // The JSON merge patch of a status (or any object) the reconcilers write, from what they read.
+import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+
 /**
  * A JSON merge patch turning `before` into `after`: fields that went away become null, also within
  * objects (a merge patch merges them: an old migrationState's result would outlive a new one's start).
@@ -21,3 +23,6 @@ function mergePatchOf(
   }
   return patch;
 }
+
+/** The request option that makes a client-node patch call a JSON merge patch. */
+export const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);

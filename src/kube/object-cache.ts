@@ -6,6 +6,7 @@ export type CachedKind =
   | 'VirtualMachine'
   | 'VirtualMachineOperation'
   | 'VirtualMachineImage'
+  | 'VmPool'
   | 'StatefulSet'
   | 'ConfigMap'
   | 'Pod'

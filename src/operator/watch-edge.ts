@@ -22,6 +22,7 @@ import {
 import { GROUP, KIND, PLURAL, VERSION } from '../api/virtual-machine.js';
 import { OPERATION_KIND, OPERATION_PLURAL, operationKey } from '../api/virtual-machine-operation.js';
 import { IMAGE_KIND, IMAGE_PLURAL, imageKey } from '../api/virtual-machine-image.js';
+import { POOL_KIND, POOL_PLURAL } from '../api/vm-pool.js';
 import { hasLabels, trimForCache, type CachedKind, type ObjectCache } from '../kube/object-cache.js';
 import {
   APP_NAME,
@@ -55,7 +56,11 @@ export interface WatchEdge {
   start(): Promise<void>;
   stop(): Promise<void>;
   cache: ObjectCache;
+  /** Calls `listener` after each change of a namespaced cached object (the web GUI's live views). */
+  onChange(listener: ChangeListener): () => void;
 }
+
+export type ChangeListener = (kind: CachedKind, namespace: string, name: string) => void;
 
 const OWNED = `${LABEL_NAME}=${APP_NAME},${LABEL_MANAGED_BY}=${MANAGED_BY}`;
 /** Display Secrets (the user's) and runner Secrets (the manager's) both carry the app name. */
@@ -92,6 +97,8 @@ export function vmFingerprint(object: KubernetesObject): string {
   const { metadata } = object;
   return JSON.stringify([
     metadata?.generation,
+    // A pool assignment (written by the web GUI) starts the retention the reconcile keeps.
+    (object as { status?: { assignment?: unknown } }).status?.assignment,
     metadata?.labels,
     metadata?.annotations,
     metadata?.deletionTimestamp,
@@ -112,6 +119,7 @@ export const WATCHED: Array<{
   { apiVersion: `${GROUP}/${VERSION}`, kind: KIND, plural: PLURAL },
   { apiVersion: `${GROUP}/${VERSION}`, kind: OPERATION_KIND, plural: OPERATION_PLURAL },
   { apiVersion: `${GROUP}/${VERSION}`, kind: IMAGE_KIND, plural: IMAGE_PLURAL },
+  { apiVersion: `${GROUP}/${VERSION}`, kind: POOL_KIND, plural: POOL_PLURAL },
   { apiVersion: 'apps/v1', kind: 'StatefulSet', plural: 'statefulsets', labelSelector: OWNED },
   { apiVersion: 'v1', kind: 'ConfigMap', plural: 'configmaps', labelSelector: OWNED },
   { apiVersion: 'v1', kind: 'Pod', plural: 'pods', labelSelector: OWNED },
@@ -237,8 +245,18 @@ export function createWatchEdge(
       >(KIND, namespace)
       .filter((vm) => vm.spec?.vm?.disks?.some((disk) => disk.source?.image?.name === image))
       .map((vm) => vmKey(namespace, vm.metadata!.name!));
+  /** A pool's change (it went, its retention changed) concerns its VMs and those assigned from it. */
+  const vmsOfPool = (namespace: string, pool: string) =>
+    cache
+      .list<KubernetesObject & { spec?: { pools?: string[] }; status?: { assignment?: { pool?: string } } }>(
+        KIND,
+        namespace,
+      )
+      .filter((vm) => vm.spec?.pools?.includes(pool) || vm.status?.assignment?.pool === pool)
+      .map((vm) => vmKey(namespace, vm.metadata!.name!));
   /** The last fingerprint of each VM (by uid): a status-only change enqueues no VM reconcile. */
   const vmFingerprints = new Map<string, string>();
+  const listeners = new Set<ChangeListener>();
   const forward = (spec: WatchSpec, type: WatchEventSummary['type']) => (object: KubernetesObject) => {
     const typed = { ...object, kind: spec.kind }; // list items carry no kind
     const { name, uid, generation, resourceVersion } = object.metadata!;
@@ -255,6 +273,7 @@ export function createWatchEdge(
         );
       return;
     }
+    for (const listener of listeners) listener(spec.kind, object.metadata!.namespace!, name!);
     let vmUnchanged = false;
     if (spec.kind === KIND && uid) {
       if (type === 'deleted') {
@@ -274,7 +293,8 @@ export function createWatchEdge(
     };
     // An image's change (Ready, say) concerns the VMs with disks filled from it.
     const imageUsers = spec.kind === IMAGE_KIND ? vmsUsingImage(object.metadata!.namespace!, name!) : [];
-    for (const key of [...keysOfObject(typed, vmUnchanged), ...imageUsers]) {
+    const poolMembers = spec.kind === POOL_KIND ? vmsOfPool(object.metadata!.namespace!, name!) : [];
+    for (const key of [...keysOfObject(typed, vmUnchanged), ...imageUsers, ...poolMembers]) {
       // A lost add is recovered by the resync that follows a Redis reconnect.
       sink(key, event).catch((err: unknown) => logger.warn({ err, key }, 'could not enqueue a watch event'));
     }
@@ -315,6 +335,10 @@ export function createWatchEdge(
   };
   return {
     cache,
+    onChange(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
     async start() {
       await Promise.all(
         watches.map(async ({ spec, watch }) => {

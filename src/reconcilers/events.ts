@@ -1,14 +1,10 @@
 // Kubernetes Events on vmop's objects, counted in one series per (object, type, reason, message).
-import {
-  PatchStrategy,
-  setHeaderOptions,
-  type CoreV1Event,
-  type V1ObjectReference,
-} from '@kubernetes/client-node';
+import { type CoreV1Event, type V1ObjectReference } from '@kubernetes/client-node';
 import { createHash } from 'node:crypto';
 import { isConflict, type KubeClients } from '../kube/clients.js';
 import type { Logger } from '../util/logger.js';
 import { FIELD_MANAGER } from './virtual-machine/naming.js';
+import { mergePatch } from '../kube/merge-patch.js';
 
 export interface ObjectEvent {
   type: 'Normal' | 'Warning';
@@ -22,9 +18,18 @@ export type EventObject = Required<
   Pick<V1ObjectReference, 'apiVersion' | 'kind' | 'name' | 'namespace' | 'uid'>
 >;
 
+/** The Event's reference to one of vmop's custom objects (a VM, say). */
+export function eventObjectOf(object: {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; uid?: string };
+}): EventObject {
+  const { name, namespace, uid } = object.metadata;
+  return { apiVersion: object.apiVersion, kind: object.kind, name, namespace: namespace!, uid: uid! };
+}
+
 export type EventRecorder = (object: EventObject, event: ObjectEvent) => Promise<void>;
 
-const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 /** Concurrent repeats of one Event (two replicas, say) each retry their guarded count update. */
 const COUNT_ATTEMPTS = 10;
 

@@ -65,6 +65,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: [vmoperator.jdrupes.org]
   resources: [virtualmachineimages/status]
   verbs: [patch]
+- apiGroups: [vmoperator.jdrupes.org]
+  resources: [vmpools]
+  # VM-Operator's pools: their VMs are assigned to users (in the VMs' status) and released.
+  verbs: [get, list, watch]
 - apiGroups: [apps]
   resources: [statefulsets]
   # Only to retire the runner StatefulSets of vmop 0.1 (their pods are kept and adopted).

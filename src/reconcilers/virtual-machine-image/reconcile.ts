@@ -1,13 +1,7 @@
 // The reconcile of one VirtualMachineImage: its claim is made and filled by an importer pod (the
 // same `vmop import` and import plan as a VM disk's), then marked imported; the image is Ready and
 // VM disks naming it copy that claim. Failures are told in its status and an Event, once.
-import {
-  PatchStrategy,
-  setHeaderOptions,
-  type KubernetesObject,
-  type V1PersistentVolumeClaim,
-  type V1Pod,
-} from '@kubernetes/client-node';
+import { type KubernetesObject, type V1PersistentVolumeClaim, type V1Pod } from '@kubernetes/client-node';
 import { isDeepStrictEqual } from 'node:util';
 import type { ImportProgress } from '../../api/import-progress.js';
 import {
@@ -20,7 +14,7 @@ import {
 } from '../../api/virtual-machine-image.js';
 import { GROUP, VERSION } from '../../api/virtual-machine.js';
 import type { KubeClients } from '../../kube/clients.js';
-import { statusPatch } from '../../kube/merge-patch.js';
+import { statusPatch, mergePatch } from '../../kube/merge-patch.js';
 import type { ObjectCache } from '../../kube/object-cache.js';
 import type { HandlerResult } from '../../queue/index.js';
 import type { Logger } from '../../util/logger.js';
@@ -40,7 +34,6 @@ import type { RunnerImage } from '../virtual-machine/runner-pod.js';
 
 /** The volume name an image's import goes by (its progress key, its pod's label). */
 const VOLUME = 'image';
-const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
 export interface ImageReconcilerOptions {
   clients: KubeClients;

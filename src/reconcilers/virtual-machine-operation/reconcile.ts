@@ -1,12 +1,6 @@
 // The idempotent reconcile of one VirtualMachineOperation key: check, signal the VM once, then
 // read the outcome from the VM's status; finished operations are cleaned up.
-import {
-  PatchStrategy,
-  setHeaderOptions,
-  type KubernetesObject,
-  type V1Node,
-  type V1Pod,
-} from '@kubernetes/client-node';
+import { type KubernetesObject, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import type { ObjectCache } from '../../kube/object-cache.js';
 import {
   KEEP_FINISHED,
@@ -49,6 +43,7 @@ import {
   ownerReference,
   vmApiRef,
 } from '../virtual-machine/naming.js';
+import { mergePatch } from '../../kube/merge-patch.js';
 
 export interface OperationReconcilerOptions {
   clients: KubeClients;
@@ -61,7 +56,6 @@ export interface OperationReconcilerOptions {
 }
 
 const startsAfresh = (op: VirtualMachineOperation) => op.spec.type === 'Start' || op.spec.type === 'Restart';
-const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
 export function createOperationReconciler(options: OperationReconcilerOptions) {
   const { clients, cache, logger } = options;

@@ -1,14 +1,13 @@
 // The writes of a VM's disk imports (the decisions are disk-imports.ts's): claims to import into,
 // importer pods, claims marked imported, Events, importer pods that go.
-import { PatchStrategy, setHeaderOptions, type V1Pod } from '@kubernetes/client-node';
+import { type V1Pod } from '@kubernetes/client-node';
 import { sourceName } from '../../api/import-progress.js';
 import { deletePodByUid, type KubeClients } from '../../kube/clients.js';
 import type { ObjectEvent } from '../events.js';
 import type { DiskImports, ImportDisk } from './disk-imports.js';
 import { IMPORTED_ANNOTATION } from './naming.js';
 import { createUnlessExists } from './runner-pod-writes.js';
-
-const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+import { mergePatch } from '../../kube/merge-patch.js';
 
 /** Carries out `plan`; returns what was written, for the log. */
 export async function carryOutImports(

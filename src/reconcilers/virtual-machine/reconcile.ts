@@ -1,7 +1,6 @@
 // The idempotent reconcile of one VirtualMachine key: read what is, apply what should be, report.
 import {
   PatchStrategy,
-  setHeaderOptions,
   type KubernetesObject,
   type V1ConfigMap,
   type V1PersistentVolumeClaim,
@@ -36,8 +35,8 @@ import {
   type KubeClients,
 } from '../../kube/clients.js';
 import { isSubset } from '../../kube/subset.js';
-import { statusPatch } from '../../kube/merge-patch.js';
-import { eventRecorder, type ObjectEvent } from '../events.js';
+import { statusPatch, mergePatch } from '../../kube/merge-patch.js';
+import { eventObjectOf, eventRecorder, type ObjectEvent } from '../events.js';
 import type { Logger } from '../../util/logger.js';
 import { desiredConfigMap } from './config-map.js';
 import { nudgeDecision } from './config-nudge.js';
@@ -111,6 +110,8 @@ import {
   transitionEvents,
   type LoadBalancerState,
 } from './status.js';
+import { POOL_KIND, VmPool } from '../../api/vm-pool.js';
+import { consoleInUse, heldAssignment, withAssignment } from '../../pools/assignment.js';
 
 export interface VmReconcilerOptions {
   clients: KubeClients;
@@ -140,7 +141,6 @@ export interface VmReconcilerOptions {
   now?: () => Date;
 }
 
-const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 const SECRET_RECHECK_MS = 15_000;
 /** How long a reconcile waits for a cache behind a seen change, and when it tries again. */
 const STALE_CACHE = { waitMs: 1_000, pollMs: 10, retryMs: 500, attempts: 3 };
@@ -188,6 +188,13 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     const own = ownWrites.get(key);
     if (own && own.metadata?.uid === cached?.metadata?.uid && isNewer(own, cached)) return own;
     return cached;
+  }
+
+  /** The pool the VM is assigned from, if it (still) exists. */
+  function assignedPool(vm: VirtualMachine): VmPool | undefined {
+    const pool = vm.status?.assignment?.pool;
+    const cached = pool && cache.get<KubernetesObject>(POOL_KIND, vm.metadata.namespace!, pool);
+    return cached ? VmPool.safeParse(cached).data : undefined;
   }
 
   /** The cached VM, once the cache has the newest spec generation any replica has seen. */
@@ -275,17 +282,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
   }
 
   const record = eventRecorder(clients, logger, now);
-  const recordEvent = (vm: VirtualMachine, event: ObjectEvent) =>
-    record(
-      {
-        apiVersion: vm.apiVersion,
-        kind: vm.kind,
-        name: vm.metadata.name,
-        namespace: vm.metadata.namespace!,
-        uid: vm.metadata.uid!,
-      },
-      event,
-    );
+  const recordEvent = (vm: VirtualMachine, event: ObjectEvent) => record(eventObjectOf(vm), event);
 
   /**
    * Where the VM's live migration stands and what to do next (migration/plan.ts), with the snapshot
@@ -677,7 +674,9 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       imports: imports.waiting,
       now: now(),
     };
-    let status = deriveStatus(vm, observed);
+    const derived = deriveStatus(vm, observed);
+    const held = heldAssignment(vm, assignedPool(vm), consoleInUse({ status: derived }), observed.now);
+    let status = withAssignment(derived, held.assignment);
     let resourceVersion = vm.metadata.resourceVersion;
     let statusBefore = vm.status;
     /** Writes `next` unless unchanged (or `force`); false when the VM changed meanwhile. */
@@ -718,6 +717,10 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     // So must a migration's every step: two replicas never make two targets or switch twice.
     const migrationStep = migration.plan.state !== undefined;
     if (!(await writeStatus(status, creating || migrationStep))) return STATUS_CONFLICT;
+    if (held.released)
+      await recordEvent(vm, { type: 'Normal', reason: 'AssignmentReleased', message: held.released });
+    if (held.recheckInMs !== undefined)
+      requeueAfter = Math.min(requeueAfter ?? held.recheckInMs, held.recheckInMs);
     if (specErrors.length === 0 && rejected === undefined)
       writes.push(...(await carryOutMigration(clients, cache, vm, migration.plan)));
     if (migration.plan.requeueAfterMs !== undefined)
@@ -729,7 +732,10 @@ export function createVmReconciler(options: VmReconcilerOptions) {
         rejected = apiserverRejection(err);
         if (rejected === undefined) throw err;
         // The pod (or a claim) the apiserver refuses: say so now, since nothing retries it.
-        status = deriveStatus(vm, { ...observed, rejected, creatingPod: undefined });
+        status = withAssignment(
+          deriveStatus(vm, { ...observed, rejected, creatingPod: undefined }),
+          held.assignment,
+        );
         if (!(await writeStatus(status))) return STATUS_CONFLICT;
       }
     }

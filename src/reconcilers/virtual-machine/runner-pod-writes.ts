@@ -1,11 +1,10 @@
 // The writes that make, adopt and retire a VM's runner pods (the decisions are runner-pods.ts's).
-import { PatchStrategy, setHeaderOptions, type V1Pod, type V1StatefulSet } from '@kubernetes/client-node';
+import { type V1Pod, type V1StatefulSet } from '@kubernetes/client-node';
 import type { VirtualMachine } from '../../api/virtual-machine.js';
 import { isConflict, isNotFound, type KubeClients } from '../../kube/clients.js';
 import { ownerReference } from './naming.js';
 import type { RunnerClaim } from './runner-claims.js';
-
-const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+import { mergePatch } from '../../kube/merge-patch.js';
 
 /** Creates `object` unless it exists (another replica made it, or this one before a failure). */
 export async function createUnlessExists(create: () => Promise<unknown>): Promise<boolean> {

@@ -2,13 +2,7 @@
 // migration requests on pods, the target pod and its claims, and the tidying up. Each is safe to
 // repeat: creates that find their object made are fine, deletes are by uid.
 import { randomBytes } from 'node:crypto';
-import {
-  PatchStrategy,
-  setHeaderOptions,
-  type V1PersistentVolumeClaim,
-  type V1Pod,
-  type V1Secret,
-} from '@kubernetes/client-node';
+import { type V1PersistentVolumeClaim, type V1Pod, type V1Secret } from '@kubernetes/client-node';
 import { deletePodByUid, isConflict, isNotFound, type KubeClients } from '../../../kube/clients.js';
 import type { ObjectCache } from '../../../kube/object-cache.js';
 import type { VirtualMachine } from '../../../api/virtual-machine.js';
@@ -17,8 +11,7 @@ import { migrationSecretName } from '../runner-pod.js';
 import type { MigrationPlan } from './plan.js';
 import { LABEL_MIGRATION } from './request.js';
 import { migrationAnnotation } from './target.js';
-
-const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+import { mergePatch } from '../../../kube/merge-patch.js';
 
 /** The key QEMU's TLS-PSK credentials and the runners' side channel use (`identity:hex`). */
 export function migrationSecret(vm: VirtualMachine): V1Secret {
