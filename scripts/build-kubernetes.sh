@@ -14,12 +14,16 @@ ETCD_VERSION="${VMOP_ETCD_VERSION:-3.6.16}"
 COREDNS_VERSION="${VMOP_COREDNS_VERSION:-1.12.4}"
 HELM_VERSION="${VMOP_HELM_VERSION:-3.22.0}"
 GCR_VERSION="${VMOP_GCR_VERSION:-0.22.1}"
+# Dex has no release the Go module proxy serves as a module (its v2 tags lack /v2): the newest
+# pseudo-version the proxy has.
+DEX_VERSION="${VMOP_DEX_VERSION:-v0.0.0-20260806151424-ab64ed778070}"
 CACHE_ROOT="${VMOP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/vmop}"
 K8S_DIR="$CACHE_ROOT/k8s/v$K8S_VERSION"
 ETCD_DIR="$CACHE_ROOT/etcd/v$ETCD_VERSION"
 COREDNS_DIR="$CACHE_ROOT/coredns/v$COREDNS_VERSION"
 HELM_DIR="$CACHE_ROOT/helm/v$HELM_VERSION"
 GCR_DIR="$CACHE_ROOT/go-containerregistry/v$GCR_VERSION"
+DEX_DIR="$CACHE_ROOT/dex/$DEX_VERSION"
 K8S_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
@@ -101,6 +105,25 @@ build_registry() (
   log "installed registry in $GCR_DIR"
 )
 
+# Dex, the test bed's OpenID Connect provider (the web GUI's logins). Its module zip lacks the
+# nested module api/v2 that its go.mod replaces with ./api/v2 (the proxy has only an older
+# api/v2 without the newest admin calls): built without the gRPC admin API, which nothing here
+# uses (three lines of cmd/dex/serve.go); logins, tokens and the password database are untouched.
+build_dex() (
+  [[ -x "$DEX_DIR/dex" ]] && exit 0
+  require_go
+  work="$(mktemp -d)"; trap 'chmod -R u+w "$work"; rm -rf "$work"' EXIT
+  log "building Dex $DEX_VERSION in $work"
+  src="$(go mod download -json "github.com/dexidp/dex@$DEX_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')"
+  cp -r "$src" "$work/dex" && chmod -R u+w "$work/dex" && cd "$work/dex"
+  go mod edit -dropreplace github.com/dexidp/dex/api/v2
+  sed -i -e '/^\t"github.com\/dexidp\/dex\/api\/v2"$/d' -e '/^\t"github.com\/dexidp\/dex\/server\/apiserver"$/d' \
+    -e '/api.RegisterDexServer(grpcSrv, apiserver.NewAPI(/d' cmd/dex/serve.go
+  mkdir -p "$DEX_DIR"
+  go build -trimpath -ldflags "-s -w" -o "$work/dex-bin" ./cmd/dex
+  mv "$work/dex-bin" "$DEX_DIR/dex"
+  log "installed dex in $DEX_DIR"
+)
 # A main package whose module has no replace directives, `go install`ed into $2/.
 go_install() {
   local package="$1" dir="$2" binary="$3"
@@ -122,9 +145,11 @@ go_install "github.com/coredns/coredns@v$COREDNS_VERSION" "$COREDNS_DIR" coredns
 go_install "helm.sh/helm/v3/cmd/helm@v$HELM_VERSION" "$HELM_DIR" helm
 build_registry
 go_install "github.com/google/go-containerregistry/cmd/crane@v$GCR_VERSION" "$GCR_DIR" crane
+build_dex
 # Print where the binaries are, for scripts that need them.
 echo "K8S_BIN_DIR=$K8S_DIR"
 echo "ETCD_BIN_DIR=$ETCD_DIR"
 echo "COREDNS_BIN_DIR=$COREDNS_DIR"
 echo "HELM_BIN_DIR=$HELM_DIR"
 echo "GCR_BIN_DIR=$GCR_DIR"
+echo "DEX_BIN_DIR=$DEX_DIR"

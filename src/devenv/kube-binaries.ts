@@ -18,6 +18,8 @@ export interface NodeBinaries {
   /** go-containerregistry's in-memory OCI registry, and crane to push to it (disk images). */
   registry: string;
   crane: string;
+  /** Dex, the OpenID Connect provider people log in at (the web GUI). */
+  dex: string;
 }
 
 const BUILD_SCRIPT = 'build-kubernetes.sh';
@@ -29,6 +31,7 @@ const BuildScriptOutput = z.object({
   COREDNS_BIN_DIR: z.string().min(1),
   HELM_BIN_DIR: z.string().min(1),
   GCR_BIN_DIR: z.string().min(1),
+  DEX_BIN_DIR: z.string().min(1),
 });
 type BuildOutput = z.infer<typeof BuildScriptOutput>;
 
@@ -75,7 +78,7 @@ export async function locateControlPlaneBinaries(
   );
 }
 
-/** kubelet, kube-proxy, helm, the registry and crane, from the cache of scripts/build-kubernetes.sh. */
+/** kubelet, kube-proxy, helm, the registry, crane and Dex, from the cache of scripts/build-kubernetes.sh. */
 export async function locateNodeBinaries(
   logger: Logger = createLogger('kube-binaries'),
 ): Promise<NodeBinaries> {
@@ -87,6 +90,7 @@ export async function locateNodeBinaries(
       helm: path.join(out.HELM_BIN_DIR, 'helm'),
       registry: path.join(out.GCR_BIN_DIR, 'registry'),
       crane: path.join(out.GCR_BIN_DIR, 'crane'),
+      dex: path.join(out.DEX_BIN_DIR, 'dex'),
     },
     `scripts/${BUILD_SCRIPT}`,
   );
