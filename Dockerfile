@@ -50,6 +50,8 @@ LABEL org.opencontainers.image.title="vmop-manager" \
 COPY --from=build /build/package.json ./
 COPY --from=build /build/node_modules node_modules
 COPY --from=build /build/dist dist
+# The web GUI's pages and scripts (served as they are: no front-end build step).
+COPY web web
 # Any non-root uid works: the manager writes no files (the chart also mounts its root read-only).
 USER 65532:65532
 CMD ["manager"]

@@ -1,4 +1,5 @@
 import js from '@eslint/js';
+import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
@@ -11,4 +12,6 @@ export default tseslint.config(
       'no-console': 'off',
     },
   },
+  // The web GUI's scripts run in the browser.
+  { files: ['web/**/*.js'], languageOptions: { globals: globals.browser } },
 );

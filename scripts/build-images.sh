@@ -28,7 +28,7 @@ files_digest() { (cd "$repo" && for file in "$@"; do echo "$file"; cat "$file"; 
 
 # Every file the Dockerfile's build context holds (see .dockerignore).
 context_files() {
-  (cd "$repo" && { ls package.json package-lock.json tsconfig.json tsconfig.build.json; find src templates -type f; } | LC_ALL=C sort)
+  (cd "$repo" && { ls package.json package-lock.json tsconfig.json tsconfig.build.json; find src templates web -type f; } | LC_ALL=C sort)
 }
 
 # Loads `ref` into buildah's storage from its archive unless it is there already.

@@ -39,6 +39,10 @@ function printState(state: DevState, output: string | undefined): void {
   console.log(
     `registry:   ${state.imageRegistry.address} (plain HTTP; ${state.imageRegistry.testGuestImage} boots)`,
   );
+  console.log(`web GUI:    ${state.web.urls.join(' or ')} (any replica)`);
+  console.log(
+    `log in as:  ${state.web.people.map((p) => p.user).join(', ')} (password "${state.web.password}") at ${state.web.issuer}`,
+  );
   for (const node of state.cluster.nodes)
     console.log(`node:       ${node} (kubelet and containerd logs in ${state.cluster.dir}/${node})`);
   const liveness = (pid: number, restarts: number) =>

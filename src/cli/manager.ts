@@ -89,6 +89,32 @@ export function register(program: Command): void {
       jsonObject,
     )
     .option('--resync-interval <seconds>', 'how often all VMs are reconciled anyway', Number, 600)
+    .option('--web-port <port>', 'serve the web GUI on this port (0: any free port; default: no GUI)', Number)
+    .option('--web-host <address>', 'address the web GUI listens on', '0.0.0.0')
+    .option(
+      '--web-public-url <url>',
+      'where people reach the web GUI (the login returns to <url>/auth/callback)',
+    )
+    .option('--oidc-issuer <url>', 'the OpenID Connect provider people log in at')
+    .option('--oidc-client-id <id>', "the GUI's client id at the provider")
+    .addOption(
+      new Option('--oidc-client-secret <secret>', "the GUI's client secret (better: the environment)").env(
+        'VMOP_OIDC_CLIENT_SECRET',
+      ),
+    )
+    .option('--oidc-scopes <scopes>', 'scopes asked for', 'openid profile email groups')
+    .option(
+      '--oidc-username-claim <claim>',
+      "the claim naming the person (permissions' user)",
+      'preferred_username',
+    )
+    .option(
+      '--oidc-groups-claim <claim>',
+      "the claim listing the person's groups (permissions' role)",
+      'groups',
+    )
+    .option('--kube-user-prefix <prefix>', "prefix of the person's name in RBAC checks", 'oidc:')
+    .option('--kube-group-prefix <prefix>', 'prefix of their groups in RBAC checks', 'oidc:')
     .action(async (flags) => {
       const parsed = ManagerOptions.safeParse({
         kubeconfig: flags.kubeconfig,
@@ -112,6 +138,23 @@ export function register(program: Command): void {
           annotations: flags.loadBalancerServiceAnnotations,
         },
         resyncIntervalMs: flags.resyncInterval * 1000,
+        ...(flags.webPort !== undefined && {
+          web: {
+            port: flags.webPort,
+            host: flags.webHost,
+            publicUrl: flags.webPublicUrl,
+            oidc: {
+              issuer: flags.oidcIssuer,
+              clientId: flags.oidcClientId,
+              clientSecret: flags.oidcClientSecret,
+              scopes: flags.oidcScopes,
+              usernameClaim: flags.oidcUsernameClaim,
+              groupsClaim: flags.oidcGroupsClaim,
+            },
+            kubernetesUserPrefix: flags.kubeUserPrefix,
+            kubernetesGroupPrefix: flags.kubeGroupPrefix,
+          },
+        }),
       });
       if (!parsed.success) {
         for (const issue of parsed.error.issues)

@@ -19,6 +19,10 @@ import { startRedis } from './redis.js';
 import { startImageServer, type ImageServer } from './image-server.js';
 import { startImageRegistry, type ImageRegistry } from './image-registry.js';
 import { superviseProcess, type SupervisedProcess } from './supervised-process.js';
+import { DEV_PASSWORD, DEV_PEOPLE, startOidcProvider, type OidcProvider } from './oidc-provider.js';
+import { applyObjects } from './cluster.js';
+import { freePort, waitForPort } from '../util/free-port.js';
+import { GROUP } from '../api/virtual-machine.js';
 
 export const MANAGER_REPLICAS = 2;
 /** How long runners get to power their guests down when the environment stops. */
@@ -56,6 +60,13 @@ export const DevState = z.object({
   imageServer: z.object({ url: z.string(), dir: z.string() }),
   /** The local OCI registry (plain HTTP) for disks[].source.registry, with the test guest's disk. */
   imageRegistry: z.object({ address: z.string(), testGuestImage: z.string() }),
+  /** The web GUI (one URL per manager replica) and where people log in to it. */
+  web: z.object({
+    urls: z.array(z.string()),
+    issuer: z.string(),
+    people: z.array(z.object({ user: z.string(), groups: z.array(z.string()) })),
+    password: z.string(),
+  }),
   startedAt: z.string(),
 });
 export type DevState = z.infer<typeof DevState>;
@@ -79,6 +90,7 @@ export interface DevEnvironment {
   managers: SupervisedProcess[];
   imageServer: ImageServer;
   imageRegistry: ImageRegistry;
+  oidcProvider: OidcProvider;
   /** Stops it as a machine shuts down: the node first (runners power their guests down), then the rest. */
   stop(): Promise<void>;
 }
@@ -145,21 +157,42 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
   await imageRepositories.start();
   await cluster.provideImageRepository('default'); // before `npm start` applies its example
 
+  // The web GUI: every replica serves it (on loopback), people log in at Dex.
+  const webPorts = await Promise.all(Array.from({ length: MANAGER_REPLICAS }, () => freePort()));
+  const webUrls = webPorts.map((port) => `http://127.0.0.1:${port}`);
+  const oidcProvider = await startOidcProvider({
+    dir,
+    redirectUris: webUrls.map((url) => `${url}/auth/callback`),
+  });
+  reaper.adopt(oidcProvider.process.pid);
+  await applyObjects(cluster.kubeConfig, devAdminRbac());
+
   const managers: SupervisedProcess[] = [];
   const managerLogs: string[] = [];
   for (let replica = 1; replica <= MANAGER_REPLICAS; replica++) {
     const name = `manager-${replica}`;
     const log = join(dir, `${name}.log`);
+    const web = [
+      ...['--web-port', String(webPorts[replica - 1]), '--web-host', '127.0.0.1'],
+      ...['--web-public-url', webUrls[replica - 1]!, '--oidc-issuer', oidcProvider.issuer],
+      ...['--oidc-client-id', oidcProvider.clientId],
+    ];
     const args = [
       ...['manager', '--kubeconfig', kubeconfig, '--redis', redisUrl, '--metrics-port', '0'],
+      ...web,
       ...['--runner-image', cluster.images.runner.ref, '--runner-image-pull-policy', 'Never'],
       // Any node can take a VM over: its runner data is on the shared (network) class.
       ...['--runner-data-storage-class', SHARED_STORAGE_CLASS, '--runner-data-access-mode', 'ReadWriteMany'],
       ...(options.managerArgs ?? []),
     ];
-    managers.push(await superviseProcess(name, () => spawnLogged(name, VMOP_BIN, args, log), supervision));
+    const env = { VMOP_OIDC_CLIENT_SECRET: oidcProvider.clientSecret };
+    managers.push(
+      await superviseProcess(name, () => spawnLogged(name, VMOP_BIN, args, log, env), supervision),
+    );
     managerLogs.push(log);
   }
+  // Up means the GUI answers: every replica serves it once its caches are filled.
+  await Promise.all(webPorts.map((port) => waitForPort(port, '127.0.0.1', 120_000)));
   return {
     get state() {
       return {
@@ -182,11 +215,18 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
         },
         imageServer: { url: imageServer.url, dir: imageServer.dir },
         imageRegistry: { address: imageRegistry.address, testGuestImage: imageRegistry.testGuestImage },
+        web: {
+          urls: webUrls,
+          issuer: oidcProvider.issuer,
+          people: DEV_PEOPLE.map(({ user, groups }) => ({ user, groups: [...groups] })),
+          password: DEV_PASSWORD,
+        },
       };
     },
     cluster,
     imageServer,
     imageRegistry,
+    oidcProvider,
     redis,
     managers,
     async stop() {
@@ -197,10 +237,31 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
       await imageRepositories.stop();
       await imageServer.stop();
       await imageRegistry.stop();
+      await oidcProvider.stop();
       await cluster.stop();
       await reaper.release();
     },
   };
+}
+
+/** The test bed's administrators (group vmop-admins at Dex) may do everything with vmop's objects. */
+function devAdminRbac() {
+  const name = 'vmop-dev-admins';
+  return [
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name },
+      rules: [{ apiGroups: [GROUP], resources: ['*'], verbs: ['*'] }],
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
+      subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: 'oidc:vmop-admins' }],
+    },
+  ];
 }
 
 /**

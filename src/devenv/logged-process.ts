@@ -23,9 +23,11 @@ export async function spawnLogged(
   binary: string,
   args: string[],
   logPath: string,
+  /** More environment (secrets that must not show in the process list). */
+  env: Record<string, string> = {},
 ): Promise<LoggedProcess> {
   const fd = openSync(logPath, 'a');
-  const child = spawn(binary, args, { stdio: ['ignore', fd, fd] });
+  const child = spawn(binary, args, { stdio: ['ignore', fd, fd], env: { ...process.env, ...env } });
   closeSync(fd);
   if (child.pid === undefined) {
     const [err] = (await once(child, 'error')) as [Error];

@@ -20,6 +20,10 @@ import { serveHttpEndpoints } from './http-endpoints.js';
 import { importProgressReader, snapshotReader } from './snapshots.js';
 import { generationMarks, markingSink } from './generation-marks.js';
 import { createWatchEdge, type WatchEventSummary } from './watch-edge.js';
+import { WebOptions } from '../web/options.js';
+import { startWebServer } from '../web/server.js';
+import { redisPoolLock } from '../pools/pool-lock.js';
+import { eventRecorder } from '../reconcilers/events.js';
 
 export const DEFAULT_RUNNER_IMAGE = 'ghcr.io/vmop/vmop-runner:latest';
 
@@ -61,11 +65,15 @@ export const ManagerOptions = z.object({
     .int()
     .positive()
     .default(10 * 60_000),
+  /** The web GUI, when set. */
+  web: WebOptions.optional(),
 });
 export type ManagerOptions = z.input<typeof ManagerOptions>;
 
 export interface RunningManager {
   metricsPort: number;
+  /** The web GUI's port, when it is served. */
+  webPort?: number;
   stop(): Promise<void>;
 }
 
@@ -173,13 +181,32 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     metrics: registry,
   });
 
+  const web =
+    options.web &&
+    (await startWebServer({
+      options: options.web,
+      kubeConfig,
+      clients,
+      cache: watches.cache,
+      subscribe: watches.onChange,
+      redis,
+      lock: redisPoolLock(redis),
+      recordEvent: eventRecorder(clients, logger, () => new Date()),
+      logger,
+    }));
+
   ready = true;
-  logger.info({ namespaces: namespaces ?? 'all', metricsPort: endpoints.port }, 'manager started');
+  logger.info(
+    { namespaces: namespaces ?? 'all', metricsPort: endpoints.port, webPort: web?.port },
+    'manager started',
+  );
 
   return {
     metricsPort: endpoints.port,
+    ...(web && { webPort: web.port }),
     async stop() {
       ready = false;
+      await web?.close();
       await watches.stop();
       await workers.close();
       await queue.close();

@@ -1,0 +1,99 @@
+// Who sees what, and may do what, in the GUI: VM-Operator's grants from the cached VMs and pools,
+// joined with RBAC (rbac.ts). Reads the manager's watch cache; asks the apiserver only RBAC.
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { KIND, VirtualMachine } from '../api/virtual-machine.js';
+import { POOL_KIND, VmPool } from '../api/vm-pool.js';
+import type { ObjectCache } from '../kube/object-cache.js';
+import { ACTIONS, granted, grantedOnVm, rbacRequestOf, type Action } from './permissions.js';
+import type { RbacCheck } from './rbac.js';
+import type { Person } from './sessions.js';
+import { poolView, vmView, type PoolView, type VmView } from './views.js';
+
+export function createAccess(cache: ObjectCache, rbac: RbacCheck) {
+  const pool = (namespace: string, name: string) => {
+    const cached = cache.get<KubernetesObject>(POOL_KIND, namespace, name);
+    return cached ? VmPool.safeParse(cached).data : undefined;
+  };
+  const vm = (namespace: string, name: string) => {
+    const cached = cache.get<KubernetesObject>(KIND, namespace, name);
+    return cached ? VirtualMachine.safeParse(cached).data : undefined;
+  };
+  const allVms = () =>
+    cache.list<KubernetesObject>(KIND, undefined).flatMap((o) => VirtualMachine.safeParse(o).data ?? []);
+  const allPools = () =>
+    cache.list<KubernetesObject>(POOL_KIND, undefined).flatMap((o) => VmPool.safeParse(o).data ?? []);
+
+  /** What RBAC lets the person do in a namespace (or with one object of it). */
+  async function rbacActions(person: Person, namespace: string, name?: string): Promise<Set<Action>> {
+    const allowed = await Promise.all(
+      ACTIONS.map((action) => rbac(person, { namespace, ...rbacRequestOf(action), ...(name && { name }) })),
+    );
+    return new Set(ACTIONS.filter((_, i) => allowed[i]));
+  }
+
+  /** What the person may do with the VM, and whether they see it at all. */
+  async function onVm(person: Person, target: VirtualMachine, exact = false) {
+    const namespace = target.metadata.namespace!;
+    const actions = grantedOnVm(person, target, (name) => pool(namespace, name));
+    const [sees, byRbac] = await Promise.all([
+      rbac(person, { namespace, ...rbacRequestOf('see'), ...(exact && { name: target.metadata.name }) }),
+      rbacActions(person, namespace, exact ? target.metadata.name : undefined),
+    ]);
+    for (const action of byRbac) actions.add(action);
+    return { visible: sees || actions.size > 0, actions };
+  }
+
+  async function onPool(person: Person, target: VmPool) {
+    const actions = granted(person, target.spec.permissions);
+    const sees = await rbac(person, {
+      namespace: target.metadata.namespace!,
+      verb: 'get',
+      resource: 'vmpools',
+    });
+    return { visible: sees || actions.size > 0, actions };
+  }
+
+  return {
+    vm,
+    pool,
+    /** The person's view of one VM, undefined when they may not see it. */
+    async vmView(person: Person, namespace: string, name: string): Promise<VmView | undefined> {
+      const target = vm(namespace, name);
+      if (!target) return undefined;
+      const { visible, actions } = await onVm(person, target);
+      return visible ? vmView(target, actions) : undefined;
+    },
+    async vmViews(person: Person): Promise<VmView[]> {
+      const views = await Promise.all(
+        allVms().map(async (target) => {
+          const { visible, actions } = await onVm(person, target);
+          return visible ? [vmView(target, actions)] : [];
+        }),
+      );
+      return views.flat();
+    },
+    async poolViews(person: Person): Promise<PoolView[]> {
+      const vms = allVms();
+      const views = await Promise.all(
+        allPools().map(async (target) => {
+          const { visible, actions } = await onPool(person, target);
+          const members = vms.filter(
+            (v) =>
+              v.metadata.namespace === target.metadata.namespace &&
+              v.spec.pools.includes(target.metadata.name),
+          );
+          return visible ? [poolView(target, members, person.user, actions)] : [];
+        }),
+      );
+      return views.flat();
+    },
+    /** Whether the person may do `action` with the VM (asked of RBAC for this very VM too). */
+    async mayOnVm(person: Person, target: VirtualMachine, action: Action): Promise<boolean> {
+      return (await onVm(person, target, true)).actions.has(action);
+    },
+    async mayUsePool(person: Person, target: VmPool): Promise<boolean> {
+      return (await onPool(person, target)).visible;
+    },
+  };
+}
+export type Access = ReturnType<typeof createAccess>;

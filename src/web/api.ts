@@ -1,0 +1,175 @@
+// The GUI's API (JSON, under /api; the session middleware has checked the login and, for changes,
+// the CSRF token). Every change goes to the apiserver as an operation or a patch by the manager,
+// after checking the person may, and an Event on the VM names who asked.
+import { Router, type Response } from 'express';
+import { z } from 'zod';
+import { Quantity } from '../api/kubernetes-types.js';
+import { OPERATION_KIND, operationApiRef, type OperationType } from '../api/virtual-machine-operation.js';
+import { API_VERSION, type VirtualMachine } from '../api/virtual-machine.js';
+import { apiserverRejection, type KubeClients } from '../kube/clients.js';
+import { mergePatch } from '../kube/merge-patch.js';
+import { assignFromPool } from '../pools/assign.js';
+import type { PoolLock } from '../pools/pool-lock.js';
+import { eventObjectOf, type EventRecorder } from '../reconcilers/events.js';
+import { vmApiRef } from '../reconcilers/virtual-machine/naming.js';
+import type { Access } from './access.js';
+import type { LiveViews } from './live.js';
+import type { Action } from './permissions.js';
+import type { Session } from './sessions.js';
+
+export const REQUESTED_BY_ANNOTATION = 'vmoperator.jdrupes.org/requested-by';
+/** Keeps proxies from closing an idle event stream. */
+const HEARTBEAT_MS = 20_000;
+
+const OPERATIONS: Record<string, { type: OperationType; action: Action }> = {
+  start: { type: 'Start', action: 'start' },
+  stop: { type: 'Stop', action: 'stop' },
+  restart: { type: 'Restart', action: 'restart' },
+  reset: { type: 'Reset', action: 'reset' },
+  migrate: { type: 'Migrate', action: 'migrate' },
+};
+
+const Resources = z
+  .object({ currentCpus: z.number().int().min(1).max(1024).optional(), currentRam: Quantity.optional() })
+  .strict()
+  .refine((r) => r.currentCpus !== undefined || r.currentRam !== undefined, 'name currentCpus or currentRam');
+
+export interface ApiDeps {
+  clients: KubeClients;
+  access: Access;
+  live: LiveViews;
+  lock: PoolLock;
+  recordEvent: EventRecorder;
+  /** Whether the session still exists (a logout elsewhere ends the page's event stream). */
+  sessionAlive: (id: string) => Promise<boolean>;
+}
+
+const sessionOf = (res: Response) => res.locals.session as Session;
+const refuse = (res: Response, status: number, message: string) => void res.status(status).json({ message });
+
+export function apiRouter(deps: ApiDeps): Router {
+  const { access, clients } = deps;
+  const router = Router();
+
+  router.get('/me', (_req, res) => {
+    const { person, csrf } = sessionOf(res);
+    res.json({ ...person, csrf });
+  });
+
+  // Server-sent events: the person's VMs and pools, then their changes.
+  router.get('/live', async (req, res) => {
+    const session = sessionOf(res);
+    res.writeHead(200, {
+      'Content-Type': 'text/event-stream',
+      'Cache-Control': 'no-store',
+      'X-Accel-Buffering': 'no',
+    });
+    const write = (event: string, data: unknown) =>
+      res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+    const { vms, pools, detach } = await deps.live.attach(session.person, (message) =>
+      write(message.type, message),
+    );
+    write('snapshot', { vms, pools });
+    const heartbeat = setInterval(async () => {
+      if (!(await deps.sessionAlive(session.id).catch(() => true))) return void res.end();
+      res.write(': alive\n\n');
+    }, HEARTBEAT_MS);
+    req.on('close', () => {
+      clearInterval(heartbeat);
+      detach();
+    });
+  });
+
+  const visibleVm = async (
+    res: Response,
+    namespace: string,
+    name: string,
+  ): Promise<VirtualMachine | undefined> => {
+    const vm = access.vm(namespace, name);
+    if (!vm || !(await access.vmView(sessionOf(res).person, namespace, name))) {
+      refuse(res, 404, `there is no VM ${name} in ${namespace} that you may see`);
+      return undefined;
+    }
+    return vm;
+  };
+
+  router.post('/vms/:namespace/:name/:operation', async (req, res) => {
+    const { namespace, name, operation } = req.params;
+    const known = OPERATIONS[operation];
+    if (!known) return refuse(res, 404, `no operation ${operation}`);
+    const vm = await visibleVm(res, namespace, name);
+    if (!vm) return;
+    const { person } = sessionOf(res);
+    if (!(await access.mayOnVm(person, vm, known.action)))
+      return refuse(res, 403, `you may not ${operation} ${name}`);
+    const created = await clients.customObjects.createNamespacedCustomObject({
+      ...operationApiRef(namespace),
+      body: {
+        apiVersion: API_VERSION,
+        kind: OPERATION_KIND,
+        metadata: {
+          generateName: `${name}-${operation}-`,
+          annotations: { [REQUESTED_BY_ANNOTATION]: person.user },
+        },
+        spec: { virtualMachineName: name, type: known.type },
+      },
+    });
+    await deps.recordEvent(eventObjectOf(vm), {
+      type: 'Normal',
+      reason: 'RequestedInWebGui',
+      message: `${person.user} asked to ${operation} it`,
+    });
+    res.status(202).json({ operation: (created as { metadata: { name: string } }).metadata.name });
+  });
+
+  router.patch('/vms/:namespace/:name/resources', async (req, res) => {
+    const { namespace, name } = req.params;
+    const body = Resources.safeParse(req.body);
+    if (!body.success)
+      return refuse(
+        res,
+        400,
+        body.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '),
+      );
+    const vm = await visibleVm(res, namespace, name);
+    if (!vm) return;
+    const { person } = sessionOf(res);
+    if (!(await access.mayOnVm(person, vm, 'resources')))
+      return refuse(res, 403, `you may not change the CPUs or RAM of ${name}`);
+    try {
+      await clients.customObjects.patchNamespacedCustomObject(
+        { ...vmApiRef(namespace, name), body: { spec: { vm: body.data } } },
+        mergePatch,
+      );
+    } catch (err) {
+      const rejection = apiserverRejection(err);
+      if (rejection === undefined) throw err;
+      return refuse(res, 422, rejection);
+    }
+    const changes = Object.entries(body.data)
+      .map(([field, value]) => `${field} ${value}`)
+      .join(', ');
+    await deps.recordEvent(eventObjectOf(vm), {
+      type: 'Normal',
+      reason: 'RequestedInWebGui',
+      message: `${person.user} set ${changes}`,
+    });
+    res.status(204).end();
+  });
+
+  router.post('/pools/:namespace/:name/assignment', async (req, res) => {
+    const { namespace, name } = req.params;
+    const { person } = sessionOf(res);
+    const pool = access.pool(namespace, name);
+    if (!pool || !(await access.mayUsePool(person, pool)))
+      return refuse(res, 404, `there is no pool ${name} in ${namespace} that you may use`);
+    const outcome = await assignFromPool(
+      { clients, lock: deps.lock, recordEvent: deps.recordEvent },
+      { namespace, pool: name, user: person.user },
+    );
+    if (outcome.vm === undefined) return refuse(res, 409, outcome.message);
+    res.json(outcome);
+  });
+
+  return router;
+}

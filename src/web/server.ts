@@ -1,0 +1,222 @@
+// The web GUI's HTTP server, run by every manager replica: the pages (web/, served as they are),
+// the login with OpenID Connect, and the API. Sessions live in Redis, so any replica answers.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createRequire } from 'node:module';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseCookie } from 'cookie';
+import express, { type NextFunction, type Request, type Response } from 'express';
+import type { Redis } from 'ioredis';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeClients } from '../kube/clients.js';
+import type { ObjectCache } from '../kube/object-cache.js';
+import type { ChangeListener } from '../operator/watch-edge.js';
+import type { PoolLock } from '../pools/pool-lock.js';
+import type { EventRecorder } from '../reconcilers/events.js';
+import type { Logger } from '../util/logger.js';
+import { createAccess } from './access.js';
+import { apiRouter } from './api.js';
+import { liveViews } from './live.js';
+import { LoginError, oidcLogin, type OidcLogin } from './oidc.js';
+import { WebOptions, type WebSettings } from './options.js';
+import { rbacCheck } from './rbac.js';
+import { sessionStore } from './sessions.js';
+
+export const SESSION_COOKIE = 'vmop_session';
+const LOGIN_COOKIE = 'vmop_login';
+const PAGES_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '../../web');
+const require = createRequire(import.meta.url);
+/** The front end's libraries, from node_modules (named in the page's import map). */
+const VENDOR: Record<string, string> = {
+  'preact.mjs': require.resolve('preact'),
+  'hooks.mjs': require.resolve('preact/hooks'),
+  'htm.mjs': join(dirname(require.resolve('htm')), 'htm.mjs'),
+};
+
+export interface WebServerDeps {
+  options: WebOptions;
+  kubeConfig: KubeConfig;
+  clients: KubeClients;
+  cache: ObjectCache;
+  subscribe: (listener: ChangeListener) => () => void;
+  redis: Redis;
+  lock: PoolLock;
+  recordEvent: EventRecorder;
+  logger: Logger;
+}
+
+export interface WebServer {
+  port: number;
+  close(): Promise<void>;
+}
+
+export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
+  const settings: WebSettings = WebOptions.parse(deps.options);
+  const { logger } = deps;
+  const publicUrl = new URL(settings.publicUrl);
+  const sessions = sessionStore(deps.redis, {
+    idleSeconds: settings.sessionIdleSeconds,
+    maxSeconds: settings.sessionMaxSeconds,
+  });
+  const access = createAccess(
+    deps.cache,
+    rbacCheck(deps.kubeConfig, {
+      user: settings.kubernetesUserPrefix,
+      group: settings.kubernetesGroupPrefix,
+    }),
+  );
+  const live = liveViews(access, deps.subscribe);
+  // The provider is asked for its metadata on the first login, and again after a failure.
+  let login: Promise<OidcLogin> | undefined;
+  const oidc = () => {
+    login ??= oidcLogin(settings, sessions).catch((err: unknown) => {
+      login = undefined;
+      throw err;
+    });
+    return login;
+  };
+  const cookieOptions = {
+    httpOnly: true,
+    // Browsers keep Secure cookies of http://localhost too.
+    secure:
+      publicUrl.protocol === 'https:' || ['127.0.0.1', 'localhost', '[::1]'].includes(publicUrl.hostname),
+    sameSite: 'lax' as const,
+  };
+  const page = readFileSync(join(PAGES_DIR, 'index.html'), 'utf8');
+  const importMap = /<script type="importmap">([\s\S]*?)<\/script>/.exec(page)?.[1] ?? '';
+  const csp = [
+    "default-src 'self'",
+    `script-src 'self' 'sha256-${createHash('sha256').update(importMap).digest('base64')}'`,
+    "style-src 'self'",
+    "img-src 'self' data:",
+    "connect-src 'self'",
+    "frame-ancestors 'none'",
+    "base-uri 'none'",
+    "form-action 'self'",
+  ].join('; ');
+
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', false);
+  app.use((_req, res, next) => {
+    res.set({
+      'Content-Security-Policy': csp,
+      'X-Content-Type-Options': 'nosniff',
+      'Referrer-Policy': 'no-referrer',
+      'Cache-Control': 'no-store',
+    });
+    next();
+  });
+  const cookies = (req: Request) => parseCookie(req.headers.cookie ?? '');
+
+  app.get('/auth/login', async (req, res) => {
+    const asked = typeof req.query.returnTo === 'string' ? req.query.returnTo : '/';
+    // Only a path of this site: never an open redirect.
+    const returnTo =
+      asked.startsWith('/') && !asked.startsWith('//') && !asked.startsWith('/\\') ? asked : '/';
+    const { url, state } = await (await oidc()).begin(returnTo);
+    res.cookie(LOGIN_COOKIE, state, { ...cookieOptions, path: '/auth/', maxAge: 600_000 });
+    res.redirect(303, url.href);
+  });
+
+  app.get('/auth/callback', async (req, res) => {
+    const state = typeof req.query.state === 'string' ? req.query.state : '';
+    const bound = cookies(req)[LOGIN_COOKIE] ?? '';
+    res.clearCookie(LOGIN_COOKIE, { ...cookieOptions, path: '/auth/' });
+    if (!state || !sameToken(state, bound))
+      return void res
+        .status(400)
+        .type('text')
+        .send('This login did not start in this browser: log in again at /auth/login.');
+    try {
+      const { person, returnTo } = await (await oidc()).finish(new URL(req.originalUrl, publicUrl), state);
+      const session = await sessions.create(person);
+      res.cookie(SESSION_COOKIE, session.id, {
+        ...cookieOptions,
+        path: '/',
+        maxAge: settings.sessionMaxSeconds * 1000,
+      });
+      logger.info({ user: person.user, groups: person.groups }, 'logged in to the web GUI');
+      res.redirect(303, returnTo);
+    } catch (err) {
+      const message = err instanceof LoginError ? err.message : 'the login failed; log in again';
+      logger.warn({ err: (err as Error).message }, 'a web GUI login failed');
+      res.status(400).type('text').send(`${message} (/auth/login)`);
+    }
+  });
+
+  /** The login of the request; for changes, also its CSRF token and origin. */
+  const requireSession = async (req: Request, res: Response, next: NextFunction) => {
+    const id = cookies(req)[SESSION_COOKIE];
+    const session = id ? await sessions.read(id) : undefined;
+    if (!session) return void res.status(401).json({ message: 'not logged in' });
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      const origin = req.headers.origin;
+      if (
+        (origin && origin !== publicUrl.origin) ||
+        !sameToken(String(req.headers['x-csrf-token'] ?? ''), session.csrf)
+      )
+        return void res.status(403).json({ message: 'the request lacks the CSRF token of this login' });
+    }
+    res.locals.session = session;
+    next();
+  };
+
+  app.post('/auth/logout', requireSession, async (_req, res) => {
+    const { id, person } = res.locals.session as { id: string; person: { user: string } };
+    await sessions.delete(id);
+    res.clearCookie(SESSION_COOKIE, { ...cookieOptions, path: '/' });
+    logger.info({ user: person.user }, 'logged out of the web GUI');
+    res.status(204).end();
+  });
+
+  app.use(
+    '/api',
+    express.json({ limit: '16kb' }),
+    requireSession,
+    apiRouter({
+      clients: deps.clients,
+      access,
+      live,
+      lock: deps.lock,
+      recordEvent: deps.recordEvent,
+      sessionAlive: async (id) => (await sessions.read(id)) !== undefined,
+    }),
+  );
+  app.get('/vendor/:file', (req, res) => {
+    const file = VENDOR[req.params.file];
+    if (!file) return void res.status(404).end();
+    res.type('text/javascript').sendFile(file);
+  });
+  app.get(['/', '/admin'], (_req, res) => void res.type('html').send(page));
+  app.use(express.static(PAGES_DIR, { index: false }));
+  app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
+    logger.error({ err: (err as Error).message }, 'a web GUI request failed');
+    if (!res.headersSent) res.status(500).json({ message: 'the request failed; see the manager log' });
+  });
+
+  const server: Server = await new Promise((resolveListen, reject) => {
+    const listening = app.listen(settings.port, settings.host, (err?: Error) =>
+      err ? reject(err) : resolveListen(listening),
+    );
+  });
+  const port = (server.address() as AddressInfo).port;
+  logger.info({ port, publicUrl: settings.publicUrl }, 'web GUI listening');
+  return {
+    port,
+    async close() {
+      live.stop();
+      server.closeAllConnections();
+      await new Promise<void>((done) => server.close(() => done()));
+    },
+  };
+}
+
+function sameToken(given: string, expected: string): boolean {
+  const a = Buffer.from(given);
+  const b = Buffer.from(expected);
+  return a.length === b.length && a.length > 0 && timingSafeEqual(a, b);
+}

@@ -1,0 +1,88 @@
+// What the GUI shows of a VM and of a pool: small, flat, and only what the person may know. Pure.
+import { maximumCpus } from '../reconcilers/virtual-machine/runner-config.js';
+import type { VirtualMachine } from '../api/virtual-machine.js';
+import type { VmPool } from '../api/vm-pool.js';
+import type { Action } from './permissions.js';
+
+export interface VmView {
+  namespace: string;
+  name: string;
+  /** spec.vm.state: what is asked for. */
+  state: string;
+  phase: string;
+  message?: string;
+  cpus: number;
+  ram: string;
+  currentCpus?: number;
+  maximumCpus: number;
+  currentRam?: string;
+  maximumRam: string;
+  node?: string;
+  /** From qemu-guest-agent: e.g. {id: "debian", prettyName: "Debian GNU/Linux 13 (trixie)"}. */
+  os?: { id?: string; prettyName?: string };
+  pools: string[];
+  assignment?: { pool: string; user: string; lastUsed: string };
+  consoleConnected: boolean;
+  may: Action[];
+}
+
+export interface PoolView {
+  namespace: string;
+  name: string;
+  retention: string;
+  /** The person's VM of the pool, if they have one. */
+  assignedVm?: string;
+  /** VMs of the pool, and how many of them are assigned. */
+  members: number;
+  assigned: number;
+  may: Action[];
+}
+
+export function vmView(vm: VirtualMachine, may: Iterable<Action>): VmView {
+  const { status } = vm;
+  const running = status?.conditions?.find((c) => c.type === 'Running');
+  const osinfo = status?.osinfo as Record<string, unknown> | undefined;
+  const text = (value: unknown) => (typeof value === 'string' ? value : undefined);
+  return {
+    namespace: vm.metadata.namespace!,
+    name: vm.metadata.name,
+    state: vm.spec.vm.state,
+    phase: status?.phase ?? 'Pending',
+    ...(running?.message && { message: running.message }),
+    cpus: status?.cpus ?? 0,
+    ram: status?.ram ?? '0',
+    ...(vm.spec.vm.currentCpus !== undefined && { currentCpus: vm.spec.vm.currentCpus }),
+    maximumCpus: maximumCpus(vm.spec.vm),
+    ...(vm.spec.vm.currentRam !== undefined && { currentRam: String(vm.spec.vm.currentRam) }),
+    maximumRam: String(vm.spec.vm.maximumRam),
+    ...(status?.node && { node: status.node }),
+    ...(osinfo && {
+      os: { id: text(osinfo.id), prettyName: text(osinfo['pretty-name']) ?? text(osinfo.name) },
+    }),
+    pools: vm.spec.pools,
+    ...(status?.assignment && { assignment: status.assignment }),
+    consoleConnected: !!status?.consoleClient,
+    may: [...may].sort(),
+  };
+}
+
+export function poolView(
+  pool: VmPool,
+  members: VirtualMachine[],
+  user: string,
+  may: Iterable<Action>,
+): PoolView {
+  const name = pool.metadata.name;
+  const assigned = members.filter((vm) => vm.status?.assignment?.pool === name);
+  return {
+    namespace: pool.metadata.namespace!,
+    name,
+    retention: pool.spec.retention,
+    ...(assigned.find((vm) => vm.status!.assignment!.user === user) && {
+      assignedVm: assigned.find((vm) => vm.status!.assignment!.user === user)!.metadata.name,
+    }),
+    members: members.length,
+    assigned: assigned.length,
+    may: [...may].sort(),
+  };
+}

@@ -1,0 +1,260 @@
+// vmop's web GUI: Preact components written with htm (tagged templates, no build step). State
+// comes from /api/live (server-sent events): the person's VMs and pools, then each change.
+import { h, render } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import htm from 'htm';
+import { api, loadMe } from './client.js';
+
+const html = htm.bind(h);
+
+const OS_ICONS = {
+  debian: '🌀',
+  ubuntu: '🟠',
+  fedora: '🔵',
+  windows: '🪟',
+  alpine: '🏔️',
+  centos: '🟣',
+  rhel: '🎩',
+};
+const osIcon = (os) => (os?.id && OS_ICONS[os.id]) ?? '🖥️';
+const keyOf = (vm) => `${vm.namespace}/${vm.name}`;
+
+/** The person's VMs and pools, kept live. */
+function useLive() {
+  const [state, setState] = useState({ vms: new Map(), pools: [], connected: false });
+  useEffect(() => {
+    const source = new EventSource('/api/live');
+    source.addEventListener('snapshot', (e) => {
+      const { vms, pools } = JSON.parse(e.data);
+      setState({ vms: new Map(vms.map((vm) => [keyOf(vm), vm])), pools, connected: true });
+    });
+    source.addEventListener('vm', (e) => {
+      const { vm } = JSON.parse(e.data);
+      setState((s) => ({ ...s, vms: new Map(s.vms).set(keyOf(vm), vm) }));
+    });
+    source.addEventListener('vm-removed', (e) => {
+      const gone = JSON.parse(e.data);
+      setState((s) => {
+        const vms = new Map(s.vms);
+        vms.delete(keyOf(gone));
+        return { ...s, vms };
+      });
+    });
+    source.addEventListener('pools', (e) => setState((s) => ({ ...s, pools: JSON.parse(e.data).pools })));
+    source.onerror = () => setState((s) => ({ ...s, connected: false }));
+    return () => source.close();
+  }, []);
+  return state;
+}
+
+function ActionButton({ vm, action, label, onError }) {
+  const [busy, setBusy] = useState(false);
+  const run = async () => {
+    setBusy(true);
+    try {
+      await api('POST', `/api/vms/${vm.namespace}/${vm.name}/${action}`);
+    } catch (err) {
+      onError(err.message);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return html`<button type="button" data-action=${action} disabled=${busy} onClick=${run}>${label}</button>`;
+}
+
+/** The buttons the person may use: nothing else is shown. */
+function VmActions({ vm, onError, admin }) {
+  const may = new Set(vm.may);
+  const running = vm.state === 'Running';
+  const buttons = [
+    !running && may.has('start') && ['start', 'Start'],
+    running && may.has('stop') && ['stop', 'Stop'],
+    admin && running && may.has('restart') && ['restart', 'Restart'],
+    running && may.has('reset') && ['reset', 'Reset'],
+    admin && running && may.has('migrate') && ['migrate', 'Migrate'],
+  ].filter(Boolean);
+  return html`<div class="actions">
+    ${buttons.map(([action, label]) => html`<${ActionButton} key=${action} vm=${vm} action=${action} label=${label} onError=${onError} />`)}
+  </div>`;
+}
+
+const phaseClass = (phase) => `phase phase-${phase.toLowerCase()}`;
+
+function VmCard({ vm, onError }) {
+  return html`<article class="card" data-vm=${keyOf(vm)} aria-label=${`VM ${vm.name}`}>
+    <header>
+      <span class="os" role="img" aria-label=${vm.os?.prettyName ?? 'operating system unknown'}
+        >${osIcon(vm.os)}</span
+      >
+      <h3>${vm.name}</h3>
+      <span class=${phaseClass(vm.phase)} data-phase>${vm.phase}</span>
+    </header>
+    <p class="detail">
+      ${vm.os?.prettyName ?? vm.namespace}${vm.assignment ? html` · from pool ${vm.assignment.pool}` : ''}
+    </p>
+    <${VmActions} vm=${vm} onError=${onError} />
+  </article>`;
+}
+
+function PoolCard({ pool, vms, onError }) {
+  const [busy, setBusy] = useState(false);
+  const assign = async () => {
+    setBusy(true);
+    try {
+      await api('POST', `/api/pools/${pool.namespace}/${pool.name}/assignment`);
+    } catch (err) {
+      onError(err.message);
+    } finally {
+      setBusy(false);
+    }
+  };
+  const vm = pool.assignedVm && vms.get(`${pool.namespace}/${pool.assignedVm}`);
+  return html`<article
+    class="card pool"
+    data-pool=${`${pool.namespace}/${pool.name}`}
+    aria-label=${`pool ${pool.name}`}
+  >
+    <header>
+      <span class="os" aria-hidden="true">🗂️</span>
+      <h3>${pool.name}</h3>
+      <span class="count">${pool.assigned} of ${pool.members} in use</span>
+    </header>
+    ${
+      pool.assignedVm
+        ? html`<p class="detail">
+            Your VM:
+            <strong data-assigned>${pool.assignedVm}</strong
+            >${vm ? html` <span class=${phaseClass(vm.phase)}>${vm.phase}</span>` : ''}
+          </p>`
+        : html`<p class="detail">No VM of this pool is yours yet.</p>`
+    }
+    <div class="actions">
+      ${!pool.assignedVm && html`<button type="button" data-action="assign" disabled=${busy} onClick=${assign}>Get a VM</button>`}
+    </div>
+  </article>`;
+}
+
+function UserView({ live, onError }) {
+  const vms = [...live.vms.values()].sort((a, b) => a.name.localeCompare(b.name));
+  return html`<main>
+    ${
+      live.pools.length > 0 &&
+      html`<section aria-labelledby="pools-title">
+        <h2 id="pools-title">Pools</h2>
+        <div class="cards">
+          ${live.pools.map((pool) => html`<${PoolCard} key=${pool.namespace + '/' + pool.name} pool=${pool} vms=${live.vms} onError=${onError} />`)}
+        </div>
+      </section>`
+    }
+    <section aria-labelledby="vms-title">
+      <h2 id="vms-title">Your VMs</h2>
+      ${vms.length === 0 ? html`<p>You have no VMs.</p>` : html`<div class="cards">${vms.map((vm) => html`<${VmCard} key=${keyOf(vm)} vm=${vm} onError=${onError} />`)}</div>`}
+    </section>
+  </main>`;
+}
+
+function ResourceInput({ vm, field, onError }) {
+  const current =
+    field === 'currentCpus' ? (vm.currentCpus ?? vm.maximumCpus) : (vm.currentRam ?? vm.maximumRam);
+  const [value, setValue] = useState(String(current));
+  useEffect(() => setValue(String(current)), [current]);
+  const submit = async (e) => {
+    e.preventDefault();
+    try {
+      await api('PATCH', `/api/vms/${vm.namespace}/${vm.name}/resources`, {
+        [field]: field === 'currentCpus' ? Number(value) : value,
+      });
+    } catch (err) {
+      onError(err.message);
+      setValue(String(current));
+    }
+  };
+  const label = field === 'currentCpus' ? `CPUs of ${vm.name}` : `RAM of ${vm.name}`;
+  return html`<form class="inline" onSubmit=${submit}>
+    <input
+      aria-label=${label}
+      name=${field}
+      value=${value}
+      size="5"
+      onInput=${(e) => setValue(e.target.value)}
+    />
+  </form>`;
+}
+
+function AdminView({ live, onError }) {
+  const vms = [...live.vms.values()].sort((a, b) => keyOf(a).localeCompare(keyOf(b)));
+  const running = vms.filter((vm) => vm.phase === 'Running');
+  const cpus = running.reduce((sum, vm) => sum + vm.cpus, 0);
+  return html`<main>
+    <section aria-label="summary" class="summary">
+      <span><strong data-summary="vms">${running.length}</strong> of ${vms.length} VMs run</span>
+      <span><strong data-summary="cpus">${cpus}</strong> CPUs in use</span>
+    </section>
+    <div class="table-wrap">
+      <table>
+        <thead>
+          <tr>
+            <th>VM</th>
+            <th>Namespace</th>
+            <th>Phase</th>
+            <th>CPUs</th>
+            <th>RAM</th>
+            <th>Node</th>
+            <th>Actions</th>
+          </tr>
+        </thead>
+        <tbody>
+          ${vms.map(
+            (vm) =>
+              html`<tr key=${keyOf(vm)} data-vm=${keyOf(vm)}>
+                <td>${osIcon(vm.os)} ${vm.name}</td>
+                <td>${vm.namespace}</td>
+                <td>
+                  <span class=${phaseClass(vm.phase)} data-phase title=${vm.message ?? ''}>${vm.phase}</span>
+                </td>
+                <td>
+                  <span data-cpus>${vm.cpus}</span
+                  >${vm.may.includes('resources') ? html` <${ResourceInput} vm=${vm} field="currentCpus" onError=${onError} />` : ''}
+                </td>
+                <td>
+                  <span data-ram>${vm.ram}</span
+                  >${vm.may.includes('resources') ? html` <${ResourceInput} vm=${vm} field="currentRam" onError=${onError} />` : ''}
+                </td>
+                <td data-node>${vm.node ?? ''}</td>
+                <td><${VmActions} vm=${vm} onError=${onError} admin=${true} /></td>
+              </tr>`,
+          )}
+        </tbody>
+      </table>
+    </div>
+  </main>`;
+}
+
+function App({ me }) {
+  const live = useLive();
+  const [error, setError] = useState('');
+  const admin = location.pathname === '/admin';
+  const logout = async () => {
+    await api('POST', '/auth/logout');
+    location.href = '/auth/login';
+  };
+  return html`<div>
+    <nav>
+      <strong class="brand">vmop</strong>
+      <a href="/" aria-current=${admin ? undefined : 'page'}>My VMs</a>
+      <a href="/admin" aria-current=${admin ? 'page' : undefined}>All VMs</a>
+      <span class="me" data-user>${me.name ?? me.user}</span>
+      <span class=${live.connected ? 'live on' : 'live off'} title=${live.connected ? 'live' : 'reconnecting'}
+        >●</span
+      >
+      <button type="button" data-action="logout" onClick=${logout}>Log out</button>
+    </nav>
+    ${error && html`<p class="error" role="alert">${error} <button type="button" onClick=${() => setError('')}>Dismiss</button></p>`}
+    ${admin ? html`<${AdminView} live=${live} onError=${setError} />` : html`<${UserView} live=${live} onError=${setError} />`}
+  </div>`;
+}
+
+const me = await loadMe();
+const root = document.getElementById('app');
+root.replaceChildren();
+if (me) render(html`<${App} me=${me} />`, root);
