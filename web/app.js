@@ -4,6 +4,7 @@ import { h, render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import htm from 'htm';
 import { api, loadMe } from './client.js';
+import { ConsoleView } from './console.js';
 
 const html = htm.bind(h);
 
@@ -75,6 +76,7 @@ function VmActions({ vm, onError, admin }) {
   ].filter(Boolean);
   return html`<div class="actions">
     ${buttons.map(([action, label]) => html`<${ActionButton} key=${action} vm=${vm} action=${action} label=${label} onError=${onError} />`)}
+    ${running && may.has('accessConsole') && html`<a class="button" href=${`/console/${vm.namespace}/${vm.name}`}>Console</a>`}
   </div>`;
 }
 
@@ -234,6 +236,7 @@ function App({ me }) {
   const live = useLive();
   const [error, setError] = useState('');
   const admin = location.pathname === '/admin';
+  const consoleRoute = /^\/console\/([^/]+)\/([^/]+)$/.exec(location.pathname);
   const logout = async () => {
     await api('POST', '/auth/logout');
     location.href = '/auth/login';
@@ -250,7 +253,17 @@ function App({ me }) {
       <button type="button" data-action="logout" onClick=${logout}>Log out</button>
     </nav>
     ${error && html`<p class="error" role="alert">${error} <button type="button" onClick=${() => setError('')}>Dismiss</button></p>`}
-    ${admin ? html`<${AdminView} live=${live} onError=${setError} />` : html`<${UserView} live=${live} onError=${setError} />`}
+    ${
+      consoleRoute
+        ? html`<${ConsoleView}
+            live=${live}
+            namespace=${decodeURIComponent(consoleRoute[1])}
+            name=${decodeURIComponent(consoleRoute[2])}
+          />`
+        : admin
+          ? html`<${AdminView} live=${live} onError=${setError} />`
+          : html`<${UserView} live=${live} onError=${setError} />`
+    }
   </div>`;
 }
 

@@ -21,6 +21,7 @@ import { loadKubeConfig } from '../kube/config.js';
 import { OPERATION_VM_LABEL } from '../reconcilers/virtual-machine-operation/operations.js';
 import { formatDuration, renderTable } from '../util/table.js';
 import { connectionFile, spiceEndpoint } from '../console/connection-file.js';
+import { SERIAL_RELAY_COMMAND, runnerPodOf } from '../console/runner-pod.js';
 import { displaySecretOf, setOneTimePassword } from '../console/one-time-password.js';
 import { vmApiRef } from '../reconcilers/virtual-machine/naming.js';
 import { findExecutable } from '../runner/executable.js';
@@ -222,11 +223,6 @@ async function spiceConsole(name: string, options: ConsoleOptions, command: Comm
   }
 }
 
-/** The VM's runner pod, as its status names it (the VM's own name when it names none). */
-const runnerPodOf = (vm: VirtualMachine) => vm.status?.runnerPod?.name ?? vm.metadata.name;
-
-/** What `vmop vm console` runs in the runner container (the image's CLI). */
-const SERIAL_RELAY = ['node', '/opt/vmop/dist/cli/main.js', 'serial-console'];
 /** ^] leaves the serial console, as in telnet and virsh. */
 const ESCAPE = 0x1d;
 
@@ -253,8 +249,17 @@ async function serialConsole(name: string, options: ConsoleOptions) {
     });
     local.on('end', () => resolve(undefined));
     new Exec(kubeConfig)
-      .exec(namespace, pod, 'runner', SERIAL_RELAY, process.stdout, process.stderr, toGuest, true, (status) =>
-        resolve(status.status === 'Success' ? undefined : (status.message ?? 'the console session failed')),
+      .exec(
+        namespace,
+        pod,
+        'runner',
+        SERIAL_RELAY_COMMAND,
+        process.stdout,
+        process.stderr,
+        toGuest,
+        true,
+        (status) =>
+          resolve(status.status === 'Success' ? undefined : (status.message ?? 'the console session failed')),
       )
       .then((ws) => {
         socket = ws;

@@ -16,6 +16,7 @@ import type { Access } from './access.js';
 import type { LiveViews } from './live.js';
 import type { Action } from './permissions.js';
 import type { Session } from './sessions.js';
+import type { Consoles } from './consoles.js';
 
 export const REQUESTED_BY_ANNOTATION = 'vmoperator.jdrupes.org/requested-by';
 /** Keeps proxies from closing an idle event stream. */
@@ -40,6 +41,7 @@ export interface ApiDeps {
   live: LiveViews;
   lock: PoolLock;
   recordEvent: EventRecorder;
+  consoles: Consoles;
   /** Whether the session still exists (a logout elsewhere ends the page's event stream). */
   sessionAlive: (id: string) => Promise<boolean>;
 }
@@ -92,6 +94,21 @@ export function apiRouter(deps: ApiDeps): Router {
     }
     return vm;
   };
+
+  // A console ticket (and for SPICE a one-time password) for the person's page.
+  router.post('/vms/:namespace/:name/console/:kind', async (req, res) => {
+    const { namespace, name, kind } = req.params;
+    if (kind !== 'spice' && kind !== 'serial') return refuse(res, 404, `no console ${kind}`);
+    const vm = await visibleVm(res, namespace, name);
+    if (!vm) return;
+    const session = sessionOf(res);
+    if (!(await access.mayOnVm(session.person, vm, 'accessConsole')))
+      return refuse(res, 403, `you may not open the console of ${name}`);
+    const open = kind === 'spice' ? deps.consoles.openSpice : deps.consoles.openSerial;
+    const opened = await open(session.id, session.person.user, vm);
+    if ('message' in opened) return refuse(res, 409, opened.message!);
+    res.json({ ...opened, url: `/api/console/${kind}?ticket=${opened.ticket}` });
+  });
 
   router.post('/vms/:namespace/:name/:operation', async (req, res) => {
     const { namespace, name, operation } = req.params;

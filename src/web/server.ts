@@ -19,6 +19,7 @@ import type { EventRecorder } from '../reconcilers/events.js';
 import type { Logger } from '../util/logger.js';
 import { createAccess } from './access.js';
 import { apiRouter } from './api.js';
+import { consoles } from './consoles.js';
 import { liveViews } from './live.js';
 import { LoginError, oidcLogin, type OidcLogin } from './oidc.js';
 import { WebOptions, type WebSettings } from './options.js';
@@ -34,7 +35,11 @@ const VENDOR: Record<string, string> = {
   'preact.mjs': require.resolve('preact'),
   'hooks.mjs': require.resolve('preact/hooks'),
   'htm.mjs': join(dirname(require.resolve('htm')), 'htm.mjs'),
+  'xterm.mjs': join(dirname(require.resolve('@xterm/xterm')), 'xterm.mjs'),
+  'xterm.css': join(dirname(require.resolve('@xterm/xterm')), '../css/xterm.css'),
 };
+/** spice-html5 (LGPL-3.0-or-later), its ES modules as they are. */
+const SPICE_DIR = join(dirname(require.resolve('@spice-project/spice-html5/package.json')), 'src');
 
 export interface WebServerDeps {
   options: WebOptions;
@@ -69,6 +74,12 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
     }),
   );
   const live = liveViews(access, deps.subscribe);
+  const webConsoles = consoles({
+    kubeConfig: deps.kubeConfig,
+    clients: deps.clients,
+    redis: deps.redis,
+    logger,
+  });
   // The provider is asked for its metadata on the first login, and again after a failure.
   let login: Promise<OidcLogin> | undefined;
   const oidc = () => {
@@ -90,7 +101,8 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
   const csp = [
     "default-src 'self'",
     `script-src 'self' 'sha256-${createHash('sha256').update(importMap).digest('base64')}'`,
-    "style-src 'self'",
+    // xterm.js and spice-html5 style what they draw with <style> elements of their own.
+    "style-src 'self' 'unsafe-inline'",
     "img-src 'self' data:",
     "connect-src 'self'",
     "frame-ancestors 'none'",
@@ -183,15 +195,17 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
       live,
       lock: deps.lock,
       recordEvent: deps.recordEvent,
+      consoles: webConsoles,
       sessionAlive: async (id) => (await sessions.read(id)) !== undefined,
     }),
   );
   app.get('/vendor/:file', (req, res) => {
     const file = VENDOR[req.params.file];
     if (!file) return void res.status(404).end();
-    res.type('text/javascript').sendFile(file);
+    res.type(file.endsWith('.css') ? 'text/css' : 'text/javascript').sendFile(file);
   });
-  app.get(['/', '/admin'], (_req, res) => void res.type('html').send(page));
+  app.use('/vendor/spice', express.static(SPICE_DIR, { index: false }));
+  app.get(['/', '/admin', '/console/:namespace/:name'], (_req, res) => void res.type('html').send(page));
   app.use(express.static(PAGES_DIR, { index: false }));
   app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
     logger.error({ err: (err as Error).message }, 'a web GUI request failed');
@@ -203,12 +217,26 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
       err ? reject(err) : resolveListen(listening),
     );
   });
+  // Console WebSockets: same origin only (a browser sends cookies to WebSockets of any page).
+  server.on('upgrade', (request, socket, head) => {
+    const refuse = () =>
+      socket.end('HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+    if (request.headers.origin !== publicUrl.origin) return refuse();
+    const id = parseCookie(request.headers.cookie ?? '')[SESSION_COOKIE];
+    void (id ? sessions.read(id) : Promise.resolve(undefined))
+      .then((session) => webConsoles.upgrade(request, socket, head, session?.id))
+      .catch((err: unknown) => {
+        logger.warn({ err: (err as Error).message }, 'a console upgrade failed');
+        refuse();
+      });
+  });
   const port = (server.address() as AddressInfo).port;
   logger.info({ port, publicUrl: settings.publicUrl }, 'web GUI listening');
   return {
     port,
     async close() {
       live.stop();
+      webConsoles.close();
       server.closeAllConnections();
       await new Promise<void>((done) => server.close(() => done()));
     },

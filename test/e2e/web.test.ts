@@ -2,7 +2,8 @@
 // guests), driven in headless Chromium as people use it: log in at Dex, see what they may, start a
 // VM and watch it run without a reload, get VMs from a pool at once, be refused, log out.
 import { readFile } from 'node:fs/promises';
-import type { Browser, Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testGuestManifest } from '../support/cluster-vms.js';
 import { devBed } from '../support/dev-bed.js';
@@ -12,8 +13,9 @@ const NAMESPACE = 'web-e2e';
 const bed = devBed('web', NAMESPACE);
 
 const grants = (lines: string) => `  permissions:\n${lines}`;
-const stoppedVm = (name: string, extraSpec = '') =>
-  testGuestManifest(name, NAMESPACE, { extraSpec }).replace('state: Running', 'state: Stopped');
+const SPICE_PORT = 5941;
+const stoppedVm = (name: string, extraSpec = '', spicePort?: number) =>
+  testGuestManifest(name, NAMESPACE, { extraSpec, spicePort }).replace('state: Running', 'state: Stopped');
 const card = (page: Page, vm: string) => page.locator(`[data-vm="${NAMESPACE}/${vm}"]`);
 const shownVms = async (page: Page) =>
   (
@@ -38,7 +40,23 @@ const callApi = (
     { method, path, csrf: options.csrf ?? true, body: options.body },
   );
 
-describe('web GUI: logins, live views, pools, permissions', () => {
+/** A page with the VM's serial console open (its terminal ready for keys). */
+async function openSerial(context: BrowserContext): Promise<Page> {
+  const page = await context.newPage();
+  await page.goto(`${bed.env.state.web.urls[0]}/console/${NAMESPACE}/alices`);
+  await page.getByRole('tab', { name: 'Serial console' }).click();
+  await page.locator('[data-terminal] .xterm-helper-textarea').waitFor();
+  await expect.poll(() => page.locator('[data-serial-state]').count(), { timeout: 30_000 }).toBe(0);
+  return page;
+}
+const typeInto = async (page: Page, keys: string) => {
+  await page.locator('[data-terminal] .xterm-helper-textarea').focus();
+  await page.keyboard.type(keys.replace(/\r$/, ''));
+  if (keys.endsWith('\r')) await page.keyboard.press('Enter');
+};
+const terminalText = (page: Page) => page.locator('[data-terminal] .xterm-rows').innerText();
+
+describe('web GUI: logins, live views, pools, permissions, consoles', () => {
   let browser: Browser;
   let url: string;
   const people: Record<string, LoggedIn> = {};
@@ -48,7 +66,11 @@ describe('web GUI: logins, live views, pools, permissions', () => {
     await bed.vms.kubectl(['create', 'namespace', NAMESPACE]).catch(() => undefined);
     await bed.vms.apply(
       [
-        stoppedVm('alices', grants('  - user: alice\n    may: [start, stop, accessConsole]\n')),
+        stoppedVm(
+          'alices',
+          grants('  - user: alice\n    may: [start, stop, accessConsole]\n  - user: bob\n    may: [start]\n'),
+          SPICE_PORT,
+        ),
         stoppedVm('teams', grants('  - role: users\n    may: ["*"]\n')),
         stoppedVm('secret'),
         ...['pooled-1', 'pooled-2'].map((name) => stoppedVm(name, '  pools: [class]\n')),
@@ -117,15 +139,84 @@ spec:
     );
   });
 
-  it('gives two people who ask at once two VMs of a pool, and starts them', async () => {
+  it("shows the VM's SPICE display in the page, and its screen changes when the guest writes to it", async () => {
+    const { context } = people.alice!;
+    const display = await context.newPage();
+    await display.goto(`${url}/console/${NAMESPACE}/alices`);
+    const canvas = display.locator('#spice-screen canvas').first();
+    await canvas.waitFor({ timeout: 60_000 });
+    const screen = () => canvas.evaluate((c) => (c as unknown as { toDataURL(): string }).toDataURL());
+    // settled: the same picture twice in a row
+    let before = '';
+    await expect
+      .poll(async () => before === (before = await screen()), { timeout: 60_000, interval: 1000 })
+      .toBe(true);
+    const serial = await openSerial(context);
+    await display.waitForTimeout(3_000);
+    expect(await screen()).toBe(before); // nothing changes it unless the guest writes
+    await typeInto(serial, 'echo VMOP-ON-THE-SCREEN > /dev/tty0\r');
+    await expect.poll(screen, { timeout: 30_000 }).not.toBe(before);
+    await serial.close();
+    await display.close();
+  });
+
+  it('types into the serial console in the page and shows the answer; another person taking it over is told', async () => {
+    const serial = await openSerial(people.alice!.context);
+    await typeInto(serial, 'echo $((6*7))-VMOP\r');
+    await expect.poll(() => terminalText(serial), { timeout: 30_000 }).toContain('42-VMOP');
+    people.admin = await logIn(browser, url, 'admin');
+    const takeover = await openSerial(people.admin.context);
+    await expect
+      .poll(() => terminalText(serial), { timeout: 30_000 })
+      .toContain('[vmop: this console session was taken over by another one]');
+    await takeover.close();
+    await serial.close();
+  });
+
+  it('refuses a console without the permission, also on the WebSocket called directly', async () => {
     people.bob = await logIn(browser, bed.env.state.web.urls[1]!, 'bob'); // the other replica
+    const { page } = people.bob;
+    await card(page, 'alices').waitFor(); // bob may start it, not open its console
+    expect(await card(page, 'alices').getByText('Console').count()).toBe(0);
+    expect(await callApi(page, 'POST', `/api/vms/${NAMESPACE}/alices/console/serial`)).toEqual({
+      status: 403,
+      body: JSON.stringify({ message: 'you may not open the console of alices' }),
+    });
+    // alice's ticket is no good with bob's login, nor without one, nor after it was used
+    const ticket = async () =>
+      JSON.parse(
+        (await callApi(people.alice!.page, 'POST', `/api/vms/${NAMESPACE}/alices/console/serial`)).body,
+      ).ticket as string;
+    const upgrade = (replica: string, path: string, cookie?: string) =>
+      new Promise<number>((resolve) => {
+        const socket = new WebSocket(`${replica.replace('http', 'ws')}${path}`, {
+          headers: { origin: replica, ...(cookie && { cookie }) },
+        });
+        socket.on('open', () => {
+          socket.close();
+          resolve(101);
+        });
+        socket.on('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
+        socket.on('error', () => resolve(-1));
+      });
+    const bobCookie = `vmop_session=${people.bob.session}`;
+    const aliceCookie = `vmop_session=${people.alice!.session}`;
+    const aliceTicket = await ticket();
+    expect(await upgrade(url, `/api/console/serial?ticket=${aliceTicket}`, bobCookie)).toBe(403);
+    expect(await upgrade(url, `/api/console/serial?ticket=${aliceTicket}`)).toBe(403);
+    expect(await upgrade(url, `/api/console/serial?ticket=${aliceTicket}`, aliceCookie)).toBe(101);
+    expect(await upgrade(url, `/api/console/serial?ticket=${aliceTicket}`, aliceCookie)).toBe(403); // once
+    expect(await upgrade(url, '/api/console/spice?ticket=made-up', aliceCookie)).toBe(403);
+  });
+
+  it('gives two people who ask at once two VMs of a pool, and starts them', async () => {
     const pool = (who: LoggedIn) => who.page.locator(`[data-pool="${NAMESPACE}/class"]`);
     await Promise.all([
       pool(people.alice!).getByRole('button', { name: 'Get a VM' }).click(),
-      pool(people.bob).getByRole('button', { name: 'Get a VM' }).click(),
+      pool(people.bob!).getByRole('button', { name: 'Get a VM' }).click(),
     ]);
     const assigned = await Promise.all(
-      [people.alice!, people.bob].map(async (who) => {
+      [people.alice!, people.bob!].map(async (who) => {
         await pool(who).locator('[data-assigned]').waitFor();
         return pool(who).locator('[data-assigned]').textContent();
       }),
@@ -170,8 +261,8 @@ spec:
   });
 
   it('shows an administrator (RBAC) every VM and lets them change CPUs, seen live', async () => {
-    people.admin = await logIn(browser, `${url}/admin`, 'admin');
-    const { page } = people.admin;
+    const { page } = people.admin!;
+    await page.goto(`${url}/admin`);
     expect(new URL(page.url()).pathname).toBe('/admin');
     await expect
       .poll(() => shownVms(page))

@@ -1,0 +1,8 @@
+// Where a VM's consoles are reached: its runner pod, and what runs there for the serial console.
+import type { VirtualMachine } from '../api/virtual-machine.js';
+
+/** The VM's runner pod, as its status names it (the VM's own name when it names none). */
+export const runnerPodOf = (vm: VirtualMachine) => vm.status?.runnerPod?.name ?? vm.metadata.name;
+
+/** The serial console relay in the runner container (the image's CLI; serial-relay.ts). */
+export const SERIAL_RELAY_COMMAND = ['node', '/opt/vmop/dist/cli/main.js', 'serial-console'];

@@ -1,0 +1,109 @@
+// A VM's consoles in the page: the SPICE display (spice-html5, LGPL-3.0-or-later) and the serial
+// console (xterm.js), each over a WebSocket the GUI bridges to the VM after checking the person.
+import { h } from 'preact';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import htm from 'htm';
+import { api } from './client.js';
+
+const html = htm.bind(h);
+const socketUrl = (path) => `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}${path}`;
+const CLOSED = 'The console closed: someone else may have taken it over, or the VM stopped.';
+
+function SpiceDisplay({ vm }) {
+  const [state, setState] = useState('connecting');
+  useEffect(() => {
+    let connection;
+    let over = false;
+    (async () => {
+      try {
+        const { url, password } = await api('POST', `/api/vms/${vm.namespace}/${vm.name}/console/spice`);
+        const { SpiceMainConn } = await import('/vendor/spice/main.js');
+        connection = new SpiceMainConn({
+          uri: socketUrl(url),
+          password: password ?? '',
+          screen_id: 'spice-screen',
+          onsuccess: () => setState('connected'),
+          onerror: () => !over && setState(CLOSED),
+        });
+      } catch (err) {
+        setState(err.message);
+      }
+    })();
+    return () => {
+      over = true;
+      connection?.stop();
+    };
+  }, [vm.namespace, vm.name]);
+  return html`<section aria-label="display">
+    ${state !== 'connected' && html`<p class="console-state" role="status" data-display-state>${state}</p>`}
+    <div id="spice-screen" class="spice-screen" tabindex="0" aria-label=${`display of ${vm.name}`}></div>
+  </section>`;
+}
+
+function SerialTerminal({ vm }) {
+  const element = useRef(null);
+  const [state, setState] = useState('connecting');
+  useEffect(() => {
+    let socket;
+    let terminal;
+    (async () => {
+      try {
+        const { url } = await api('POST', `/api/vms/${vm.namespace}/${vm.name}/console/serial`);
+        const { Terminal } = await import('/vendor/xterm.mjs');
+        terminal = new Terminal({ convertEol: false, cursorBlink: true, rows: 24 });
+        terminal.open(element.current);
+        socket = new WebSocket(socketUrl(url));
+        socket.binaryType = 'arraybuffer';
+        const encoder = new TextEncoder();
+        terminal.onData((data) => socket.readyState === WebSocket.OPEN && socket.send(encoder.encode(data)));
+        socket.onopen = () => {
+          setState('connected');
+          terminal.focus();
+        };
+        socket.onmessage = (e) => terminal.write(new Uint8Array(e.data));
+        socket.onclose = () => setState(CLOSED);
+      } catch (err) {
+        setState(err.message);
+      }
+    })();
+    return () => {
+      socket?.close();
+      terminal?.dispose();
+    };
+  }, [vm.namespace, vm.name]);
+  return html`<section aria-label="serial console">
+    ${state !== 'connected' && html`<p class="console-state" role="status" data-serial-state>${state}</p>`}
+    <div ref=${element} class="terminal" data-terminal></div>
+  </section>`;
+}
+
+export function ConsoleView({ live, namespace, name }) {
+  const vm = live.vms.get(`${namespace}/${name}`);
+  const [tab, setTab] = useState(undefined);
+  if (!live.connected && !vm) return html`<main><p>Loading…</p></main>`;
+  if (!vm)
+    return html`<main><p role="alert">There is no VM ${name} in ${namespace} that you may see.</p></main>`;
+  if (!vm.may.includes('accessConsole'))
+    return html`<main><p role="alert">You may not open the console of ${name}.</p></main>`;
+  const shown = tab ?? (vm.spice ? 'display' : 'serial');
+  return html`<main class="console">
+    <h2>${vm.name} <span class=${`phase phase-${vm.phase.toLowerCase()}`} data-phase>${vm.phase}</span></h2>
+    <div role="tablist" class="tabs">
+      ${
+        vm.spice &&
+        html`<button
+          type="button"
+          role="tab"
+          aria-selected=${shown === 'display'}
+          onClick=${() => setTab('display')}
+        >
+          Display
+        </button>`
+      }
+      <button type="button" role="tab" aria-selected=${shown === 'serial'} onClick=${() => setTab('serial')}>
+        Serial console
+      </button>
+    </div>
+    ${shown === 'display' ? html`<${SpiceDisplay} vm=${vm} />` : html`<${SerialTerminal} vm=${vm} />`}
+  </main>`;
+}
