@@ -93,7 +93,16 @@ describe('the Helm chart on a real node', () => {
     expect(await helm('lint', '--strict', CHART)).toContain('0 chart(s) failed');
     await vms.kubectl(['create', 'namespace', RELEASE_NAMESPACE]);
     await vms.kubectl(['create', 'namespace', 'team-a']);
-    for (const extra of [[], ['--set', 'watchNamespaces={team-a,default}']]) {
+    const web = [
+      ...[
+        'web.enabled=true',
+        'web.publicUrl=https://vms.example.com',
+        'web.oidc.issuer=https://idp.example.com',
+      ],
+      ...['web.oidc.clientId=vmop', 'web.oidc.clientSecret=not-a-real-one', 'web.ingress.enabled=true'],
+      'web.ingress.host=vms.example.com',
+    ].flatMap((value) => ['--set', value]);
+    for (const extra of [[], ['--set', 'watchNamespaces={team-a,default}'], web]) {
       const rendered = await helm('template', RELEASE, CHART, '--namespace', RELEASE_NAMESPACE, ...extra);
       const apply = run('kubectl', [
         '--kubeconfig',
@@ -106,6 +115,12 @@ describe('the Helm chart on a real node', () => {
       apply.child.stdin?.end(rendered);
       const applied = (await apply).stdout;
       expect(applied).toMatch(/deployment.apps\/vmop-manager created \(server dry run\)/);
+      if (extra === web) {
+        expect(applied).toMatch(/service\/vmop-web created \(server dry run\)/);
+        expect(applied).toMatch(/ingress.networking.k8s.io\/vmop-web created \(server dry run\)/);
+        expect(rendered).toContain('- "--web-public-url=https://vms.example.com"');
+        expect(rendered).toMatch(/resources: \[subjectaccessreviews\]/);
+      }
     }
   });
 
@@ -119,6 +134,7 @@ describe('the Helm chart on a real node', () => {
     expect(await rejected('runner.image.pullPolicy=Sometimes')).toMatch(/\/runner\/image\/pullPolicy/);
     expect(await rejected('replicas=3')).toMatch(/additional properties 'replicas' not allowed/);
     expect(await rejected('redis.enabled=false')).toMatch(/\/redis.*url|existingSecret/s);
+    expect(await rejected('web.enabled=true')).toMatch(/\/web\/publicUrl/);
   });
 
   it('installs with the locally built images and only image values set: two managers Ready', async () => {
@@ -203,6 +219,7 @@ describe('the Helm chart on a real node', () => {
       ['delete', 'pods'],
       ['create', 'pods/eviction'],
       ['watch', 'virtualmachineoperations.vmoperator.jdrupes.org'],
+      ['watch', 'vmpools.vmoperator.jdrupes.org'],
       ['create', 'virtualmachineoperations.vmoperator.jdrupes.org'],
       ['patch', 'virtualmachineoperations.vmoperator.jdrupes.org/status'],
       ['create', 'serviceaccounts'],

@@ -69,6 +69,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   resources: [vmpools]
   # VM-Operator's pools: their VMs are assigned to users (in the VMs' status) and released.
   verbs: [get, list, watch]
+{{- if .Values.web.enabled }}
+# The web GUI's consoles: the SPICE display through a port-forward to the runner pod, the serial
+# console through exec into it (the runner's serial-console relay), for people who may.
+- apiGroups: [""]
+  resources: [pods/portforward, pods/exec]
+  verbs: [create, get]
+{{- end }}
 - apiGroups: [apps]
   resources: [statefulsets]
   # Only to retire the runner StatefulSets of vmop 0.1 (their pods are kept and adopted).
