@@ -94,6 +94,7 @@ function VmCard({ vm, onError }) {
     <p class="detail">
       ${vm.os?.prettyName ?? vm.namespace}${vm.assignment ? html` · from pool ${vm.assignment.pool}` : ''}
     </p>
+    ${vm.loggedInUser && html`<p class="detail">Logged in: <strong data-logged-in>${vm.loggedInUser}</strong></p>`}
     <${VmActions} vm=${vm} onError=${onError} />
   </article>`;
 }

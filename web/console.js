@@ -23,7 +23,7 @@ function SpiceDisplay({ vm }) {
           password: password ?? '',
           screen_id: 'spice-screen',
           onsuccess: () => setState('connected'),
-          onerror: () => !over && setState(CLOSED),
+          onerror: (err) => !over && setState(`${CLOSED} (${err?.message ?? 'closed'})`),
         });
       } catch (err) {
         setState(err.message);
@@ -79,13 +79,14 @@ function SerialTerminal({ vm }) {
 
 export function ConsoleView({ live, namespace, name }) {
   const vm = live.vms.get(`${namespace}/${name}`);
-  const [tab, setTab] = useState(undefined);
+  // ?view=serial opens the serial console first (opening the display would take it over from whoever has it).
+  const [tab, setTab] = useState(new URLSearchParams(location.search).get('view') ?? undefined);
   if (!live.connected && !vm) return html`<main><p>Loading…</p></main>`;
   if (!vm)
     return html`<main><p role="alert">There is no VM ${name} in ${namespace} that you may see.</p></main>`;
   if (!vm.may.includes('accessConsole'))
     return html`<main><p role="alert">You may not open the console of ${name}.</p></main>`;
-  const shown = tab ?? (vm.spice ? 'display' : 'serial');
+  const shown = vm.spice && tab !== 'serial' ? 'display' : 'serial';
   return html`<main class="console">
     <h2>${vm.name} <span class=${`phase phase-${vm.phase.toLowerCase()}`} data-phase>${vm.phase}</span></h2>
     <div role="tablist" class="tabs">

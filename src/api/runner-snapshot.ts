@@ -92,6 +92,8 @@ export const RunnerSnapshot = z.object({
   displayPasswordSerial: z.number().int().nonnegative().optional(),
   consoleClient: ConsoleClient.optional(),
   booted: z.boolean(),
+  /** Who the vmop agent in the guest says is logged in (VM-Operator's auto-login). */
+  loggedInUser: z.string().optional(),
   lastShutdown: LastShutdown.optional(),
   /** The runner was asked to stop (SIGTERM): a power-off that follows is the answer, not the guest's own idea. */
   stopRequested: z.boolean().optional(),

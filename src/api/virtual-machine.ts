@@ -194,8 +194,12 @@ const Display = z.object({
   outputs: z.number().int().min(0).default(1),
   loggedInUser: z
     .string()
+    .max(256)
+    .regex(/^[^\s]+$/, 'a user name without spaces or line breaks')
     .optional()
-    .describe('Accepted for VM-Operator compatibility (its auto-login user); vmop does not act on it.'),
+    .describe(
+      "VM-Operator's auto-login: the vmop agent in the guest logs this user in (and out when it goes); status.loggedInUser says who is.",
+    ),
   spice: Spice.optional(),
 });
 
@@ -536,6 +540,8 @@ export const VirtualMachineStatus = z.object({
    * it (assigned, or their console closed); released once the pool's retention has passed since then.
    */
   assignment: Assignment.optional(),
+  /** Who the vmop agent in the guest says is logged in (spec.vm.display.loggedInUser). */
+  loggedInUser: z.string().optional(),
 });
 
 export const ObjectMeta = z.object({

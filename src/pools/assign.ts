@@ -68,6 +68,7 @@ export async function assignFromPool(deps: AssignDeps, request: AssignRequest): 
         reason: 'Assigned',
         message: `assigned to ${user} from pool ${poolName}`,
       });
+      if (pool.spec.loginOnAssignment) await logIn(deps, chosen, user);
       return {
         vm: chosen.metadata.name,
         assignedNow: true,
@@ -75,6 +76,18 @@ export async function assignFromPool(deps: AssignDeps, request: AssignRequest): 
       };
     }
   });
+}
+
+/** The pool's loginOnAssignment: the guest's vmop agent logs the user in (spec.vm.display.loggedInUser). */
+async function logIn(deps: AssignDeps, vm: VirtualMachine, user: string): Promise<void> {
+  if (vm.spec.vm.display.loggedInUser === user) return;
+  await deps.clients.customObjects.patchNamespacedCustomObject(
+    {
+      ...vmApiRef(vm.metadata.namespace!, vm.metadata.name),
+      body: { spec: { vm: { display: { loggedInUser: user } } } },
+    },
+    mergePatch,
+  );
 }
 
 /** Starts the VM unless it is to run already: a user who gets a VM wants to use it. */

@@ -10,6 +10,8 @@ export interface LiveChanges {
   cdMedia: Array<{ id: string; image: string }>;
   /** Disks whose volume grew, by disk id (the QEMU node name), with their new size. */
   diskSizes: Array<{ id: string; bytes: number }>;
+  /** Who the guest's vmop agent is to log in (undefined: log out), when that changed. */
+  loggedInUser?: string | undefined;
 }
 
 const effectiveRam = (config: RunnerConfig) =>
@@ -33,6 +35,8 @@ export function liveChanges(started: RunnerConfig, applied: RunnerConfig, next: 
   if (next['/Runner'].vm.powerdownTimeout !== applied['/Runner'].vm.powerdownTimeout) {
     changes.powerdownTimeout = next['/Runner'].vm.powerdownTimeout;
   }
+  const user = next['/Runner'].vm.display.loggedInUser;
+  if (user !== applied['/Runner'].vm.display.loggedInUser) changes.loggedInUser = user;
   const driveCount = cdImages(started).length;
   const before = cdImages(applied);
   cdImages(next).forEach((image, index) => {
@@ -64,6 +68,7 @@ function withoutLiveFields(config: RunnerConfig): unknown {
         currentRam: undefined,
         powerdownTimeout: undefined,
         hotplugDisks: undefined,
+        display: { ...vm.display, loggedInUser: undefined },
         drives: vm.drives.map((drive) =>
           drive.type === 'ide-cd' ? { ...drive, file: undefined } : { ...drive, size: undefined },
         ),

@@ -33,6 +33,7 @@ import {
 } from './qmp/commands.js';
 import { DeviceDeletedData, TrayMovedData, VserportChangeData, type VmEvent } from './qmp/events.js';
 import { GuestAgentController } from './guest-agent/controller.js';
+import { AgentLogin } from './vmop-agent/login.js';
 import { DiskController } from './controllers/disks.js';
 import { HotplugController } from './controllers/hotplug.js';
 import { foldEvent, type SnapshotState } from './snapshot/fold.js';
@@ -112,6 +113,7 @@ export class VmRunner {
   private disks?: DiskController;
   private hotplug?: HotplugController;
   private guestAgent?: GuestAgentController;
+  private agentLogin?: AgentLogin;
   private serialLog?: { close(): void };
   private watch?: FileWatch;
   private startedWithDisplayPassword = false;
@@ -471,6 +473,7 @@ export class VmRunner {
     this.watch?.close();
     this.hotplug?.close();
     this.guestAgent?.close();
+    this.agentLogin?.close();
     this.serialLog?.close();
     await this.serial;
     await this.qmp?.close();
@@ -526,6 +529,7 @@ export class VmRunner {
     switch (event.event) {
       case 'VSERPORT_CHANGE': {
         const data = VserportChangeData.safeParse(event.data);
+        if (data.success && data.data.id === AGENT_PORT_ID) this.agentLogin?.portChanged(data.data.open);
         if (data.success && data.data.id === GUEST_AGENT_PORT_ID) {
           this.guestAgent
             ?.portChanged(data.data.open)
@@ -606,6 +610,7 @@ export class VmRunner {
     await attempt('attaching and detaching disks', () =>
       this.hotplug!.apply(next['/Runner'].vm.hotplugDisks),
     );
+    if ('loggedInUser' in changes) this.agentLogin?.setUser(changes.loggedInUser);
     if (reset) await attempt('resetting the guest', () => this.reset(resetRequest));
     this.publishRestartChanges({ event: 'RUNNER_CONFIG_CHANGED', data: { ...changes } }, configDigest(text));
   }
@@ -666,6 +671,18 @@ export class VmRunner {
       (what, task) => this.enqueue(what, task),
       this.logger,
     );
+    this.agentLogin?.close();
+    this.agentLogin = new AgentLogin(
+      this.paths.agentSocket,
+      () => this.store.snapshot.booted,
+      (user) =>
+        this.store.update((state) => ({ ...state, loggedInUser: user }), {
+          event: 'RUNNER_AGENT_LOGIN',
+          data: { user },
+        }),
+      this.logger,
+    );
+    this.agentLogin.setUser(this.applied['/Runner'].vm.display.loggedInUser);
     return (this.guestAgent = new GuestAgentController(this.paths.guestAgentSocket, this.store, this.logger));
   }
 

@@ -169,7 +169,13 @@ export function consoles(deps: ConsoleDeps) {
       fromBrowser,
     );
     const upstream = forward as WebSocket;
-    upstream.on('close', () => browser.close(1000, 'the display closed'));
+    upstream.on('close', (code, reason) => {
+      logger.info(
+        { vm: ticket.vm, code, reason: String(reason) },
+        'a SPICE channel closed at the runner pod',
+      );
+      browser.close(1000, 'the display closed');
+    });
     browser.on('close', () => upstream.close());
   }
 

@@ -23,6 +23,8 @@ export interface VmView {
   pools: string[];
   assignment?: { pool: string; user: string; lastUsed: string };
   consoleConnected: boolean;
+  /** Who the guest's vmop agent says is logged in. */
+  loggedInUser?: string;
   /** A SPICE display to open in the page (besides the serial console every VM has). */
   spice: boolean;
   may: Action[];
@@ -64,6 +66,7 @@ export function vmView(vm: VirtualMachine, may: Iterable<Action>): VmView {
     pools: vm.spec.pools,
     ...(status?.assignment && { assignment: status.assignment }),
     consoleConnected: !!status?.consoleClient,
+    ...(status?.loggedInUser && { loggedInUser: status.loggedInUser }),
     spice: vm.spec.vm.display.spice !== undefined,
     may: [...may].sort(),
   };

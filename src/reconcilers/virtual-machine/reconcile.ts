@@ -717,8 +717,17 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     // So must a migration's every step: two replicas never make two targets or switch twice.
     const migrationStep = migration.plan.state !== undefined;
     if (!(await writeStatus(status, creating || migrationStep))) return STATUS_CONFLICT;
-    if (held.released)
+    if (held.released) {
       await recordEvent(vm, { type: 'Normal', reason: 'AssignmentReleased', message: held.released });
+      // Logged in for the assignment (loginOnAssignment): logged out with it.
+      if (vm.spec.vm.display.loggedInUser === vm.status?.assignment?.user) {
+        await clients.customObjects.patchNamespacedCustomObject(
+          { ...vmApiRef(namespace, name), body: { spec: { vm: { display: { loggedInUser: null } } } } },
+          mergePatch,
+        );
+        writes.push('spec.vm.display.loggedInUser=null (assignment released)');
+      }
+    }
     if (held.recheckInMs !== undefined)
       requeueAfter = Math.min(requeueAfter ?? held.recheckInMs, held.recheckInMs);
     if (specErrors.length === 0 && rejected === undefined)

@@ -115,6 +115,7 @@ export function desiredRunnerConfig(vm: VirtualMachine, options: RunnerConfigOpt
         ...(options.hotplugDisks?.length && { hotplugDisks: options.hotplugDisks }),
         display: {
           outputs: def.display.outputs,
+          ...(def.display.loggedInUser && { loggedInUser: def.display.loggedInUser }),
           ...(def.display.spice && {
             spice: {
               port: def.display.spice.port,

@@ -489,6 +489,7 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
       displayPasswordSerial: snapshot.displayPasswordSerial,
     }),
     ...(snapshot && { consoleClient: snapshot.consoleClient?.host ?? '' }),
+    ...(snapshot?.loggedInUser && !noQemu && { loggedInUser: snapshot.loggedInUser }),
     ...(lastShutdown && { lastShutdown }),
     ...(lastReset && { lastReset }),
     ...(awaiting.length > 0 && { restartAwaitingChanges: awaiting }),
