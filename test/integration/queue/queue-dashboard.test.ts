@@ -1,22 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
+import { launchChromium } from '../../support/browser.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../../src/util/free-port.js';
 import { QueueHarness } from './harness.js';
 
 const VMOP = fileURLToPath(new URL('../../../bin/vmop', import.meta.url));
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 
 describe('vmop queue dashboard', () => {
   let harness: QueueHarness;
@@ -50,7 +41,7 @@ describe('vmop queue dashboard', () => {
     await harness.setBehaviour(broken, { terminal: true });
     await harness.producer.addMany([broken, 'vm:dash/fine']);
     await harness.waitFor('both runs', async () => (await harness.runs()).length === 2);
-    browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
+    browser = await launchChromium();
   });
   afterAll(async () => {
     await browser?.close();
