@@ -150,6 +150,10 @@ describe('the Helm chart on a real node', () => {
       '5m',
     );
     expect(await readyManagers()).toHaveLength(2);
+    // every kind of vmop's, VM-Operator's VmPool too
+    const crds = await vms.kubectl(['get', 'crd', '-o', 'name']);
+    for (const kind of ['vms', 'virtualmachineoperations', 'virtualmachineimages', 'vmpools'])
+      expect(crds).toContain(`customresourcedefinition.apiextensions.k8s.io/${kind}.vmoperator.jdrupes.org`);
     const redis = JSON.parse(await system.kubectl(['get', 'statefulset', 'vmop-redis', '-o', 'json']));
     expect(redis.status.readyReplicas).toBe(1);
   });
