@@ -3,7 +3,6 @@
 // the Kubernetes API (port-forward, exec) after checking the person may. A console is opened with
 // a ticket that lives TICKET_SECONDS and only for the login that asked for it (a copied URL opens
 // nothing), and SPICE with a one-time display password that expires as fast.
-import { createHash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { PassThrough, Writable } from 'node:stream';
@@ -16,9 +15,13 @@ import { SERIAL_RELAY_COMMAND, runnerPodOf } from '../console/runner-pod.js';
 import type { VirtualMachine } from '../api/virtual-machine.js';
 import type { KubeClients } from '../kube/clients.js';
 import type { Logger } from '../util/logger.js';
-import { randomToken } from './sessions.js';
+import { digest, randomToken } from './sessions.js';
 
 export const TICKET_SECONDS = 30;
+
+/** Answers a WebSocket upgrade with 403 and closes the connection. */
+export const refuseUpgrade = (socket: Duplex) =>
+  void socket.end('HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
 const Ticket = z.object({
   session: z.string(),
   kind: z.enum(['spice', 'serial']),
@@ -29,7 +32,6 @@ const Ticket = z.object({
   user: z.string(),
 });
 type Ticket = z.infer<typeof Ticket>;
-const digest = (text: string) => createHash('sha256').update(text).digest('hex');
 const ticketKey = (ticket: string) => `vmop:web:console:${digest(ticket)}`;
 
 export interface ConsoleDeps {
@@ -128,10 +130,7 @@ export function consoles(deps: ConsoleDeps) {
             : undefined;
       const ticket =
         kind && sessionId ? await redeem(url.searchParams.get('ticket') ?? '', sessionId, kind) : undefined;
-      if (!ticket) {
-        socket.end('HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
-        return;
-      }
+      if (!ticket) return refuseUpgrade(socket);
       sockets.handleUpgrade(request, socket, head, (browser) => {
         const bridge = ticket.kind === 'spice' ? bridgeSpice : bridgeSerial;
         bridge(browser, ticket).catch((err: unknown) => {

@@ -4,7 +4,8 @@ import * as client from 'openid-client';
 import type { WebSettings } from './options.js';
 import { Person, randomToken, type SessionStore } from './sessions.js';
 
-const LOOPBACK = new Set(['127.0.0.1', 'localhost', '[::1]']);
+/** Host names of this machine (plain HTTP is all right there: the test bed's). */
+export const LOOPBACK = new Set(['127.0.0.1', 'localhost', '[::1]']);
 
 export interface OidcLogin {
   /** Where to send the browser to log in; `state` binds the way back to this browser (a cookie). */

@@ -19,9 +19,9 @@ import type { EventRecorder } from '../reconcilers/events.js';
 import type { Logger } from '../util/logger.js';
 import { createAccess } from './access.js';
 import { apiRouter } from './api.js';
-import { consoles } from './consoles.js';
+import { consoles, refuseUpgrade } from './consoles.js';
 import { liveViews } from './live.js';
-import { LoginError, oidcLogin, type OidcLogin } from './oidc.js';
+import { LOOPBACK, LoginError, oidcLogin, type OidcLogin } from './oidc.js';
 import { WebOptions, type WebSettings } from './options.js';
 import { rbacCheck } from './rbac.js';
 import { sessionStore } from './sessions.js';
@@ -92,8 +92,7 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
   const cookieOptions = {
     httpOnly: true,
     // Browsers keep Secure cookies of http://localhost too.
-    secure:
-      publicUrl.protocol === 'https:' || ['127.0.0.1', 'localhost', '[::1]'].includes(publicUrl.hostname),
+    secure: publicUrl.protocol === 'https:' || LOOPBACK.has(publicUrl.hostname),
     sameSite: 'lax' as const,
   };
   const page = readFileSync(join(PAGES_DIR, 'index.html'), 'utf8');
@@ -219,8 +218,7 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
   });
   // Console WebSockets: same origin only (a browser sends cookies to WebSockets of any page).
   server.on('upgrade', (request, socket, head) => {
-    const refuse = () =>
-      socket.end('HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+    const refuse = () => refuseUpgrade(socket);
     if (request.headers.origin !== publicUrl.origin) return refuse();
     const id = parseCookie(request.headers.cookie ?? '')[SESSION_COOKIE];
     void (id ? sessions.read(id) : Promise.resolve(undefined))

@@ -28,7 +28,8 @@ const PendingLogin = z.object({ verifier: z.string(), nonce: z.string(), returnT
 export type PendingLogin = z.infer<typeof PendingLogin>;
 
 const LOGIN_SECONDS = 600;
-const digest = (id: string) => createHash('sha256').update(id).digest('hex');
+/** What Redis keeps of a secret token: its sha256, so a copy of Redis names no usable one. */
+export const digest = (token: string) => createHash('sha256').update(token).digest('hex');
 const sessionKey = (id: string) => `vmop:web:session:${digest(id)}`;
 const loginKey = (state: string) => `vmop:web:login:${digest(state)}`;
 export const randomToken = () => randomBytes(32).toString('base64url');

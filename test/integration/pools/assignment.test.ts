@@ -40,6 +40,19 @@ function poolVm(name: string) {
   return stringify(vm);
 }
 
+const setRetention = (retention: string) =>
+  kubectl([
+    'patch',
+    'vmpool',
+    POOL,
+    '-n',
+    NAMESPACE,
+    '--type',
+    'merge',
+    '-p',
+    JSON.stringify({ spec: { retention } }),
+  ]);
+
 const execFileAsync = promisify(execFile);
 /** Another process (as another manager replica) asks for a VM for each user, all at once. */
 async function assignInProcess(redisUrl: string, users: string[]): Promise<Array<[string, AssignOutcome]>> {
@@ -146,17 +159,7 @@ describe("VM pools (VM-Operator's VmPool), real apiserver, Redis and manager", (
   });
 
   it("releases assignments once the pool's retention has passed since their last use", async () => {
-    await kubectl([
-      'patch',
-      'vmpool',
-      POOL,
-      '-n',
-      NAMESPACE,
-      '--type',
-      'merge',
-      '-p',
-      '{"spec":{"retention":"PT4S"}}',
-    ]);
+    await setRetention('PT4S');
     const released = await eventually(async () => {
       const vms = await poolVms();
       expect(vms.filter((vm) => vm.status?.assignment)).toEqual([]);
@@ -173,17 +176,7 @@ describe("VM pools (VM-Operator's VmPool), real apiserver, Redis and manager", (
   });
 
   it('unassigns every VM of a pool that is deleted, and a VM that leaves its pool', async () => {
-    await kubectl([
-      'patch',
-      'vmpool',
-      POOL,
-      '-n',
-      NAMESPACE,
-      '--type',
-      'merge',
-      '-p',
-      '{"spec":{"retention":"PT1h"}}',
-    ]);
+    await setRetention('PT1h');
     const outcomes = await assignInProcess(redis.url, ['v1', 'v2']);
     const [v1Vm, v2Vm] = outcomes.map(([, outcome]) => outcome.vm!);
     await kubectl(['patch', 'vm', v1Vm!, '-n', NAMESPACE, '--type', 'merge', '-p', '{"spec":{"pools":[]}}']);
