@@ -5,6 +5,7 @@ import { useEffect, useState } from 'preact/hooks';
 import htm from 'htm';
 import { api, loadMe } from './client.js';
 import { ConsoleView } from './console.js';
+import { UsageChart } from './usage-chart.js';
 
 const html = htm.bind(h);
 
@@ -193,6 +194,7 @@ function AdminView({ live, onError }) {
       <span><strong data-summary="vms">${running.length}</strong> of ${vms.length} VMs run</span>
       <span><strong data-summary="cpus">${cpus}</strong> CPUs in use</span>
     </section>
+    <${UsageChart} />
     <div class="table-wrap">
       <table>
         <thead>

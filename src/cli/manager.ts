@@ -115,6 +115,12 @@ export function register(program: Command): void {
     )
     .option('--kube-user-prefix <prefix>', "prefix of the person's name in RBAC checks", 'oidc:')
     .option('--kube-group-prefix <prefix>', 'prefix of their groups in RBAC checks', 'oidc:')
+    .option(
+      '--web-usage-sample-seconds <seconds>',
+      "how often the admin view's 24-hour chart of CPUs and RAM in use gets a point",
+      Number,
+      60,
+    )
     .action(async (flags) => {
       const parsed = ManagerOptions.safeParse({
         kubeconfig: flags.kubeconfig,
@@ -153,6 +159,7 @@ export function register(program: Command): void {
             },
             kubernetesUserPrefix: flags.kubeUserPrefix,
             kubernetesGroupPrefix: flags.kubeGroupPrefix,
+            usageSampleSeconds: flags.webUsageSampleSeconds,
           },
         }),
       });

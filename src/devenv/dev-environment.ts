@@ -176,6 +176,8 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
       ...['--web-port', String(webPorts[replica - 1]), '--web-host', '127.0.0.1'],
       ...['--web-public-url', webUrls[replica - 1]!, '--oidc-issuer', oidcProvider.issuer],
       ...['--oidc-client-id', oidcProvider.clientId],
+      // A short-lived bed: its usage chart fills in seconds rather than minutes.
+      ...['--web-usage-sample-seconds', '5'],
     ];
     const args = [
       ...['manager', '--kubeconfig', kubeconfig, '--redis', redisUrl, '--metrics-port', '0'],

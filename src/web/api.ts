@@ -17,6 +17,7 @@ import type { LiveViews } from './live.js';
 import type { Action } from './permissions.js';
 import type { Session } from './sessions.js';
 import type { Consoles } from './consoles.js';
+import type { UsageHistory } from './usage.js';
 
 export const REQUESTED_BY_ANNOTATION = 'vmoperator.jdrupes.org/requested-by';
 /** Keeps proxies from closing an idle event stream. */
@@ -42,6 +43,7 @@ export interface ApiDeps {
   lock: PoolLock;
   recordEvent: EventRecorder;
   consoles: Consoles;
+  usage: UsageHistory;
   /** Whether the session still exists (a logout elsewhere ends the page's event stream). */
   sessionAlive: (id: string) => Promise<boolean>;
 }
@@ -56,6 +58,13 @@ export function apiRouter(deps: ApiDeps): Router {
   router.get('/me', (_req, res) => {
     const { person, csrf } = sessionOf(res);
     res.json({ ...person, csrf });
+  });
+
+  // The cluster's CPUs and RAM in use over 24 h: for people who may see every VM.
+  router.get('/usage', async (_req, res) => {
+    if (!(await access.seesCluster(sessionOf(res).person)))
+      return refuse(res, 403, 'only people who may list every VM see the cluster totals');
+    res.json({ sampleSeconds: deps.usage.sampleSeconds, samples: await deps.usage.read() });
   });
 
   // Server-sent events: the person's VMs and pools, then their changes.

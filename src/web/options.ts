@@ -34,6 +34,8 @@ export const WebOptions = z.object({
     .int()
     .positive()
     .default(24 * 3600),
+  /** How often the admin view's 24-hour chart of CPUs and RAM in use gets a point. */
+  usageSampleSeconds: z.number().int().min(1).max(3600).default(60),
 });
 export type WebOptions = z.input<typeof WebOptions>;
 export type WebSettings = z.infer<typeof WebOptions>;

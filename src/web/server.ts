@@ -25,6 +25,7 @@ import { LOOPBACK, LoginError, oidcLogin, type OidcLogin } from './oidc.js';
 import { WebOptions, type WebSettings } from './options.js';
 import { rbacCheck } from './rbac.js';
 import { sessionStore } from './sessions.js';
+import { usageHistory } from './usage.js';
 
 export const SESSION_COOKIE = 'vmop_session';
 const LOGIN_COOKIE = 'vmop_login';
@@ -37,6 +38,8 @@ const VENDOR: Record<string, string> = {
   'htm.mjs': join(dirname(require.resolve('htm')), 'htm.mjs'),
   'xterm.mjs': join(dirname(require.resolve('@xterm/xterm')), 'xterm.mjs'),
   'xterm.css': join(dirname(require.resolve('@xterm/xterm')), '../css/xterm.css'),
+  'uplot.mjs': join(dirname(require.resolve('uplot')), 'uPlot.esm.js'),
+  'uplot.css': join(dirname(require.resolve('uplot')), 'uPlot.min.css'),
 };
 /** spice-html5 (LGPL-3.0-or-later), its ES modules as they are. */
 const SPICE_DIR = join(dirname(require.resolve('@spice-project/spice-html5/package.json')), 'src');
@@ -74,6 +77,8 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
     }),
   );
   const live = liveViews(access, deps.subscribe);
+  const usage = usageHistory(deps.redis, deps.cache, settings.usageSampleSeconds, logger);
+  usage.start();
   const webConsoles = consoles({
     kubeConfig: deps.kubeConfig,
     clients: deps.clients,
@@ -195,6 +200,7 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
       lock: deps.lock,
       recordEvent: deps.recordEvent,
       consoles: webConsoles,
+      usage,
       sessionAlive: async (id) => (await sessions.read(id)) !== undefined,
     }),
   );
@@ -234,6 +240,7 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
     port,
     async close() {
       live.stop();
+      usage.stop();
       webConsoles.close();
       server.closeAllConnections();
       await new Promise<void>((done) => server.close(() => done()));

@@ -1,0 +1,83 @@
+// The admin view's chart of the cluster's CPUs and RAM in use over the last 24 h (uPlot, MIT: a
+// small canvas chart made for time series). Shown only to people who may see every VM.
+import { h } from 'preact';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import htm from 'htm';
+import { api } from './client.js';
+
+const html = htm.bind(h);
+const GIB = 1024 ** 3;
+
+export function UsageChart() {
+  const element = useRef(null);
+  const [usage, setUsage] = useState(undefined);
+  useEffect(() => {
+    let timer;
+    let over = false;
+    const load = async () => {
+      try {
+        const next = await api('GET', '/api/usage');
+        if (over) return;
+        setUsage(next);
+        timer = setTimeout(load, next.sampleSeconds * 1000);
+      } catch {
+        if (!over) setUsage(null); // not for this person
+      }
+    };
+    void load();
+    return () => {
+      over = true;
+      clearTimeout(timer);
+    };
+  }, []);
+  useEffect(() => {
+    if (!usage || !element.current) return undefined;
+    let chart;
+    let over = false;
+    const size = () => ({ width: Math.max(element.current.clientWidth, 240), height: 180 });
+    const onResize = () => chart?.setSize(size());
+    (async () => {
+      const { default: uPlot } = await import('/vendor/uplot.mjs');
+      if (over) return;
+      const { samples } = usage;
+      const data = [
+        samples.map((s) => s.t / 1000),
+        samples.map((s) => s.cpus),
+        samples.map((s) => s.ramBytes / GIB),
+      ];
+      chart = new uPlot(
+        {
+          ...size(),
+          series: [
+            {},
+            { label: 'CPUs', stroke: '#2563eb', width: 2 },
+            { label: 'RAM (GiB)', stroke: '#16a34a', width: 2, scale: 'ram' },
+          ],
+          axes: [{}, { label: 'CPUs' }, { label: 'GiB', scale: 'ram', side: 1, grid: { show: false } }],
+          scales: { x: { time: true } },
+        },
+        data,
+        element.current,
+      );
+      window.addEventListener('resize', onResize);
+    })();
+    return () => {
+      over = true;
+      window.removeEventListener('resize', onResize);
+      chart?.destroy();
+    };
+  }, [usage]);
+  if (!usage) return null;
+  const latest = usage.samples.at(-1);
+  const summary = latest
+    ? `now ${latest.cpus} CPUs and ${(latest.ramBytes / GIB).toFixed(1)} GiB of RAM in use by ${latest.vms} VMs`
+    : 'no samples yet';
+  return html`<figure class="usage" data-usage-points=${usage.samples.length}>
+    <figcaption>CPUs and RAM in use, last 24 hours: <span data-usage-latest>${summary}</span></figcaption>
+    <div
+      ref=${element}
+      role="img"
+      aria-label=${`chart of CPUs and RAM in use over the last 24 hours; ${summary}`}
+    ></div>
+  </figure>`;
+}
