@@ -8,12 +8,15 @@ import { api } from './client.js';
 const html = htm.bind(h);
 const socketUrl = (path) => `${location.protocol === 'https:' ? 'wss' : 'ws'}://${location.host}${path}`;
 const CLOSED = 'The console closed: someone else may have taken it over, or the VM stopped.';
+const TAKEN_OVER_CODE = 4001; // the GUI's close code when another session opened the display
+const TAKEN_OVER = 'Someone else opened this display and took it over. Reload the page to take it back.';
 
 function SpiceDisplay({ vm }) {
   const [state, setState] = useState('connecting');
   useEffect(() => {
     let connection;
     let over = false;
+    let takenOver = false;
     (async () => {
       try {
         const { url, password } = await api('POST', `/api/vms/${vm.namespace}/${vm.name}/console/spice`);
@@ -23,7 +26,13 @@ function SpiceDisplay({ vm }) {
           password: password ?? '',
           screen_id: 'spice-screen',
           onsuccess: () => setState('connected'),
-          onerror: (err) => !over && setState(`${CLOSED} (${err?.message ?? 'closed'})`),
+          onerror: (err) => !over && !takenOver && setState(`${CLOSED} (${err?.message ?? 'closed'})`),
+        });
+        // spice-html5 does not pass on the close code, which tells a takeover (consoles.ts) apart.
+        connection.ws?.addEventListener('close', (e) => {
+          if (e.code !== TAKEN_OVER_CODE || over) return;
+          takenOver = true;
+          setState(TAKEN_OVER);
         });
       } catch (err) {
         setState(err.message);

@@ -33,6 +33,10 @@ const Ticket = z.object({
 });
 type Ticket = z.infer<typeof Ticket>;
 const ticketKey = (ticket: string) => `vmop:web:console:${digest(ticket)}`;
+/** Whose ticket last opened a VM's display: QEMU lets one client in, and drops the one before. */
+const displayHolderKey = (namespace: string, vm: string) => `vmop:web:display-holder:${namespace}/${vm}`;
+/** The close code (application range) and reason of a display another ticket took over. */
+export const TAKEN_OVER = { code: 4001, reason: 'another console session took the display over' };
 
 export interface ConsoleDeps {
   kubeConfig: KubeConfig;
@@ -97,6 +101,7 @@ export function consoles(deps: ConsoleDeps) {
         port: spice.port,
         user,
       });
+      await redis.set(displayHolderKey(namespace, vm.metadata.name), digest(ticket), 'EX', 24 * 3600);
       logger.info({ user, vm: `${namespace}/${vm.metadata.name}` }, 'SPICE console opened in the web GUI');
       return { ticket, ...(password !== undefined && { password }) };
     },
@@ -131,9 +136,10 @@ export function consoles(deps: ConsoleDeps) {
       const ticket =
         kind && sessionId ? await redeem(url.searchParams.get('ticket') ?? '', sessionId, kind) : undefined;
       if (!ticket) return refuseUpgrade(socket);
+      const ticketDigest = digest(url.searchParams.get('ticket')!);
       sockets.handleUpgrade(request, socket, head, (browser) => {
         const bridge = ticket.kind === 'spice' ? bridgeSpice : bridgeSerial;
-        bridge(browser, ticket).catch((err: unknown) => {
+        bridge(browser, ticket, ticketDigest).catch((err: unknown) => {
           logger.warn({ err: (err as Error).message, vm: ticket.vm }, 'a web console ended with an error');
           browser.close(1011, 'the console could not be reached');
         });
@@ -157,7 +163,7 @@ export function consoles(deps: ConsoleDeps) {
     return { fromBrowser, toBrowser };
   }
 
-  async function bridgeSpice(browser: WebSocket, ticket: Ticket) {
+  async function bridgeSpice(browser: WebSocket, ticket: Ticket, ticketDigest: string) {
     const { fromBrowser, toBrowser } = streamsOf(browser);
     const forward = await new PortForward(deps.kubeConfig).portForward(
       ticket.namespace,
@@ -173,7 +179,15 @@ export function consoles(deps: ConsoleDeps) {
         { vm: ticket.vm, code, reason: String(reason) },
         'a SPICE channel closed at the runner pod',
       );
-      browser.close(1000, 'the display closed');
+      // Tell the person why, if a newer ticket took the display (QEMU just drops the connection).
+      void redis
+        .get(displayHolderKey(ticket.namespace, ticket.vm))
+        .catch(() => null)
+        .then((holder) =>
+          holder && holder !== ticketDigest
+            ? browser.close(TAKEN_OVER.code, TAKEN_OVER.reason)
+            : browser.close(1000, 'the display closed'),
+        );
     });
     browser.on('close', () => upstream.close());
   }
