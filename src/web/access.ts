@@ -14,12 +14,18 @@ export function createAccess(cache: ObjectCache, rbac: RbacCheck) {
     const cached = cache.get<KubernetesObject>(POOL_KIND, namespace, name);
     return cached ? VmPool.safeParse(cached).data : undefined;
   };
+  // A watch replaces a cached object when it changes, never edits it: each is parsed once.
+  const parsed = new WeakMap<KubernetesObject, VirtualMachine | null>();
+  const parseVm = (cached: KubernetesObject): VirtualMachine | undefined => {
+    let known = parsed.get(cached);
+    if (known === undefined) parsed.set(cached, (known = VirtualMachine.safeParse(cached).data ?? null));
+    return known ?? undefined;
+  };
   const vm = (namespace: string, name: string) => {
     const cached = cache.get<KubernetesObject>(KIND, namespace, name);
-    return cached ? VirtualMachine.safeParse(cached).data : undefined;
+    return cached ? parseVm(cached) : undefined;
   };
-  const allVms = () =>
-    cache.list<KubernetesObject>(KIND, undefined).flatMap((o) => VirtualMachine.safeParse(o).data ?? []);
+  const allVms = () => cache.list<KubernetesObject>(KIND, undefined).flatMap((o) => parseVm(o) ?? []);
   const allPools = () =>
     cache.list<KubernetesObject>(POOL_KIND, undefined).flatMap((o) => VmPool.safeParse(o).data ?? []);
 
@@ -90,6 +96,10 @@ export function createAccess(cache: ObjectCache, rbac: RbacCheck) {
     /** Whether the person may do `action` with the VM (asked of RBAC for this very VM too). */
     async mayOnVm(person: Person, target: VirtualMachine, action: Action): Promise<boolean> {
       return (await onVm(person, target, true)).actions.has(action);
+    },
+    /** Whether the person may see every VM of the cluster (and so the cluster's totals). */
+    async seesCluster(person: Person): Promise<boolean> {
+      return rbac(person, { namespace: '', ...rbacRequestOf('see'), verb: 'list' });
     },
     async mayUsePool(person: Person, target: VmPool): Promise<boolean> {
       return (await onPool(person, target)).visible;
