@@ -48,6 +48,17 @@ async function openSerial(context: BrowserContext): Promise<Page> {
   await expect.poll(() => page.locator('[data-serial-state]').count(), { timeout: 30_000 }).toBe(0);
   return page;
 }
+/** A page with the VM's SPICE display open, as `who` sees it; the display's canvas drawn. */
+async function openDisplay(context: BrowserContext): Promise<Page> {
+  const page = await context.newPage();
+  await page.goto(`${bed.env.state.web.urls[0]}/console/${NAMESPACE}/alices`);
+  await page.locator('#spice-screen canvas').first().waitFor({ timeout: 60_000 });
+  return page;
+}
+/** What the tests read of the page's document (the project's types have no DOM). */
+interface PageGlobals {
+  document: { documentElement: { scrollWidth: number; clientWidth: number }; activeElement: unknown };
+}
 const typeInto = async (page: Page, keys: string) => {
   await page.locator('[data-terminal] .xterm-helper-textarea').focus();
   await page.keyboard.type(keys.replace(/\r$/, ''));
@@ -141,10 +152,8 @@ spec:
 
   it("shows the VM's SPICE display in the page, and its screen changes when the guest writes to it", async () => {
     const { context } = people.alice!;
-    const display = await context.newPage();
-    await display.goto(`${url}/console/${NAMESPACE}/alices`);
+    const display = await openDisplay(context);
     const canvas = display.locator('#spice-screen canvas').first();
-    await canvas.waitFor({ timeout: 60_000 });
     const screen = () => canvas.evaluate((c) => (c as unknown as { toDataURL(): string }).toDataURL());
     // What the screen shows while the guest writes nothing: its text, with the cursor blinking on
     // and off (QEMU draws VGA text mode with a blinking cursor), so at most two pictures.
@@ -173,6 +182,18 @@ spec:
       .toContain('[vmop: this console session was taken over by another one]');
     await takeover.close();
     await serial.close();
+  });
+
+  it('opening the display another person has takes it over, and they are told', async () => {
+    const alices = await openDisplay(people.alice!.context);
+    await expect.poll(() => alices.locator('[data-display-state]').count(), { timeout: 30_000 }).toBe(0);
+    const admins = await openDisplay(people.admin!.context);
+    await expect
+      .poll(() => alices.locator('[data-display-state]').textContent(), { timeout: 30_000 })
+      .toBe('Someone else opened this display and took it over. Reload the page to take it back.');
+    await expect.poll(() => admins.locator('[data-display-state]').count(), { timeout: 30_000 }).toBe(0);
+    await alices.close();
+    await admins.close();
   });
 
   it('refuses a console without the permission, also on the WebSocket called directly', async () => {
@@ -282,6 +303,80 @@ spec:
     await row.getByLabel('CPUs of alices').press('Enter');
     await expect.poll(() => row.locator('[data-cpus]').textContent(), { timeout: 60_000 }).toBe('2');
     expect(await bed.vms.eventMessages('alices')).toContain('RequestedInWebGui: admin set currentCpus 2');
+  });
+
+  it("charts the cluster's CPUs and RAM in use over 24 h for administrators, and for nobody else", async () => {
+    const { page } = people.admin!;
+    const chart = page.locator('figure.usage');
+    await chart.locator('canvas').waitFor();
+    // The bed samples every 5 s: the chart's newest point soon counts what the table shows.
+    const inUse = async () => {
+      const cpus = await page.locator('[data-summary="cpus"]').textContent();
+      const vms = await page.locator('[data-summary="vms"]').textContent();
+      const latest = await chart.locator('[data-usage-latest]').textContent();
+      const [, charted, ram, chartedVms] =
+        /^now (\d+) CPUs and ([\d.]+) GiB of RAM in use by (\d+) VMs$/.exec(latest ?? '') ?? [];
+      return { cpus: charted === cpus, vms: chartedVms === vms, ram: Number(ram) > 0, latest };
+    };
+    await expect.poll(inUse, { timeout: 30_000 }).toMatchObject({ cpus: true, vms: true, ram: true });
+    expect(Number(await chart.getAttribute('data-usage-points'))).toBeGreaterThan(1);
+    expect(await callApi(people.alice!.page, 'GET', '/api/usage')).toEqual({
+      status: 403,
+      body: JSON.stringify({ message: 'only people who may list every VM see the cluster totals' }),
+    });
+    await people.alice!.page.goto(`${url}/admin`);
+    await people.alice!.page.locator('[data-summary="vms"]').waitFor();
+    expect(await people.alice!.page.locator('figure.usage').count()).toBe(0);
+  });
+
+  it('reads on a phone without sideways scrolling, and works with the keyboard alone', async () => {
+    const phone = {
+      viewport: { width: 390, height: 844 },
+      isMobile: true,
+      hasTouch: true,
+      deviceScaleFactor: 3,
+    };
+    const { page, context } = await logIn(browser, url, 'alice', phone);
+    const fitsTheWidth = () =>
+      page.evaluate(() => {
+        const { documentElement: root } = (globalThis as unknown as PageGlobals).document;
+        return root.scrollWidth <= root.clientWidth;
+      });
+    await card(page, 'teams').waitFor();
+    expect(await fitsTheWidth()).toBe(true);
+    for (const box of await page
+      .locator('[data-vm], [data-pool]')
+      .evaluateAll((cards) => cards.map((c) => c.getBoundingClientRect().right)))
+      expect(box).toBeLessThanOrEqual(390);
+    for (const path of ['/admin', `/console/${NAMESPACE}/alices?view=serial`]) {
+      await page.goto(`${url}${path}`);
+      await page.locator('[data-user]').waitFor();
+      await page.waitForTimeout(500); // the table or terminal is laid out
+      expect(await fitsTheWidth()).toBe(true);
+    }
+    // Tab to the Start button of the team's VM, then Enter: nothing but keys.
+    await page.goto(url);
+    const start = card(page, 'teams').locator('[data-action="start"]');
+    await start.waitFor();
+    let focused = false;
+    for (let presses = 0; presses < 40 && !focused; presses++) {
+      await page.keyboard.press('Tab');
+      focused = await start.evaluate(
+        (button) => button === (globalThis as unknown as PageGlobals).document.activeElement,
+      );
+    }
+    expect(focused).toBe(true);
+    await page.keyboard.press('Enter');
+    await bed.vms.waitForVm('teams', (vm) => expect(vm.spec.vm.state).toBe('Running'), 30_000);
+    await bed.vms.kubectl([
+      'patch',
+      'vm',
+      'teams',
+      '--type=merge',
+      '-p',
+      '{"spec":{"vm":{"state":"Stopped"}}}',
+    ]);
+    await context.close();
   });
 
   it('logs out: the same cookie opens nothing afterwards, at any replica', async () => {

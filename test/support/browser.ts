@@ -1,6 +1,12 @@
 // Headless Chromium (Debian's, installed by provisioning) driven by playwright-core, and a login
 // at the test bed's Dex as a person would do it: the GUI sends the browser there, they type.
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import {
+  chromium,
+  type Browser,
+  type BrowserContext,
+  type BrowserContextOptions,
+  type Page,
+} from 'playwright-core';
 import { DEV_PASSWORD } from '../../src/devenv/oidc-provider.js';
 
 export const CHROMIUM_ARGS = [
@@ -26,8 +32,13 @@ export interface LoggedIn {
 }
 
 /** A browser of its own (cookies apart) in which `user` opened `url` and logged in at Dex. */
-export async function logIn(browser: Browser, url: string, user: string): Promise<LoggedIn> {
-  const context = await browser.newContext();
+export async function logIn(
+  browser: Browser,
+  url: string,
+  user: string,
+  device: BrowserContextOptions = {},
+): Promise<LoggedIn> {
+  const context = await browser.newContext(device);
   const page = await context.newPage();
   await page.goto(url);
   // Dex's password form (its connector choice is skipped: only the password database is on).
