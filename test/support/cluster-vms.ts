@@ -116,17 +116,42 @@ export function clusterVms(kubeconfig: string, namespace: string) {
     patchVm: (name: string, vm: object) =>
       kubectl(['patch', 'vm', name, '--type', 'merge', '-p', JSON.stringify({ spec: { vm } })]),
     condition: (vm: Vm, type: string) => vm.status?.conditions?.find((c) => c.type === type),
-    /** Polls the VM until `check` passes (and returns the VM it passed on). */
-    waitForVm: (name: string, check: (vm: Vm) => void, timeoutMs = 180_000) =>
-      eventually(
-        async () => {
-          const vm = await getVm(name);
-          check(vm);
-          return vm;
-        },
-        timeoutMs,
-        500,
-      ),
+    /**
+     * Polls the VM until `check` passes (and returns the VM it passed on). When it never does, the
+     * error also says what the VM, its runner pod and its Events were last: a rare failure in CI
+     * must be explainable from its log alone.
+     */
+    waitForVm: async (name: string, check: (vm: Vm) => void, timeoutMs = 180_000) => {
+      let last: Vm | undefined;
+      try {
+        return await eventually(
+          async () => {
+            last = await getVm(name);
+            check(last);
+            return last;
+          },
+          timeoutMs,
+          500,
+        );
+      } catch (err) {
+        const pod = await kubectl([
+          'get',
+          'pods',
+          '-l',
+          `app.kubernetes.io/instance=${name}`,
+          '-o',
+          'wide',
+        ]).catch((e: Error) => e.message);
+        const seen = await events(name).then(
+          (list) => list.map((e) => `${e.reason}: ${e.message}`),
+          (e: Error) => [e.message],
+        );
+        (err as Error).message +=
+          `\n--- ${name} when the wait ended: spec.vm.state ${last?.spec.vm.state}, status ${JSON.stringify(last?.status)}` +
+          `\n--- its runner pod:\n${pod}\n--- its Events:\n${seen.join('\n')}`;
+        throw err;
+      }
+    },
     eventReasons: async (name: string): Promise<string[]> => (await events(name)).map((e) => e.reason),
     /** The VM's Events as `reason: message`. */
     eventMessages: async (name: string): Promise<string[]> =>
