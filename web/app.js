@@ -185,18 +185,67 @@ function ResourceInput({ vm, field, onError }) {
   </form>`;
 }
 
+/** Every admin row has this height (style.css), so a window of rows can stand in for them all. */
+const ROW_HEIGHT = 44;
+/** Rows drawn above and below the visible ones, so a scroll shows drawn rows at once. */
+const OVERSCAN = 15;
+
+function AdminRow({ vm, onError }) {
+  const editable = vm.may.includes('resources');
+  return html`<tr key=${keyOf(vm)} data-vm=${keyOf(vm)}>
+    <td>${osIcon(vm.os)} ${vm.name}</td>
+    <td>${vm.namespace}</td>
+    <td><span class=${phaseClass(vm.phase)} data-phase title=${vm.message ?? ''}>${vm.phase}</span></td>
+    <td>
+      <span data-cpus>${vm.cpus}</span
+      >${editable ? html` <${ResourceInput} vm=${vm} field="currentCpus" onError=${onError} />` : ''}
+    </td>
+    <td>
+      <span data-ram>${vm.ram}</span
+      >${editable ? html` <${ResourceInput} vm=${vm} field="currentRam" onError=${onError} />` : ''}
+    </td>
+    <td data-node>${vm.node ?? ''}</td>
+    <td><${VmActions} vm=${vm} onError=${onError} admin=${true} /></td>
+  </tr>`;
+}
+
+/**
+ * Every VM the person may see, in a table that draws only the rows in view (and a few around):
+ * a thousand VMs cost as little to show and to update as a screenful.
+ */
 function AdminView({ live, onError }) {
-  const vms = [...live.vms.values()].sort((a, b) => keyOf(a).localeCompare(keyOf(b)));
-  const running = vms.filter((vm) => vm.phase === 'Running');
+  const [filter, setFilter] = useState('');
+  const [view, setView] = useState({ top: 0, height: window.innerHeight });
+  const all = [...live.vms.values()].sort((a, b) => keyOf(a).localeCompare(keyOf(b)));
+  const running = all.filter((vm) => vm.phase === 'Running');
   const cpus = running.reduce((sum, vm) => sum + vm.cpus, 0);
+  const wanted = filter.trim().toLowerCase();
+  const vms = wanted ? all.filter((vm) => keyOf(vm).toLowerCase().includes(wanted)) : all;
+  const first = Math.max(0, Math.floor(view.top / ROW_HEIGHT) - OVERSCAN);
+  const last = Math.min(vms.length, Math.ceil((view.top + view.height) / ROW_HEIGHT) + OVERSCAN);
+  const spacer = (rows) =>
+    rows > 0 && html`<tr class="spacer" aria-hidden="true" style=${`height: ${rows * ROW_HEIGHT}px`}></tr>`;
+  const onScroll = (e) => setView({ top: e.currentTarget.scrollTop, height: e.currentTarget.clientHeight });
   return html`<main>
     <section aria-label="summary" class="summary">
-      <span><strong data-summary="vms">${running.length}</strong> of ${vms.length} VMs run</span>
+      <span>
+        <strong data-summary="vms">${running.length}</strong>${' of '}<span data-summary="total"
+          >${all.length}</span
+        >${' VMs run'}
+      </span>
       <span><strong data-summary="cpus">${cpus}</strong> CPUs in use</span>
     </section>
     <${UsageChart} />
-    <div class="table-wrap">
-      <table>
+    <input
+      type="search"
+      class="filter"
+      aria-label="Filter VMs by namespace or name"
+      placeholder="Filter by namespace/name"
+      value=${filter}
+      onInput=${(e) => setFilter(e.target.value)}
+    />
+    <div class="table-wrap admin-rows" onScroll=${onScroll}>
+      <table aria-rowcount=${vms.length + 1}>
         <thead>
           <tr>
             <th>VM</th>
@@ -209,26 +258,9 @@ function AdminView({ live, onError }) {
           </tr>
         </thead>
         <tbody>
-          ${vms.map(
-            (vm) =>
-              html`<tr key=${keyOf(vm)} data-vm=${keyOf(vm)}>
-                <td>${osIcon(vm.os)} ${vm.name}</td>
-                <td>${vm.namespace}</td>
-                <td>
-                  <span class=${phaseClass(vm.phase)} data-phase title=${vm.message ?? ''}>${vm.phase}</span>
-                </td>
-                <td>
-                  <span data-cpus>${vm.cpus}</span
-                  >${vm.may.includes('resources') ? html` <${ResourceInput} vm=${vm} field="currentCpus" onError=${onError} />` : ''}
-                </td>
-                <td>
-                  <span data-ram>${vm.ram}</span
-                  >${vm.may.includes('resources') ? html` <${ResourceInput} vm=${vm} field="currentRam" onError=${onError} />` : ''}
-                </td>
-                <td data-node>${vm.node ?? ''}</td>
-                <td><${VmActions} vm=${vm} onError=${onError} admin=${true} /></td>
-              </tr>`,
-          )}
+          ${spacer(first)}
+          ${vms.slice(first, last).map((vm) => html`<${AdminRow} key=${keyOf(vm)} vm=${vm} onError=${onError} />`)}
+          ${spacer(vms.length - last)}
         </tbody>
       </table>
     </div>

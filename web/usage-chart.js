@@ -54,7 +54,12 @@ export function UsageChart() {
             { label: 'RAM (GiB)', stroke: '#16a34a', width: 2, scale: 'ram' },
           ],
           axes: [{}, { label: 'CPUs' }, { label: 'GiB', scale: 'ram', side: 1, grid: { show: false } }],
-          scales: { x: { time: true } },
+          scales: {
+            // Always the last 24 h, and from 0 up: one sample must not look like a trend.
+            x: { time: true, range: () => [Date.now() / 1000 - 24 * 3600, Date.now() / 1000] },
+            y: { range: (_u, _min, max) => [0, Math.max(1, max) * 1.2] },
+            ram: { range: (_u, _min, max) => [0, Math.max(1, max) * 1.2] },
+          },
         },
         data,
         element.current,
