@@ -1,7 +1,7 @@
 // The GUI's API (JSON, under /api; the session middleware has checked the login and, for changes,
 // the CSRF token). Every change goes to the apiserver as an operation or a patch by the manager,
 // after checking the person may, and an Event on the VM names who asked.
-import { Router, type Response } from 'express';
+import { Router, type CookieOptions, type Response } from 'express';
 import { z } from 'zod';
 import { Quantity } from '../api/kubernetes-types.js';
 import { OPERATION_KIND, operationApiRef, type OperationType } from '../api/virtual-machine-operation.js';
@@ -16,7 +16,7 @@ import type { Access } from './access.js';
 import type { LiveViews } from './live.js';
 import type { Action } from './permissions.js';
 import type { Session } from './sessions.js';
-import type { Consoles } from './consoles.js';
+import { TICKET_COOKIE, TICKET_SECONDS, consolePath, type Consoles } from './consoles.js';
 import type { UsageHistory } from './usage.js';
 
 export const REQUESTED_BY_ANNOTATION = 'vmoperator.jdrupes.org/requested-by';
@@ -43,6 +43,8 @@ export interface ApiDeps {
   lock: PoolLock;
   recordEvent: EventRecorder;
   consoles: Consoles;
+  /** The session cookie's flags (Secure, HttpOnly, SameSite), for the console ticket's too. */
+  cookieOptions: CookieOptions;
   usage: UsageHistory;
   /** Whether the session still exists (a logout elsewhere ends the page's event stream). */
   sessionAlive: (id: string) => Promise<boolean>;
@@ -116,7 +118,15 @@ export function apiRouter(deps: ApiDeps): Router {
     const open = kind === 'spice' ? deps.consoles.openSpice : deps.consoles.openSerial;
     const opened = await open(session.id, session.person.user, vm);
     if ('message' in opened) return refuse(res, 409, opened.message!);
-    res.json({ ...opened, url: `/api/console/${kind}?ticket=${opened.ticket}` });
+    // The ticket goes only to that console's WebSocket, in a cookie: never in a URL or a script's reach.
+    const path = consolePath(kind, namespace, name);
+    res.cookie(TICKET_COOKIE, opened.ticket, {
+      ...deps.cookieOptions,
+      sameSite: 'strict',
+      path,
+      maxAge: TICKET_SECONDS * 1000,
+    });
+    res.json({ url: path, ...('password' in opened && { password: opened.password }) });
   });
 
   router.post('/vms/:namespace/:name/:operation', async (req, res) => {

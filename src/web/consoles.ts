@@ -1,8 +1,9 @@
 // The consoles in the page: the SPICE display (spice-html5 speaks SPICE over WebSockets, one per
 // channel) and the serial console (a terminal), bridged by the GUI to the VM's runner pod through
 // the Kubernetes API (port-forward, exec) after checking the person may. A console is opened with
-// a ticket that lives TICKET_SECONDS and only for the login that asked for it (a copied URL opens
-// nothing), and SPICE with a one-time display password that expires as fast.
+// a ticket that lives TICKET_SECONDS and only for the login that asked for it, carried by an
+// HttpOnly cookie scoped to that console's WebSocket path (never in a URL or the page's reach),
+// and SPICE with a one-time display password that expires as fast.
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { PassThrough, Writable } from 'node:stream';
@@ -18,6 +19,10 @@ import type { Logger } from '../util/logger.js';
 import { digest, randomToken } from './sessions.js';
 
 export const TICKET_SECONDS = 30;
+export const TICKET_COOKIE = 'vmop_console';
+/** The WebSocket path of a VM's console; its ticket cookie is scoped to it. */
+export const consolePath = (kind: 'spice' | 'serial', namespace: string, vm: string) =>
+  `/api/console/${kind}/${encodeURIComponent(namespace)}/${encodeURIComponent(vm)}`;
 
 /** Answers a WebSocket upgrade with 403 and closes the connection. */
 export const refuseUpgrade = (socket: Duplex) =>
@@ -59,12 +64,17 @@ export function consoles(deps: ConsoleDeps) {
     return id;
   }
 
-  /** The ticket, if it is this login's; a serial one only once (SPICE opens one socket per channel). */
-  async function redeem(id: string, sessionId: string, kind: Ticket['kind']): Promise<Ticket | undefined> {
+  /**
+   * The ticket, if it is this login's and for this console; a serial one only once (SPICE opens
+   * one socket per channel).
+   */
+  async function redeem(id: string, sessionId: string, path: string): Promise<Ticket | undefined> {
     const key = ticketKey(id);
     const text = await redis.get(key);
     const ticket = text === null ? undefined : Ticket.safeParse(JSON.parse(text)).data;
-    if (!ticket || ticket.kind !== kind || ticket.session !== digest(sessionId)) return undefined;
+    if (!ticket || ticket.session !== digest(sessionId)) return undefined;
+    if (consolePath(ticket.kind, ticket.namespace, ticket.vm) !== path) return undefined;
+    const { kind } = ticket;
     // Of two uses at once, one deletes it.
     if (kind === 'serial' && (await redis.del(key)) !== 1) return undefined;
     return ticket;
@@ -122,21 +132,20 @@ export function consoles(deps: ConsoleDeps) {
     },
 
     /**
-     * An HTTP upgrade to /api/console/{spice,serial}?ticket=…: bridged when the ticket is this
-     * login's (`sessionId`, from the cookie), refused otherwise.
+     * An HTTP upgrade to a console's path (consolePath) with its ticket cookie: bridged when the
+     * ticket is this login's (`sessionId`, from the session cookie) and for this console.
      */
-    async upgrade(request: IncomingMessage, socket: Duplex, head: Buffer, sessionId: string | undefined) {
-      const url = new URL(request.url ?? '/', 'http://localhost');
-      const kind =
-        url.pathname === '/api/console/spice'
-          ? 'spice'
-          : url.pathname === '/api/console/serial'
-            ? 'serial'
-            : undefined;
-      const ticket =
-        kind && sessionId ? await redeem(url.searchParams.get('ticket') ?? '', sessionId, kind) : undefined;
+    async upgrade(
+      request: IncomingMessage,
+      socket: Duplex,
+      head: Buffer,
+      cookies: { sessionId?: string; ticketId?: string },
+    ) {
+      const path = new URL(request.url ?? '/', 'http://localhost').pathname;
+      const { sessionId, ticketId } = cookies;
+      const ticket = sessionId && ticketId ? await redeem(ticketId, sessionId, path) : undefined;
       if (!ticket) return refuseUpgrade(socket);
-      const ticketDigest = digest(url.searchParams.get('ticket')!);
+      const ticketDigest = digest(ticketId!);
       sockets.handleUpgrade(request, socket, head, (browser) => {
         const bridge = ticket.kind === 'spice' ? bridgeSpice : bridgeSerial;
         bridge(browser, ticket, ticketDigest).catch((err: unknown) => {

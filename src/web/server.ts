@@ -19,7 +19,7 @@ import type { EventRecorder } from '../reconcilers/events.js';
 import type { Logger } from '../util/logger.js';
 import { createAccess } from './access.js';
 import { apiRouter } from './api.js';
-import { consoles, refuseUpgrade } from './consoles.js';
+import { TICKET_COOKIE, consoles, refuseUpgrade } from './consoles.js';
 import { liveViews } from './live.js';
 import { LOOPBACK, LoginError, oidcLogin, type OidcLogin } from './oidc.js';
 import { WebOptions, type WebSettings } from './options.js';
@@ -200,6 +200,7 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
       lock: deps.lock,
       recordEvent: deps.recordEvent,
       consoles: webConsoles,
+      cookieOptions,
       usage,
       sessionAlive: async (id) => (await sessions.read(id)) !== undefined,
     }),
@@ -226,9 +227,12 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
   server.on('upgrade', (request, socket, head) => {
     const refuse = () => refuseUpgrade(socket);
     if (request.headers.origin !== publicUrl.origin) return refuse();
-    const id = parseCookie(request.headers.cookie ?? '')[SESSION_COOKIE];
+    const sent = parseCookie(request.headers.cookie ?? '');
+    const id = sent[SESSION_COOKIE];
     void (id ? sessions.read(id) : Promise.resolve(undefined))
-      .then((session) => webConsoles.upgrade(request, socket, head, session?.id))
+      .then((session) =>
+        webConsoles.upgrade(request, socket, head, { sessionId: session?.id, ticketId: sent[TICKET_COOKIE] }),
+      )
       .catch((err: unknown) => {
         logger.warn({ err: (err as Error).message }, 'a console upgrade failed');
         refuse();

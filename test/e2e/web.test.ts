@@ -48,9 +48,15 @@ async function openSerial(context: BrowserContext): Promise<Page> {
   await expect.poll(() => page.locator('[data-serial-state]').count(), { timeout: 30_000 }).toBe(0);
   return page;
 }
+/** SPICE one-time passwords the GUI handed out (recorded from its answers): in no log or URL. */
+const displayPasswords: string[] = [];
 /** A page with the VM's SPICE display open, as `who` sees it; the display's canvas drawn. */
 async function openDisplay(context: BrowserContext): Promise<Page> {
   const page = await context.newPage();
+  page.on('response', async (response) => {
+    if (response.url().endsWith('/console/spice') && response.ok())
+      displayPasswords.push(((await response.json()) as { password: string }).password);
+  });
   await page.goto(`${bed.env.state.web.urls[0]}/console/${NAMESPACE}/alices`);
   await page.locator('#spice-screen canvas').first().waitFor({ timeout: 60_000 });
   return page;
@@ -70,6 +76,8 @@ describe('web GUI: logins, live views, pools, permissions, consoles', () => {
   let browser: Browser;
   let url: string;
   const people: Record<string, LoggedIn> = {};
+  /** Console tickets seen: they must appear in no log and no URL. */
+  const consoleTickets: string[] = [];
 
   beforeAll(async () => {
     url = bed.env.state.web.urls[0]!;
@@ -205,11 +213,19 @@ spec:
       status: 403,
       body: JSON.stringify({ message: 'you may not open the console of alices' }),
     });
-    // alice's ticket is no good with bob's login, nor without one, nor after it was used
-    const ticket = async () =>
-      JSON.parse(
-        (await callApi(people.alice!.page, 'POST', `/api/vms/${NAMESPACE}/alices/console/serial`)).body,
-      ).ticket as string;
+    // alice's ticket (an HttpOnly cookie for that console's path alone; the answer names the path)
+    // is no good with bob's login, nor without one, nor for another console, nor after it was used
+    const serialPath = `/api/console/serial/${NAMESPACE}/alices`;
+    const ticket = async () => {
+      const answer = await callApi(people.alice!.page, 'POST', `/api/vms/${NAMESPACE}/alices/console/serial`);
+      expect(JSON.parse(answer.body)).toEqual({ url: serialPath });
+      const cookie = (await people.alice!.context.cookies(`${url}${serialPath}`)).find(
+        (c) => c.name === 'vmop_console',
+      );
+      expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: serialPath });
+      consoleTickets.push(cookie!.value);
+      return cookie!.value;
+    };
     const upgrade = (replica: string, path: string, cookie?: string) =>
       new Promise<number>((resolve) => {
         const socket = new WebSocket(`${replica.replace('http', 'ws')}${path}`, {
@@ -224,12 +240,18 @@ spec:
       });
     const bobCookie = `vmop_session=${people.bob.session}`;
     const aliceCookie = `vmop_session=${people.alice!.session}`;
-    const aliceTicket = await ticket();
-    expect(await upgrade(url, `/api/console/serial?ticket=${aliceTicket}`, bobCookie)).toBe(403);
-    expect(await upgrade(url, `/api/console/serial?ticket=${aliceTicket}`)).toBe(403);
-    expect(await upgrade(url, `/api/console/serial?ticket=${aliceTicket}`, aliceCookie)).toBe(101);
-    expect(await upgrade(url, `/api/console/serial?ticket=${aliceTicket}`, aliceCookie)).toBe(403); // once
-    expect(await upgrade(url, '/api/console/spice?ticket=made-up', aliceCookie)).toBe(403);
+    const aliceTicket = `vmop_console=${await ticket()}`;
+    expect(await upgrade(url, serialPath, `${bobCookie}; ${aliceTicket}`)).toBe(403);
+    expect(await upgrade(url, serialPath, aliceTicket)).toBe(403);
+    expect(await upgrade(url, serialPath, aliceCookie)).toBe(403);
+    expect(
+      await upgrade(url, `/api/console/serial/${NAMESPACE}/teams`, `${aliceCookie}; ${aliceTicket}`),
+    ).toBe(403);
+    expect(await upgrade(url, serialPath, `${aliceCookie}; ${aliceTicket}`)).toBe(101);
+    expect(await upgrade(url, serialPath, `${aliceCookie}; ${aliceTicket}`)).toBe(403); // once
+    expect(
+      await upgrade(url, `/api/console/spice/${NAMESPACE}/alices`, `${aliceCookie}; vmop_console=made-up`),
+    ).toBe(403);
   });
 
   it('gives two people who ask at once two VMs of a pool, and starts them', async () => {
@@ -392,15 +414,26 @@ spec:
     }
   });
 
-  it('writes no password, token or session to any log', async () => {
-    const secrets = [bed.env.oidcProvider.clientSecret];
+  it('puts no password, token or session in any log, page source or URL', async () => {
+    const secrets = [bed.env.oidcProvider.clientSecret, ...consoleTickets, ...displayPasswords];
     for (const who of Object.values(people)) {
       secrets.push(who.csrf, who.session);
     }
+    expect(consoleTickets.length).toBeGreaterThan(0);
+    expect(displayPasswords.length).toBeGreaterThan(0);
     for (const log of bed.env.state.managers.map((m) => m.log)) {
       const text = await readFile(log, 'utf8');
       expect(text).toContain('logged in to the web GUI');
       for (const secret of secrets) expect(text).not.toContain(secret);
+    }
+    // Every URL the browsers asked for (the OIDC code and state are the login protocol's own, and
+    // useless without the PKCE verifier and the login cookie), and the pages' HTML.
+    const urls = Object.values(people).flatMap((who) => who.urls);
+    expect(urls.some((u) => u.includes('/api/console/'))).toBe(true);
+    for (const secret of secrets) expect(urls.filter((u) => u.includes(secret))).toEqual([]);
+    for (const who of Object.values(people).filter((w) => !w.page.isClosed())) {
+      const source = await who.page.content();
+      for (const secret of secrets) expect(source).not.toContain(secret);
     }
   });
 });

@@ -29,6 +29,8 @@ export interface LoggedIn {
   /** The login's CSRF token, as the page got it, and its session cookie. */
   csrf: string;
   session: string;
+  /** Every URL this browser asked for, WebSocket ones too: no secret may be in one. */
+  urls: string[];
 }
 
 /** A browser of its own (cookies apart) in which `user` opened `url` and logged in at Dex. */
@@ -39,6 +41,9 @@ export async function logIn(
   device: BrowserContextOptions = {},
 ): Promise<LoggedIn> {
   const context = await browser.newContext(device);
+  const urls: string[] = [];
+  context.on('request', (request) => urls.push(request.url()));
+  context.on('page', (opened) => opened.on('websocket', (socket) => urls.push(socket.url())));
   const page = await context.newPage();
   await page.goto(url);
   // Dex's password form (its connector choice is skipped: only the password database is on).
@@ -50,5 +55,5 @@ export async function logIn(
     async () => ((await (await fetch('/api/me')).json()) as { csrf: string }).csrf,
   );
   const session = (await context.cookies()).find((cookie) => cookie.name === 'vmop_session')?.value ?? '';
-  return { context, page, csrf, session };
+  return { context, page, csrf, session, urls };
 }
