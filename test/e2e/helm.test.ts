@@ -20,6 +20,13 @@ const RELEASE_NAMESPACE = 'vmop-system';
 const CHART = 'helm/vmop';
 const VM = 'test-guest'; // examples/test-guest.yaml, applied unchanged
 const VM_NAMESPACE = 'default';
+const WEB_CLIENT_SECRET = 'helm-test-client-secret';
+/** The GUI on, with a provider it never reaches here (the login asks it for its metadata, not the pages). */
+const WEB_VALUES = [
+  ...['--set', 'web.enabled=true', '--set', 'web.publicUrl=https://vms.example.test'],
+  ...['--set', 'web.oidc.issuer=https://login.example.test', '--set', 'web.oidc.clientId=vmop'],
+  ...['--set', `web.oidc.clientSecret=${WEB_CLIENT_SECRET}`],
+];
 
 /** `localhost/vmop-manager:abc` → ['localhost/vmop-manager', 'abc'] */
 const splitRef = (ref: string) => [ref.slice(0, ref.lastIndexOf(':')), ref.slice(ref.lastIndexOf(':') + 1)];
@@ -350,6 +357,16 @@ spec:
     return (JSON.parse(stdout) as { result: number }).result;
   };
 
+  /** What a Node script prints, run in the node's network namespace (where ClusterIPs route). */
+  const fromNode = async (script: string): Promise<string> =>
+    (
+      await run('nsenter', [
+        `--net=${cluster.node.network.netnsPath}`,
+        '--',
+        ...[process.execPath, '--input-type=module', '-e', script],
+      ])
+    ).stdout;
+
   it("a new SPICE VM's console is locked by a generated display Secret; a fresh password set in it connects", async () => {
     const secretName = `${VM}-display-secret`;
     const secret = JSON.parse(await vms.kubectl(['get', 'secret', secretName, '-o', 'json']));
@@ -505,7 +522,7 @@ spec:
 
     await helm(
       ...['upgrade', RELEASE, CHART, '--namespace', RELEASE_NAMESPACE, ...imageValues()],
-      ...['--set', 'logLevel=debug', '--set', 'concurrency=8', '--wait', '--timeout', '5m'],
+      ...['--set', 'logLevel=debug', '--set', 'concurrency=8', ...WEB_VALUES, '--wait', '--timeout', '5m'],
     );
     // The managers were replaced (their arguments changed), the VM was not.
     await eventually(async () => {
@@ -523,6 +540,26 @@ spec:
     // And the new managers still drive it.
     await vms.patchVm(VM, { currentRam: '256Mi' });
     await vms.waitForVm(VM, (vm) => expect(vm.status?.ram).toBe('256Mi'), 60_000);
+  });
+
+  it('with web.enabled the GUI answers through its Service, at every replica, and keeps its client secret off the command line', async () => {
+    const service = JSON.parse(await system.kubectl(['get', 'service', `${RELEASE}-web`, '-o', 'json']));
+    const pods = (await readyManagers()) as unknown as Array<{ status: { podIP: string } }>;
+    // From the node (its network namespace): through the Service's ClusterIP, and at each pod.
+    const targets = [
+      `http://${service.spec.clusterIP}:${service.spec.ports[0].port}`,
+      ...pods.map((pod) => `http://${pod.status.podIP}:8081`),
+    ];
+    for (const target of targets) {
+      const answers = await fromNode(
+        `const page = await fetch('${target}/'); const me = await fetch('${target}/api/me');` +
+          `console.log(JSON.stringify([page.status, (await page.text()).includes('id="app"'), me.status]))`,
+      );
+      expect(JSON.parse(answers), target).toEqual([200, true, 401]);
+    }
+    const deployment = await system.kubectl(['get', 'deployment', `${RELEASE}-manager`, '-o', 'json']);
+    expect(deployment).toContain('--oidc-issuer=https://login.example.test');
+    expect(deployment).not.toContain(WEB_CLIENT_SECRET);
   });
 
   it("state Stopped powers the guest down through kubelet's termination (SIGTERM, grace period)", async () => {
