@@ -40,8 +40,8 @@ type Ticket = z.infer<typeof Ticket>;
 const ticketKey = (ticket: string) => `vmop:web:console:${digest(ticket)}`;
 /** Whose ticket last opened a VM's display: QEMU lets one client in, and drops the one before. */
 const displayHolderKey = (namespace: string, vm: string) => `vmop:web:display-holder:${namespace}/${vm}`;
-/** The close code (application range) and reason of a display another ticket took over. */
-export const TAKEN_OVER = { code: 4001, reason: 'another console session took the display over' };
+/** The close code (application range; web/console.js knows it) of a display another ticket took over. */
+const TAKEN_OVER = { code: 4001, reason: 'another console session took the display over' };
 
 export interface ConsoleDeps {
   kubeConfig: KubeConfig;
@@ -74,9 +74,8 @@ export function consoles(deps: ConsoleDeps) {
     const ticket = text === null ? undefined : Ticket.safeParse(JSON.parse(text)).data;
     if (!ticket || ticket.session !== digest(sessionId)) return undefined;
     if (consolePath(ticket.kind, ticket.namespace, ticket.vm) !== path) return undefined;
-    const { kind } = ticket;
     // Of two uses at once, one deletes it.
-    if (kind === 'serial' && (await redis.del(key)) !== 1) return undefined;
+    if (ticket.kind === 'serial' && (await redis.del(key)) !== 1) return undefined;
     return ticket;
   }
 

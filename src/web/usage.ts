@@ -14,7 +14,7 @@ export const HISTORY_MS = 24 * 3600 * 1000;
 const IN_USE = new Set(['Running', 'Migrating', 'Stopping']);
 
 export interface Usage {
-  /** VMs whose guest runs. */
+  /** VMs that hold CPUs and RAM on a node (running, migrating or stopping). */
   vms: number;
   cpus: number;
   ramBytes: number;
