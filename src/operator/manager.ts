@@ -7,7 +7,7 @@ import { EvictionStrategy, KIND } from '../api/virtual-machine.js';
 import { makeKubeClients, readableApiError } from '../kube/clients.js';
 import { loadKubeConfig } from '../kube/config.js';
 import { TerminalError, openWorkQueue, startWorkers, type KeyHandler } from '../queue/index.js';
-import { RedisUrlSchema } from '../queue/connection.js';
+import { connectRedis, RedisUrlSchema } from '../queue/connection.js';
 import { DEFAULT_OVERCOMMIT } from '../reconcilers/virtual-machine/runner-pod.js';
 import { vmKey } from '../reconcilers/virtual-machine/naming.js';
 import { createVmReconciler } from '../reconcilers/virtual-machine/reconcile.js';
@@ -92,7 +92,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
   collectDefaultMetrics({ register: registry });
   const namespaces = options.namespaces.length > 0 ? options.namespaces : undefined;
 
-  const redis = new Redis(options.redisUrl, { maxRetriesPerRequest: 3 });
+  const redis = connectRedis(options.redisUrl, { maxRetriesPerRequest: 3 });
   redis.on('error', (err) => logger.warn({ err: err.message }, 'snapshot Redis connection error'));
   if (!options.runnerRedisUrl) {
     logger.warn("no --runner-redis-url: runners publish with the manager's own Redis credential");

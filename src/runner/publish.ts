@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { snapshotRedisKey, type RunnerSnapshot } from '../api/runner-snapshot.js';
 import { openWorkQueue } from '../queue/index.js';
-import { openRedis } from '../queue/connection.js';
+import { openRedis, redisWhere } from '../queue/connection.js';
 import type { Logger } from '../util/logger.js';
 import type { VmEvent } from './qmp/events.js';
 import type { PublishSnapshot } from './snapshot/store.js';
@@ -18,17 +18,6 @@ export function logPublisher(logger: Logger): SnapshotPublisher {
     publish: (snapshot, event) => logger.info({ snapshot, event: event.event }, 'VM state changed'),
     close: async () => {},
   };
-}
-
-/** A Redis URL without its password, for log lines. */
-export function redactRedisUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = '***';
-    return parsed.toString();
-  } catch {
-    return 'an unparsable Redis URL';
-  }
 }
 
 const CLOSE_FLUSH_MS = 5_000;
@@ -86,7 +75,7 @@ export function redisPublisher(options: {
     connectedBefore = true;
   });
 
-  logger.info({ redis: redactRedisUrl(options.redisUrl), vmKey }, 'publishing VM state to Redis');
+  logger.info({ redis: redisWhere(options.redisUrl), vmKey }, 'publishing VM state to Redis');
   return {
     publish,
     async close() {
