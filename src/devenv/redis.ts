@@ -20,6 +20,8 @@ export interface StartRedisOptions {
   host?: string;
   /** More redis-server arguments, e.g. ['--aclfile', file]. */
   extraArgs?: string[];
+  /** A config file, read before the arguments (a Sentinel needs one it can rewrite). */
+  configFile?: string;
   binary?: string;
 }
 
@@ -33,6 +35,7 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Redis
   const child = spawn(
     options.binary ?? 'redis-server',
     [
+      ...(options.configFile ? [options.configFile] : []),
       '--port',
       String(port),
       '--bind',

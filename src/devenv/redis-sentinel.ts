@@ -1,0 +1,129 @@
+// Redis as the chart's Sentinel mode runs it, on loopback: a master, its replicas and a quorum of
+// Sentinels, all password-protected. For `vmop dev --redis sentinel` and the failover tests.
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { freePort } from '../util/free-port.js';
+import { startRedis, type RedisServer } from './redis.js';
+
+export const SENTINEL_MASTER = 'vmop';
+
+export interface SentinelSetOptions {
+  /** Redis servers, the first the master at start (default 3). */
+  servers?: number;
+  sentinels?: number;
+  /** The Redis password (every server; replicas use it with their master too). */
+  password: string;
+  sentinelPassword: string;
+  /** More redis-server arguments for every server, e.g. an ACL file. */
+  serverArgs?: string[];
+}
+
+export interface SentinelSet {
+  servers: RedisServer[];
+  sentinels: RedisServer[];
+  /** The redis+sentinel:// URL with the default user's password; `withUser` for another ACL user. */
+  url: string;
+  withUser(user: string, password: string): string;
+  stop(): Promise<void>;
+}
+
+export async function startSentinelSet(options: SentinelSetOptions): Promise<SentinelSet> {
+  const { password, sentinelPassword } = options;
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'vmop-sentinel-'));
+  const auth = ['--requirepass', password, '--masterauth', password];
+  // A master that cannot reach a replica stops taking writes: a partitioned old master loses none.
+  const safety = ['--min-replicas-to-write', '1', '--min-replicas-max-lag', '10'];
+  const master = await startRedis({ extraArgs: [...auth, ...safety, ...(options.serverArgs ?? [])] });
+  const servers = [master];
+  for (let i = 1; i < (options.servers ?? 3); i++)
+    servers.push(
+      await startRedis({
+        extraArgs: [
+          ...auth,
+          ...safety,
+          ...['--replicaof', '127.0.0.1', String(master.port)],
+          ...(options.serverArgs ?? []),
+        ],
+      }),
+    );
+  const sentinels: RedisServer[] = [];
+  const count = options.sentinels ?? 3;
+  for (let i = 0; i < count; i++) {
+    const port = await freePort();
+    const configFile = path.join(dir, `sentinel-${i}.conf`);
+    await writeFile(
+      configFile,
+      [
+        `sentinel monitor ${SENTINEL_MASTER} 127.0.0.1 ${master.port} ${Math.floor(count / 2) + 1}`,
+        `sentinel auth-pass ${SENTINEL_MASTER} ${password}`,
+        `sentinel down-after-milliseconds ${SENTINEL_MASTER} 1000`,
+        `sentinel failover-timeout ${SENTINEL_MASTER} 5000`,
+        `requirepass ${sentinelPassword}`,
+        // Sentinels log in to each other with the same password.
+        `sentinel sentinel-pass ${sentinelPassword}`,
+        '',
+      ].join('\n'),
+      { mode: 0o600 },
+    );
+    sentinels.push(await startRedis({ port, configFile, extraArgs: ['--sentinel'] }));
+  }
+  await ready(master.port, servers.length - 1, sentinels, { password, sentinelPassword });
+  const hosts = sentinels.map((s) => `127.0.0.1:${s.port}`).join(',');
+  const withUser = (user: string, userPassword: string) =>
+    `redis+sentinel://${encodeURIComponent(user)}:${encodeURIComponent(userPassword)}@${hosts}/${SENTINEL_MASTER}` +
+    `?sentinelPassword=${encodeURIComponent(sentinelPassword)}`;
+  return {
+    servers,
+    sentinels,
+    url: `redis+sentinel://:${encodeURIComponent(password)}@${hosts}/${SENTINEL_MASTER}?sentinelPassword=${encodeURIComponent(sentinelPassword)}`,
+    withUser,
+    async stop() {
+      await Promise.all([...sentinels, ...servers].map((s) => s.stop()));
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * Until every replica is in sync with the master and every Sentinel knows them and its peers:
+ * a set that takes writes (min-replicas-to-write) and can fail over.
+ */
+async function ready(
+  masterPort: number,
+  replicas: number,
+  sentinels: RedisServer[],
+  secrets: { password: string; sentinelPassword: string },
+  timeoutMs = 60_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const master = new Redis({ port: masterPort, password: secrets.password, lazyConnect: true });
+  const watchers = sentinels.map(
+    (s) => new Redis({ port: s.port, password: secrets.sentinelPassword, lazyConnect: true }),
+  );
+  const count = (reply: unknown) => (Array.isArray(reply) ? reply.length : 0);
+  try {
+    for (;;) {
+      const info = await master.info('replication');
+      const online = info.match(/state=online/g)?.length ?? 0;
+      const known = await Promise.all(
+        watchers.map(async (w) => [
+          count(await w.call('SENTINEL', 'REPLICAS', SENTINEL_MASTER)),
+          count(await w.call('SENTINEL', 'SENTINELS', SENTINEL_MASTER)),
+        ]),
+      );
+      if (online === replicas && known.every(([r, s]) => r === replicas && s === sentinels.length - 1))
+        return;
+      if (Date.now() > deadline)
+        throw new Error(
+          `the Sentinel set did not form: ${online} replicas online, Sentinels know ${JSON.stringify(known)}`,
+        );
+      await sleep(200);
+    }
+  } finally {
+    master.disconnect();
+    for (const w of watchers) w.disconnect();
+  }
+}
