@@ -17,6 +17,7 @@ describe('Redis through Sentinel', () => {
 
   it('a client and a BullMQ queue reach the master through the Sentinels and follow it when it is SIGKILLed', async () => {
     const redis = openRedis(set.url);
+    redis.on('error', () => undefined); // the failover's connection errors, expected: it reconnects
     const connection = bullConnection(set.url);
     const queue = new Queue('failover', { connection });
     const processed: string[] = [];
