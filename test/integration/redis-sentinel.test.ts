@@ -22,6 +22,9 @@ describe('Redis through Sentinel', () => {
     const queue = new Queue('failover', { connection });
     const processed: string[] = [];
     const worker = new Worker('failover', async (job) => void processed.push(job.name), { connection });
+    // The same errors, in BullMQ's connections.
+    queue.on('error', () => undefined);
+    worker.on('error', () => undefined);
     try {
       const port = async () => Number((await redis.config('GET', 'port'))[1]);
       const [master] = set.servers;
