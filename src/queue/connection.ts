@@ -29,8 +29,8 @@ export interface RedisPlace {
 
 /** The ioredis options that reach the Redis of `redisUrl` (pure). */
 export function redisOptionsOf(redisUrl: string): RedisPlace {
-  const sentinel = SENTINEL_URL.exec(redisUrl);
   if (!redisUrl.startsWith('redis+sentinel://')) return { url: redisUrl };
+  const sentinel = SENTINEL_URL.exec(redisUrl);
   if (!sentinel) throw new Error('a Sentinel URL looks like redis+sentinel://host:port,host:port/master');
   const [, user, password, hosts, master, query] = sentinel;
   const sentinels = hosts!.split(',').map((hostPort) => {
