@@ -33,7 +33,8 @@ export interface SentinelSet {
 export async function startSentinelSet(options: SentinelSetOptions): Promise<SentinelSet> {
   const { password, sentinelPassword } = options;
   const dir = await mkdtemp(path.join(os.tmpdir(), 'vmop-sentinel-'));
-  const auth = ['--requirepass', password, '--masterauth', password];
+  // A replica's full sync writes an RDB file: into the set's directory, not the caller's.
+  const auth = ['--requirepass', password, '--masterauth', password, '--dir', dir];
   // A master that cannot reach a replica stops taking writes: a partitioned old master loses none.
   const safety = ['--min-replicas-to-write', '1', '--min-replicas-max-lag', '10'];
   const master = await startRedis({ extraArgs: [...auth, ...safety, ...(options.serverArgs ?? [])] });
