@@ -20,6 +20,7 @@ import { ensureTestGuest } from '../../src/devenv/test-guest.js';
 import { renderTable } from '../../src/util/table.js';
 import { convertRawImage } from '../../test/support/disk-images.js';
 import { benchAttach } from './attach.js';
+import { quantile } from '../support/quantile.js';
 
 const run = promisify(execFile);
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
@@ -43,11 +44,6 @@ const seconds = async (command: string, args: string[]) => {
   const started = process.hrtime.bigint();
   await run(command, args, { maxBuffer: 16 * MiB });
   return Number(process.hrtime.bigint() - started) / 1e9;
-};
-
-const quantile = (values: number[], q: number) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
 };
 
 const stats = (values: number[]) => {

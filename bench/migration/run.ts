@@ -27,6 +27,7 @@ import { createLogger } from '../../src/util/logger.js';
 import { clusterVms, testGuestManifest, type ClusterVms } from '../../test/support/cluster-vms.js';
 import { hostPathOfClaim } from '../support/claims.js';
 import { followLog } from '../support/follow-log.js';
+import { quantile } from '../support/quantile.js';
 
 const run = promisify(execFile);
 const RUNS = Number(process.env.BENCH_RUNS ?? 40);
@@ -35,12 +36,6 @@ const RAM_BYTES = 256 * 1024 * 1024;
 const NAMESPACE = 'default';
 const logger = createLogger('bench');
 logger.level = 'warn';
-
-const quantile = (values: number[], q: number) => {
-  if (values.length === 0) return NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
-};
 
 /**
  * MB/s over the nodes' link: a sink in `toNetns` counts what a sender in `fromNetns` sends it

@@ -17,6 +17,7 @@ import { freePort } from '../../src/util/free-port.js';
 import { createLogger } from '../../src/util/logger.js';
 import { launchChromium, logIn } from '../../test/support/browser.js';
 import { clusterVms, testGuestManifest } from '../../test/support/cluster-vms.js';
+import { quantile } from '../support/quantile.js';
 
 const KEYS = Number(process.env.BENCH_KEYS ?? 200);
 const SPICE_SECONDS = Number(process.env.BENCH_SPICE_SECONDS ?? 10);
@@ -40,11 +41,6 @@ interface InPage {
   performance: { now(): number };
   probe?: { pressed?: number; drawn?: number };
 }
-
-const quantile = (values: number[], q: number) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
-};
 
 /** Milliseconds from a key's keydown in the page until the terminal's text changed (the echo drawn). */
 async function keystrokeToEcho(page: Page, key: string): Promise<number> {
