@@ -192,7 +192,7 @@ const OVERSCAN = 15;
 
 function AdminRow({ vm, onError }) {
   const editable = vm.may.includes('resources');
-  return html`<tr key=${keyOf(vm)} data-vm=${keyOf(vm)}>
+  return html`<tr data-vm=${keyOf(vm)}>
     <td>${osIcon(vm.os)} ${vm.name}</td>
     <td>${vm.namespace}</td>
     <td><span class=${phaseClass(vm.phase)} data-phase title=${vm.message ?? ''}>${vm.phase}</span></td>

@@ -33,22 +33,19 @@ export interface SentinelSet {
 export async function startSentinelSet(options: SentinelSetOptions): Promise<SentinelSet> {
   const { password, sentinelPassword } = options;
   const dir = await mkdtemp(path.join(os.tmpdir(), 'vmop-sentinel-'));
-  // A replica's full sync writes an RDB file: into the set's directory, not the caller's.
-  const auth = ['--requirepass', password, '--masterauth', password, '--dir', dir];
-  // A master that cannot reach a replica stops taking writes: a partitioned old master loses none.
-  const safety = ['--min-replicas-to-write', '1', '--min-replicas-max-lag', '10'];
-  const master = await startRedis({ extraArgs: [...auth, ...safety, ...(options.serverArgs ?? [])] });
+  const everyServer = [
+    ...['--requirepass', password, '--masterauth', password],
+    // A replica's full sync writes an RDB file: into the set's directory, not the caller's.
+    ...['--dir', dir],
+    // A master that cannot reach a replica stops taking writes: a partitioned old master loses none.
+    ...['--min-replicas-to-write', '1', '--min-replicas-max-lag', '10'],
+    ...(options.serverArgs ?? []),
+  ];
+  const master = await startRedis({ extraArgs: everyServer });
   const servers = [master];
   for (let i = 1; i < (options.servers ?? 3); i++)
     servers.push(
-      await startRedis({
-        extraArgs: [
-          ...auth,
-          ...safety,
-          ...['--replicaof', '127.0.0.1', String(master.port)],
-          ...(options.serverArgs ?? []),
-        ],
-      }),
+      await startRedis({ extraArgs: [...everyServer, '--replicaof', '127.0.0.1', String(master.port)] }),
     );
   const sentinels: RedisServer[] = [];
   const count = options.sentinels ?? 3;
