@@ -47,7 +47,8 @@ export function sessionStore(redis: Redis, limits: { idleSeconds: number; maxSec
       const text = await redis.get(sessionKey(id));
       const session = text === null ? undefined : Session.safeParse(JSON.parse(text)).data;
       if (!session) return undefined;
-      const left = Math.floor((session.createdAt + limits.maxSeconds * 1000 - Date.now()) / 1000);
+      // Whole seconds left, rounded up: the session lasts its full maximum age, not a second less.
+      const left = Math.ceil((session.createdAt + limits.maxSeconds * 1000 - Date.now()) / 1000);
       if (left <= 0) {
         await redis.del(sessionKey(id));
         return undefined;
