@@ -70,6 +70,15 @@ describe('vmop end to end', () => {
     expect(again.supervisorPid).toBe(state.supervisorPid);
     const status = JSON.parse(await vmop('dev', 'status', '-o', 'json'));
     expect(status).toMatchObject({ kubeconfig: state.kubeconfig, redisUrl: state.redisUrl });
+    // The web GUI of each replica: in the JSON and the text, and answering there.
+    expect(status.web.urls).toHaveLength(2);
+    const text = await vmop('dev', 'status');
+    for (const url of status.web.urls as string[]) {
+      expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
+      expect(text).toContain(url);
+      const page = await fetch(`${url}/`);
+      expect([page.status, (await page.text()).includes('id="app"')]).toEqual([200, true]);
+    }
     const nodes = JSON.parse(await vms.kubectl(['get', 'nodes', '-o', 'json']));
     expect(nodes.items.map((n: { metadata: { name: string } }) => n.metadata.name)).toEqual([
       state.cluster.node,
