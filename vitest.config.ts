@@ -8,6 +8,9 @@ export default defineConfig({
     testTimeout: 120_000,
     hookTimeout: 300_000,
     teardownTimeout: 60_000,
+    // expect.poll's own default (1 s) fails on a loaded two-core machine where a page takes
+    // seconds to load (CI once saw the queue dashboard still "Loading..." after 1 s).
+    expect: { poll: { timeout: 30_000 } },
     projects: [
       // Pure functions: no processes, no control plane.
       { extends: true, test: { name: 'unit', include: ['test/unit/**/*.test.ts'] } },
