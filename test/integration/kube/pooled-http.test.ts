@@ -1,6 +1,6 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import type { ClientRequest } from 'node:http';
-import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { describe, expect, inject, it } from 'vitest';
 import { PooledKubeConfig } from '../../../src/kube/config.js';
 
@@ -60,5 +60,19 @@ describe('API clients of a PooledKubeConfig', () => {
     // A watch sends what exists and then nothing: an apiserver that stopped answering, as seen from here.
     const watch = core.listNamespacedConfigMap({ namespace: 'kube-system', watch: true, timeoutSeconds: 30 });
     await expect(watch).rejects.toThrow(/no answer from .* in 1000 ms/);
+  });
+
+  it("name vmop as the field manager of writes that name none (the apiserver's default: unknown)", async () => {
+    const core = load(new PooledKubeConfig()).makeApiClient(CoreV1Api);
+    const namespace = 'default';
+    const name = `field-manager-${Date.now()}`;
+    await core.createNamespacedConfigMap({ namespace, body: { metadata: { name }, data: { a: '1' } } });
+    await core.patchNamespacedConfigMap(
+      { name, namespace, body: { data: { b: '2' } } },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+    const managers = (await core.readNamespacedConfigMap({ name, namespace })).metadata!.managedFields!;
+    expect(managers.map((entry) => [entry.manager, entry.operation])).toEqual([['vmop', 'Update']]);
+    await core.deleteNamespacedConfigMap({ name, namespace });
   });
 });
