@@ -1,5 +1,9 @@
 // How long a runner's snapshot change takes to show in the VirtualMachine's status, next to the
-// queue's own enqueue-to-start latency (used by bench:status and bench:scale).
+// queue's own enqueue-to-start latency (used by bench:status and bench:scale). Two loads:
+// - closed: every VM publishes its next change as soon as the last one shows (the most the
+//   machine takes: latency = VMs / throughput, so it measures throughput, not a runner's pace);
+// - boots: every VM publishes what a real runner publishes while its guest boots, at the times it
+//   did, and boots again every BOOT_CYCLE_MS (published whatever the status shows, as runners do).
 // Real parts: control plane, Redis, manager processes, the runner's own publisher. No qemu: the
 // snapshots are published for runner pods that kube-controller-manager really created.
 import { CoreV1Api, Watch, type KubeConfig } from '@kubernetes/client-node';
@@ -11,13 +15,32 @@ import type { RunnerSnapshot } from '../../src/api/runner-snapshot.js';
 import { redisPublisher } from '../../src/runner/publish.js';
 import { createLogger } from '../../src/util/logger.js';
 import { startManagerProcess, type ManagerProcess } from '../../test/support/manager-process.js';
+import { readRequestTotals, requestDelta } from '../support/apiserver-requests.js';
+import { quantile } from '../support/quantile.js';
 
 const logger = createLogger('bench', {});
 logger.level = 'warn';
 
+/**
+ * When a runner published its snapshots while the test guest booted, in ms after the first
+ * (test/integration/runner/guest-agent.test.ts's VM under TCG, measured 2026-11-26): runner
+ * starting, qemu started, resumed, the agent's port opened, the agent connected, its addresses,
+ * and the addresses again at the agent's next 30 s refresh (slirp's IPv6). Then nothing more.
+ */
+export const BOOT_PUBLISHES_MS = [0, 36, 115, 3175, 3300, 3317, 33_333];
+/** Each VM boots again this long after its previous boot began: 7 changes per 40 s per VM. */
+export const BOOT_CYCLE_MS = 40_000;
+
+export type StatusLoad = { kind: 'closed'; changes: number } | { kind: 'boots'; seconds: number };
+
 export interface StatusLatency {
   replicas: number;
+  load: StatusLoad['kind'];
   changes: number;
+  /** Published changes whose status never showed within the wait after the load ended. */
+  lost: number;
+  /** PATCHes of vms/status the apiserver counted, per change published. */
+  statusWritesPerChange: number;
   statusP50: number;
   statusP99: number;
   queueP50: number;
@@ -35,9 +58,6 @@ function cpuSeconds(pid: number): number {
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
-
-const quantile = (sorted: number[], q: number) =>
-  sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 
 /** Bucket counts of a Prometheus histogram, summed over the given /metrics texts. */
 function histogramBuckets(texts: string[], name: string): Map<number, number> {
@@ -81,9 +101,9 @@ async function scrape(managers: ManagerProcess[]): Promise<string[]> {
 export async function measureStatusLatency(
   kubeConfig: KubeConfig,
   kubeconfigPath: string,
-  options: { replicas: number; vms: number; changes: number },
+  options: { replicas: number; vms: number; load: StatusLoad },
 ): Promise<StatusLatency> {
-  const { replicas, vms: VMS, changes: CHANGES } = options;
+  const { replicas, vms: VMS, load } = options;
   const redis = await startRedis();
   const namespace = `bench-${replicas}-${Date.now()}`;
   const kubectl = (args: string[], input?: string) =>
@@ -116,71 +136,106 @@ export async function measureStatusLatency(
     await new Promise((r) => setTimeout(r, 200));
   }
 
-  // Status watch: resolves the waiter of a VM once its status shows the published seq.
-  const waiters = new Map<string, { seq: number; resolve: () => void }>();
+  // Published changes whose status has not shown yet, by VM; the watch settles them.
+  const pending = new Map<string, Array<{ seq: number; at: number; shown: () => void }>>();
+  const latencies: number[] = [];
   const watch = await new Watch(kubeConfig).watch(
     `/apis/vmoperator.jdrupes.org/v1/namespaces/${namespace}/vms`,
     {},
     (_type, vm: { metadata: { name: string }; status?: { runner?: { seq: number } } }) => {
-      const waiter = waiters.get(vm.metadata.name);
-      if (waiter && (vm.status?.runner?.seq ?? -1) >= waiter.seq) {
-        waiters.delete(vm.metadata.name);
-        waiter.resolve();
+      const waiting = pending.get(vm.metadata.name);
+      const seq = vm.status?.runner?.seq ?? -1;
+      if (!waiting?.length) return;
+      const now = performance.now();
+      // A newer snapshot shows every older one's change too (runners skip what Redis did not take yet).
+      while (waiting.length && waiting[0]!.seq <= seq) {
+        const change = waiting.shift()!;
+        latencies.push(now - change.at);
+        change.shown();
       }
     },
     () => undefined,
   );
+  // Connected before the clock starts: a runner's connections are made once, at its start.
+  const publishers = names.map((name) =>
+    redisPublisher({ redisUrl: redis.url, vmKey: `vm:${namespace}/${name}`, logger }),
+  );
+  const runId = randomUUID();
+  let published = 0;
+  const publish = (index: number, seq: number): Promise<void> => {
+    const name = names[index]!;
+    const snapshot: RunnerSnapshot = {
+      seq,
+      runId,
+      pod: pods.get(name)!.name,
+      podUid: pods.get(name)!.uid,
+      phase: 'running',
+      cpus: 1 + ((seq + index) % 64), // every change changes the status
+      ram: 256 * 2 ** 20,
+      drives: {},
+      booted: true,
+      updatedAt: new Date().toISOString(),
+    };
+    published++;
+    const shown = new Promise<void>((resolve) => {
+      const waiting = pending.get(name) ?? [];
+      pending.set(name, waiting);
+      waiting.push({ seq, at: performance.now(), shown: resolve });
+    });
+    publishers[index]!.publish(snapshot, { event: 'BENCH', data: {} } as never);
+    return shown;
+  };
 
   const texts = await scrape(managers);
   const before = histogramBuckets(texts, 'vmop_queue_enqueue_to_start_seconds');
   const handlerBefore = histogramBuckets(texts, 'vmop_queue_handler_duration_seconds');
-  const latencies: number[] = [];
+  const requestsBefore = readRequestTotals(kubeconfigPath);
   const managersCpu = () => managers.reduce((sum, m) => sum + cpuSeconds(m.pid), 0);
   const cpuBefore = managersCpu();
-  await Promise.all(
-    names.map(async (name, index) => {
-      const publisher = redisPublisher({ redisUrl: redis.url, vmKey: `vm:${namespace}/${name}`, logger });
-      const runId = randomUUID();
-      for (let seq = 1; seq <= Math.ceil(CHANGES / VMS) && latencies.length < CHANGES; seq++) {
-        const snapshot: RunnerSnapshot = {
-          seq,
-          runId,
-          pod: pods.get(name)!.name,
-          podUid: pods.get(name)!.uid,
-          phase: 'running',
-          cpus: 1 + ((seq + index) % 64),
-          ram: 256 * 2 ** 20,
-          drives: {},
-          booted: true,
-          updatedAt: new Date().toISOString(),
-        };
-        const shown = new Promise<void>((resolve) => waiters.set(name, { seq, resolve }));
-        const start = performance.now();
-        publisher.publish(snapshot, { event: 'BENCH', data: {} } as never);
-        await shown;
-        latencies.push(performance.now() - start);
-      }
-      await publisher.close();
-    }),
-  );
+  if (load.kind === 'closed') {
+    await Promise.all(
+      names.map(async (_name, index) => {
+        for (let seq = 1; seq <= Math.ceil(load.changes / VMS) && published < load.changes; seq++)
+          await publish(index, seq);
+      }),
+    );
+  } else {
+    const shown: Promise<void>[] = [];
+    const timers = names.flatMap((_name, index) => {
+      // Boots begin at random times, as a fleet's VMs do not start in step.
+      const firstBoot = Math.random() * BOOT_CYCLE_MS;
+      const times: number[] = [];
+      for (let boot = firstBoot; boot < load.seconds * 1000; boot += BOOT_CYCLE_MS)
+        for (const offset of BOOT_PUBLISHES_MS)
+          if (boot + offset < load.seconds * 1000) times.push(boot + offset);
+      return times.map((time, i) => setTimeout(() => shown.push(publish(index, i + 1)), time));
+    });
+    await new Promise((r) => setTimeout(r, load.seconds * 1000));
+    timers.forEach(clearTimeout);
+    await Promise.race([Promise.all(shown), new Promise((r) => setTimeout(r, 60_000))]);
+  }
   const managerCpuSeconds = managersCpu() - cpuBefore;
+  const requests = requestDelta(requestsBefore, readRequestTotals(kubeconfigPath));
   const textsAfter = await scrape(managers);
   const after = histogramBuckets(textsAfter, 'vmop_queue_enqueue_to_start_seconds');
   const handlerAfter = histogramBuckets(textsAfter, 'vmop_queue_handler_duration_seconds');
   watch.abort();
+  await Promise.all(publishers.map((p) => p.close()));
   for (const manager of managers) await manager.stop();
   await redis.stop();
   kubectl(['delete', 'namespace', namespace, '--wait=false']);
-  const sorted = latencies.sort((a, b) => a - b);
   return {
     replicas,
-    changes: sorted.length,
-    statusP50: quantile(sorted, 0.5),
-    statusP99: quantile(sorted, 0.99),
+    load: load.kind,
+    changes: published,
+    lost: published - latencies.length,
+    statusWritesPerChange: (requests.series['PATCH vms/status'] ?? 0) / published,
+    statusP50: quantile(latencies, 0.5),
+    statusP99: quantile(latencies, 0.99),
     queueP50: histogramQuantile(before, after, 0.5) * 1000,
     queueP99: histogramQuantile(before, after, 0.99) * 1000,
     handlerP50: histogramQuantile(handlerBefore, handlerAfter, 0.5) * 1000,
     handlerP99: histogramQuantile(handlerBefore, handlerAfter, 0.99) * 1000,
-    managerCpuMsPerChange: (managerCpuSeconds * 1000) / sorted.length,
+    managerCpuMsPerChange: (managerCpuSeconds * 1000) / published,
   };
 }
