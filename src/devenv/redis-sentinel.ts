@@ -1,5 +1,6 @@
 // Redis as the chart's Sentinel mode runs it, on loopback: a master, its replicas and a quorum of
-// Sentinels, all password-protected. For `vmop dev --redis sentinel` and the failover tests.
+// Sentinels, with the chart's ACL users on every server and a password on the Sentinels. For
+// `vmop dev --redis sentinel` and the failover tests.
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -7,6 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { freePort } from '../util/free-port.js';
 import { startRedis, type RedisServer } from './redis.js';
+import { redisAclFile, REDIS_USERS, type RedisPasswords } from './redis-acl.js';
 
 export const SENTINEL_MASTER = 'vmop';
 
@@ -14,32 +16,32 @@ export interface SentinelSetOptions {
   /** Redis servers, the first the master at start (default 3). */
   servers?: number;
   sentinels?: number;
-  /** The Redis password (every server; replicas use it with their master too). */
-  password: string;
+  /** The ACL users' passwords (the same users.acl on every server: ACLs are not replicated). */
+  passwords: RedisPasswords;
   sentinelPassword: string;
-  /** More redis-server arguments for every server, e.g. an ACL file. */
-  serverArgs?: string[];
 }
 
 export interface SentinelSet {
   servers: RedisServer[];
   sentinels: RedisServer[];
-  /** The redis+sentinel:// URL with the default user's password; `withUser` for another ACL user. */
+  /** The managers' redis+sentinel:// URL; `withUser` for another ACL user. */
   url: string;
   withUser(user: string, password: string): string;
   stop(): Promise<void>;
 }
 
 export async function startSentinelSet(options: SentinelSetOptions): Promise<SentinelSet> {
-  const { password, sentinelPassword } = options;
+  const { passwords, sentinelPassword } = options;
   const dir = await mkdtemp(path.join(os.tmpdir(), 'vmop-sentinel-'));
+  const aclFile = path.join(dir, 'users.acl');
+  await writeFile(aclFile, await redisAclFile(passwords), { mode: 0o600 });
   const everyServer = [
-    ...['--requirepass', password, '--masterauth', password],
+    ...['--aclfile', aclFile],
+    ...['--masteruser', REDIS_USERS.replication, '--masterauth', passwords.replication],
     // A replica's full sync writes an RDB file: into the set's directory, not the caller's.
     ...['--dir', dir],
     // A master that cannot reach a replica stops taking writes: a partitioned old master loses none.
     ...['--min-replicas-to-write', '1', '--min-replicas-max-lag', '10'],
-    ...(options.serverArgs ?? []),
   ];
   const master = await startRedis({ extraArgs: everyServer });
   const servers = [master];
@@ -56,7 +58,8 @@ export async function startSentinelSet(options: SentinelSetOptions): Promise<Sen
       configFile,
       [
         `sentinel monitor ${SENTINEL_MASTER} 127.0.0.1 ${master.port} ${Math.floor(count / 2) + 1}`,
-        `sentinel auth-pass ${SENTINEL_MASTER} ${password}`,
+        `sentinel auth-user ${SENTINEL_MASTER} ${REDIS_USERS.sentinel}`,
+        `sentinel auth-pass ${SENTINEL_MASTER} ${passwords.sentinel}`,
         `sentinel down-after-milliseconds ${SENTINEL_MASTER} 1000`,
         `sentinel failover-timeout ${SENTINEL_MASTER} 5000`,
         `requirepass ${sentinelPassword}`,
@@ -68,7 +71,10 @@ export async function startSentinelSet(options: SentinelSetOptions): Promise<Sen
     );
     sentinels.push(await startRedis({ port, configFile, extraArgs: ['--sentinel'] }));
   }
-  await ready(master.port, servers.length - 1, sentinels, { password, sentinelPassword });
+  await ready(master.port, servers.length - 1, sentinels, {
+    manager: passwords.manager,
+    sentinelPassword,
+  });
   const hosts = sentinels.map((s) => `127.0.0.1:${s.port}`).join(',');
   const withUser = (user: string, userPassword: string) =>
     `redis+sentinel://${encodeURIComponent(user)}:${encodeURIComponent(userPassword)}@${hosts}/${SENTINEL_MASTER}` +
@@ -76,7 +82,7 @@ export async function startSentinelSet(options: SentinelSetOptions): Promise<Sen
   return {
     servers,
     sentinels,
-    url: `redis+sentinel://:${encodeURIComponent(password)}@${hosts}/${SENTINEL_MASTER}?sentinelPassword=${encodeURIComponent(sentinelPassword)}`,
+    url: withUser(REDIS_USERS.manager, passwords.manager),
     withUser,
     async stop() {
       await Promise.all([...sentinels, ...servers].map((s) => s.stop()));
@@ -93,11 +99,16 @@ async function ready(
   masterPort: number,
   replicas: number,
   sentinels: RedisServer[],
-  secrets: { password: string; sentinelPassword: string },
+  secrets: { manager: string; sentinelPassword: string },
   timeoutMs = 60_000,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  const master = new Redis({ port: masterPort, password: secrets.password, lazyConnect: true });
+  const master = new Redis({
+    port: masterPort,
+    username: REDIS_USERS.manager,
+    password: secrets.manager,
+    lazyConnect: true,
+  });
   const watchers = sentinels.map(
     (s) => new Redis({ port: s.port, password: secrets.sentinelPassword, lazyConnect: true }),
   );

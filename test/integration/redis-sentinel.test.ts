@@ -1,21 +1,36 @@
-// vmop's Redis clients behind Sentinel (issue 27 §1): a plain client and a BullMQ queue with its
-// worker find the master through password-protected Sentinels and follow it when it is killed.
+// vmop's Redis clients behind Sentinel (issue 27 §1), with the chart's ACL users on every server:
+// the managers' client and a BullMQ queue with its worker, and a runner's publisher, find the
+// master through password-protected Sentinels and follow it when it is killed.
 import { Queue, Worker } from 'bullmq';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { RunnerSnapshot } from '../../src/api/runner-snapshot.js';
+import { REDIS_USERS } from '../../src/devenv/redis-acl.js';
 import { startSentinelSet, type SentinelSet } from '../../src/devenv/redis-sentinel.js';
+import { snapshotReader } from '../../src/operator/snapshots.js';
+import { DEFAULT_QUEUE_NAME } from '../../src/queue/index.js';
 import { assertRedisReachable, bullConnection, openRedis } from '../../src/queue/connection.js';
+import { redisPublisher } from '../../src/runner/publish.js';
+import { createLogger } from '../../src/util/logger.js';
 import { eventually } from '../support/eventually.js';
+
+const PASSWORDS = {
+  manager: 'manager-secret',
+  runner: 'runner-secret',
+  replication: 'replication-secret',
+  sentinel: 'sentinel-user-secret',
+};
 
 describe('Redis through Sentinel', () => {
   let set: SentinelSet;
-  beforeAll(async () => {
-    set = await startSentinelSet({ password: 'redis-secret', sentinelPassword: 'sentinel-secret' });
+  beforeEach(async () => {
+    set = await startSentinelSet({ passwords: PASSWORDS, sentinelPassword: 'sentinels-secret' });
   }, 60_000);
-  afterAll(async () => {
+  afterEach(async () => {
     await set?.stop();
   });
+  const port = async (redis: ReturnType<typeof openRedis>) => Number((await redis.config('GET', 'port'))[1]);
 
-  it('a client and a BullMQ queue reach the master through the Sentinels and follow it when it is SIGKILLed', async () => {
+  it("the managers' client and a BullMQ queue reach the master through the Sentinels and follow it when it is SIGKILLed", async () => {
     const redis = openRedis(set.url);
     redis.on('error', () => undefined); // the failover's connection errors, expected: it reconnects
     const connection = bullConnection(set.url);
@@ -26,9 +41,9 @@ describe('Redis through Sentinel', () => {
     queue.on('error', () => undefined);
     worker.on('error', () => undefined);
     try {
-      const port = async () => Number((await redis.config('GET', 'port'))[1]);
       const [master] = set.servers;
-      expect(await port()).toBe(master!.port);
+      expect(await port(redis)).toBe(master!.port);
+      expect(await redis.call('ACL', 'WHOAMI')).toBe(REDIS_USERS.manager);
       await redis.set('written-before', 'kept');
       // Replication is asynchronous: what the replicas acknowledged survives the master.
       expect(await redis.call('WAIT', '2', '5000')).toBe(2);
@@ -39,7 +54,7 @@ describe('Redis through Sentinel', () => {
       // Writes resume once a replica is promoted and has a replica of its own again
       // (min-replicas-to-write 1 refuses them until then).
       await eventually(() => redis.set('written-after', 'yes'), 60_000, 250);
-      expect(await port()).not.toBe(master!.port);
+      expect(await port(redis)).not.toBe(master!.port);
       expect(await redis.get('written-before')).toBe('kept');
       await queue.add('after', {});
       await eventually(() => expect(processed).toEqual(['before', 'after']), 60_000);
@@ -50,8 +65,56 @@ describe('Redis through Sentinel', () => {
     }
   }, 120_000);
 
+  it("a runner's publisher, with the runner's ACL user, publishes to the master before and after a failover", async () => {
+    const logger = createLogger('sentinel-test');
+    logger.level = 'error';
+    const vmKey = 'vm:team-a/web';
+    const publisher = redisPublisher({
+      redisUrl: set.withUser(REDIS_USERS.runner, PASSWORDS.runner),
+      vmKey,
+      logger,
+    });
+    const manager = openRedis(set.url);
+    manager.on('error', () => undefined);
+    const queue = new Queue(DEFAULT_QUEUE_NAME, { connection: bullConnection(set.url) });
+    queue.on('error', () => undefined);
+    const snapshot = (seq: number): RunnerSnapshot => ({
+      seq,
+      runId: 'run-1',
+      phase: 'running',
+      cpus: seq,
+      ram: 1 << 28,
+      drives: {},
+      booted: true,
+      updatedAt: new Date().toISOString(),
+    });
+    const readSnapshot = snapshotReader(manager, logger);
+    try {
+      publisher.publish(snapshot(1), { event: 'RUNNER_RESUMED' });
+      await eventually(async () => expect(await readSnapshot(vmKey)).toMatchObject({ seq: 1 }));
+      expect(await queue.getJobs(['waiting']).then((jobs) => jobs.map((job) => job.name))).toContain(vmKey);
+
+      const [master] = set.servers;
+      process.kill(master!.pid, 'SIGKILL');
+      // The runner's user holds on the promoted replica too (each server has the chart's users.acl).
+      await eventually(
+        async () => {
+          publisher.publish(snapshot(2), { event: 'RUNNER_RESUMED' });
+          expect(await readSnapshot(vmKey)).toMatchObject({ seq: 2, cpus: 2 });
+        },
+        60_000,
+        500,
+      );
+      expect(await port(manager)).not.toBe(master!.port);
+    } finally {
+      await publisher.close();
+      await queue.close();
+      manager.disconnect();
+    }
+  }, 120_000);
+
   it('refuses a wrong Sentinel password, naming the Sentinels and no password', async () => {
-    const wrong = set.url.replace('sentinel-secret', 'guessed');
+    const wrong = set.url.replace('sentinels-secret', 'guessed');
     const refused = assertRedisReachable(wrong, 2000);
     await expect(refused).rejects.toThrow(/^cannot reach Redis at vmop of Sentinels 127\.0\.0\.1:\d+/);
     await expect(refused).rejects.not.toThrow(/guessed|secret/);
