@@ -1,6 +1,9 @@
 // vmop's Redis clients behind Sentinel (issue 27 §1), with the chart's ACL users on every server:
 // the managers' client and a BullMQ queue with its worker, and a runner's publisher, find the
 // master through password-protected Sentinels and follow it when it is killed.
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { Queue, Worker } from 'bullmq';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { RunnerSnapshot } from '../../src/api/runner-snapshot.js';
@@ -8,10 +11,14 @@ import { REDIS_USERS } from '../../src/devenv/redis-acl.js';
 import { startSentinelSet, type SentinelSet } from '../../src/devenv/redis-sentinel.js';
 import { snapshotReader } from '../../src/operator/snapshots.js';
 import { DEFAULT_QUEUE_NAME } from '../../src/queue/index.js';
+import { KeyQueue } from '../../src/queue/producer.js';
 import { assertRedisReachable, bullConnection, openRedis } from '../../src/queue/connection.js';
 import { redisPublisher } from '../../src/runner/publish.js';
 import { createLogger } from '../../src/util/logger.js';
 import { eventually } from '../support/eventually.js';
+
+const VMOP = fileURLToPath(new URL('../../bin/vmop', import.meta.url));
+const run = promisify(execFile);
 
 const PASSWORDS = {
   manager: 'manager-secret',
@@ -110,6 +117,27 @@ describe('Redis through Sentinel', () => {
       await publisher.close();
       await queue.close();
       manager.disconnect();
+    }
+  }, 120_000);
+
+  it('`vmop queue` reads the queue through the Sentinels, also after a failover', async () => {
+    const quiet = createLogger('sentinel-test');
+    quiet.level = 'error'; // the failover's reconnects, expected
+    const keys = new KeyQueue({ redisUrl: set.url }, { logger: quiet });
+    const listed = async () => {
+      const { stdout } = await run(VMOP, ['queue', 'ls', '-o', 'json'], {
+        env: { ...process.env, REDIS_URL: set.url, VMOP_LOG_LEVEL: 'warn' },
+      });
+      return (JSON.parse(stdout) as Array<{ key: string; state: string }>).map((row) => row.key);
+    };
+    try {
+      await keys.add('vm:team-a/queued');
+      expect(await keys.redis.call('WAIT', '2', '5000')).toBe(2);
+      expect(await listed()).toEqual(['vm:team-a/queued']);
+      process.kill(set.servers[0]!.pid, 'SIGKILL');
+      await eventually(async () => expect(await listed()).toEqual(['vm:team-a/queued']), 60_000, 500);
+    } finally {
+      await keys.close();
     }
   }, 120_000);
 
