@@ -31,7 +31,7 @@ export const ManagerOptions = z.object({
   kubeconfig: z.string().optional(),
   /** Namespaces to watch; all when empty. */
   namespaces: z.array(z.string().min(1)).default([]),
-  redisUrl: z.string().url(),
+  redisUrl: RedisUrlSchema,
   concurrency: z.number().int().positive().default(16),
   /** Reconciles per second across all replicas; unlimited when absent. */
   rateLimitPerSecond: z.number().positive().optional(),
