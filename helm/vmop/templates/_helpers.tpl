@@ -118,19 +118,53 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{/*
   The bundled Redis' credentials: generated once, then read back from the Secret on upgrades.
   Pods hash this (not the whole Secret) so only a credential change restarts them.
+  Sentinel mode adds a user for replication and one for the Sentinels on every Redis, and a
+  password on the Sentinels themselves; the URLs then name the Sentinels and the master's name.
 */}}
 {{- define "vmop.redisSecretData" -}}
 {{- $name := printf "%s-redis" (include "vmop.fullname" .) -}}
 {{- $existing := (lookup "v1" "Secret" .Release.Namespace $name).data | default dict -}}
 {{- $managerPassword := get $existing "manager-password" | b64dec | default (randAlphaNum 32) -}}
 {{- $runnerPassword := get $existing "runner-password" | b64dec | default (randAlphaNum 32) -}}
-{{- $host := printf "%s.%s:6379" (include "vmop.redisHost" .) .Values.clusterDomain -}}
 manager-password: {{ $managerPassword | quote }}
 runner-password: {{ $runnerPassword | quote }}
+{{- if .Values.redis.sentinel.enabled }}
+{{- $replicationPassword := get $existing "replication-password" | b64dec | default (randAlphaNum 32) -}}
+{{- $sentinelUserPassword := get $existing "sentinel-user-password" | b64dec | default (randAlphaNum 32) -}}
+{{- $sentinelPassword := get $existing "sentinel-password" | b64dec | default (randAlphaNum 32) -}}
+{{- $sentinels := include "vmop.redisSentinelHosts" . -}}
+{{- $master := .Values.redis.sentinel.masterName }}
+replication-password: {{ $replicationPassword | quote }}
+sentinel-user-password: {{ $sentinelUserPassword | quote }}
+sentinel-password: {{ $sentinelPassword | quote }}
+url: {{ printf "redis+sentinel://vmop-manager:%s@%s/%s?sentinelPassword=%s" $managerPassword $sentinels $master $sentinelPassword | quote }}
+runner-url: {{ printf "redis+sentinel://vmop-runner:%s@%s/%s?sentinelPassword=%s" $runnerPassword $sentinels $master $sentinelPassword | quote }}
+users.acl: |
+  user default off
+  user vmop-manager on >{{ $managerPassword }} ~* &* +@all
+  user vmop-runner on >{{ $runnerPassword }} {{ .Files.Get "files/runner-acl-rules.txt" | trim }}
+  user vmop-replication on >{{ $replicationPassword }} {{ .Files.Get "files/replication-acl-rules.txt" | trim }}
+  user vmop-sentinel on >{{ $sentinelUserPassword }} {{ .Files.Get "files/sentinel-acl-rules.txt" | trim }}
+{{- else }}
+{{- $host := printf "%s.%s:6379" (include "vmop.redisHost" .) .Values.clusterDomain }}
 url: {{ printf "redis://vmop-manager:%s@%s" $managerPassword $host | quote }}
 runner-url: {{ printf "redis://vmop-runner:%s@%s" $runnerPassword $host | quote }}
 users.acl: |
   user default off
   user vmop-manager on >{{ $managerPassword }} ~* &* +@all
   user vmop-runner on >{{ $runnerPassword }} {{ .Files.Get "files/runner-acl-rules.txt" | trim }}
+{{- end }}
+{{- end -}}
+
+{{/* Sentinel mode: the StatefulSet's name, its headless Service, and every Sentinel's address. */}}
+{{- define "vmop.redisSentinelSet" -}}{{ include "vmop.fullname" . }}-redis-node{{- end -}}
+{{- define "vmop.redisHeadless" -}}
+{{ include "vmop.fullname" . }}-redis-headless.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}
+{{- end -}}
+{{- define "vmop.redisSentinelHosts" -}}
+{{- $hosts := list -}}
+{{- range $i := until (int .Values.redis.sentinel.replicas) -}}
+{{- $hosts = append $hosts (printf "%s-%d.%s:26379" (include "vmop.redisSentinelSet" $) $i (include "vmop.redisHeadless" $)) -}}
+{{- end -}}
+{{- join "," $hosts -}}
 {{- end -}}
