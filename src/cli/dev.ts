@@ -7,10 +7,19 @@ import {
   VMOP_BIN,
   devDir,
   readDevState,
+  RedisLayout,
   superviseDevEnvironment,
   type DevState,
 } from '../devenv/dev-environment.js';
+import { redisWhere } from '../queue/connection.js';
 import { isAlive } from '../util/process.js';
+
+/** --redis: single or sentinel. */
+function redisLayout(value: string): RedisLayout {
+  const parsed = RedisLayout.safeParse(value);
+  if (!parsed.success) throw new Error(`--redis: ${JSON.stringify(value)} is not single or sentinel`);
+  return parsed.data;
+}
 
 /** --nodes: a whole number from 1 to 8 (each node costs a kubelet, containerd and kube-proxy). */
 function nodeCount(value: string): number {
@@ -25,13 +34,24 @@ const DOWN_TIMEOUT_MS = 180_000;
 
 function printState(state: DevState, output: string | undefined): void {
   if (output === 'json') {
-    const alive = (p: { pid: number }) => ({ ...p, alive: isAlive(p.pid) });
-    const processes = { managers: state.managers.map(alive), redis: alive(state.redis) };
+    const alive = <T extends { pid: number }>(p: T) => ({ ...p, alive: isAlive(p.pid) });
+    const redis =
+      state.redis.layout === 'single'
+        ? alive(state.redis)
+        : {
+            ...state.redis,
+            servers: state.redis.servers.map(alive),
+            sentinels: state.redis.sentinels.map(alive),
+          };
+    const processes = { managers: state.managers.map(alive), redis };
     console.log(JSON.stringify({ running: true, ...state, ...processes }, null, 2));
     return;
   }
   console.log(`vmop dev is up (supervisor pid ${state.supervisorPid}); logs in ${devDir()}`);
-  console.log(`Redis:      ${state.redisUrl}`);
+  // The Sentinel layout's URL holds passwords: its full form only in -o json (for scripts).
+  console.log(
+    `Redis:      ${state.redis.layout === 'single' ? state.redisUrl : `${redisWhere(state.redisUrl)} (URL with credentials: -o json)`}`,
+  );
   console.log(`kubeconfig: ${state.kubeconfig}`);
   console.log(
     `images:     ${state.imageServer.url}/ serves ${state.imageServer.dir} (test-guest.qcow2 boots)`,
@@ -47,7 +67,16 @@ function printState(state: DevState, output: string | undefined): void {
     console.log(`node:       ${node} (kubelet and containerd logs in ${state.cluster.dir}/${node})`);
   const liveness = (pid: number, restarts: number) =>
     `pid ${pid} ${isAlive(pid) ? 'alive' : 'dead (restarting)'}${restarts > 0 ? `, restarted ${restarts}x` : ''}`;
-  console.log(`redis:      ${liveness(state.redis.pid, state.redis.restarts)}`);
+  if (state.redis.layout === 'single')
+    console.log(`redis:      ${liveness(state.redis.pid, state.redis.restarts)}`);
+  else {
+    const { servers, sentinels } = state.redis;
+    // Not restarted: the set survives losing one; `vmop dev down` and `up` make a new one.
+    const pids = (processes: Array<{ pid: number; port: number }>) =>
+      processes.map((p) => `:${p.port} pid ${p.pid} ${isAlive(p.pid) ? 'alive' : 'dead'}`).join(', ');
+    console.log(`redis:      Sentinel set; servers ${pids(servers)}`);
+    console.log(`sentinels:  ${pids(sentinels)}`);
+  }
   state.managers.forEach((m, i) =>
     console.log(`manager-${i + 1}:  ${liveness(m.pid, m.restarts)}; log ${m.log}`),
   );
@@ -57,12 +86,13 @@ function printState(state: DevState, output: string | undefined): void {
   console.log(`Use it:     export KUBECONFIG=${state.kubeconfig}; kubectl get vms -A`);
 }
 
-async function up(output: string | undefined, nodes: number): Promise<void> {
+async function up(output: string | undefined, nodes: number, redis: RedisLayout): Promise<void> {
   const running = readDevState();
   if (running) {
-    if (running.cluster.nodes.length !== nodes)
+    if (running.cluster.nodes.length !== nodes || running.redis.layout !== redis)
       console.error(
-        `vmop dev runs with ${running.cluster.nodes.length} node(s); \`vmop dev down\` first for ${nodes}`,
+        `vmop dev runs with ${running.cluster.nodes.length} node(s) and Redis ${running.redis.layout}; ` +
+          `\`vmop dev down\` first for ${nodes} and ${redis}`,
       );
     return printState(running, output);
   }
@@ -70,7 +100,7 @@ async function up(output: string | undefined, nodes: number): Promise<void> {
   mkdirSync(dir, { recursive: true });
   const logPath = join(dir, 'supervisor.log');
   const log = openSync(logPath, 'a');
-  const supervisor = spawn(VMOP_BIN, ['dev', 'serve', '--nodes', String(nodes)], {
+  const supervisor = spawn(VMOP_BIN, ['dev', 'serve', '--nodes', String(nodes), '--redis', redis], {
     detached: true,
     stdio: ['ignore', log, log],
   });
@@ -114,7 +144,14 @@ export function register(program: Command): void {
     .description('Start it (or show it, when it runs already)')
     .option('-o, --output <format>', 'json for scripts')
     .option('--nodes <n>', 'how many nodes (each a kubelet, containerd and kube-proxy)', '1')
-    .action(async (flags: { output?: string; nodes: string }) => up(flags.output, nodeCount(flags.nodes)));
+    .option(
+      '--redis <layout>',
+      'single, or sentinel: 3 Redis and 3 Sentinels as the chart runs them',
+      'single',
+    )
+    .action(async (flags: { output?: string; nodes: string; redis: string }) =>
+      up(flags.output, nodeCount(flags.nodes), redisLayout(flags.redis)),
+    );
   dev.command('down').description('Stop everything it started').action(down);
   dev
     .command('status')
@@ -131,5 +168,8 @@ export function register(program: Command): void {
     .command('serve', { hidden: true })
     .description('Run the environment in the foreground (what `up` starts detached)')
     .option('--nodes <n>', 'how many nodes', '1')
-    .action((flags: { nodes: string }) => superviseDevEnvironment(undefined, nodeCount(flags.nodes)));
+    .option('--redis <layout>', 'single or sentinel', 'single')
+    .action((flags: { nodes: string; redis: string }) =>
+      superviseDevEnvironment(undefined, nodeCount(flags.nodes), redisLayout(flags.redis)),
+    );
 }

@@ -15,7 +15,10 @@ import { provideImageRepositoryEverywhere } from './image-repository.js';
 import { installCrds } from './install-crds.js';
 import { spawnLogged } from './logged-process.js';
 import { startOrphanReaper } from './orphan-reaper.js';
+import { randomBytes } from 'node:crypto';
 import { startRedis } from './redis.js';
+import { REDIS_USERS } from './redis-acl.js';
+import { startSentinelSet, type SentinelSet } from './redis-sentinel.js';
 import { startImageServer, type ImageServer } from './image-server.js';
 import { startImageRegistry, type ImageRegistry } from './image-registry.js';
 import { superviseProcess, type SupervisedProcess } from './supervised-process.js';
@@ -35,12 +38,25 @@ export function devDir(): string {
   return process.env.VMOP_DEV_DIR ?? join(homedir(), '.vmop', 'dev');
 }
 
+export const RedisLayout = z.enum(['single', 'sentinel']);
+export type RedisLayout = z.infer<typeof RedisLayout>;
+
 export const DevState = z.object({
   supervisorPid: z.number().int(),
   kubeconfig: z.string(),
   redisUrl: z.string(),
   managers: z.array(z.object({ pid: z.number().int(), log: z.string(), restarts: z.number().int() })),
-  redis: z.object({ pid: z.number().int(), restarts: z.number().int() }),
+  /** single: one Redis, restarted (empty) when it dies; sentinel: the chart's Sentinel layout. */
+  redis: z.discriminatedUnion('layout', [
+    z.object({ layout: z.literal('single'), pid: z.number().int(), restarts: z.number().int() }),
+    z.object({
+      layout: z.literal('sentinel'),
+      /** The runners' URL (their own ACL user); redisUrl is the managers'. */
+      runnerUrl: z.string(),
+      servers: z.array(z.object({ pid: z.number().int(), port: z.number().int() })),
+      sentinels: z.array(z.object({ pid: z.number().int(), port: z.number().int() })),
+    }),
+  ]),
   cluster: z.object({
     /** Logs and state of the control plane and the nodes (kubelet, containerd) live here. */
     dir: z.string(),
@@ -86,7 +102,10 @@ export interface DevEnvironment {
   /** Where things are now (pids change when a process is restarted). */
   readonly state: Omit<DevState, 'supervisorPid' | 'startedAt'>;
   cluster: Cluster;
-  redis: SupervisedProcess;
+  /** The single Redis (layout single). */
+  redis?: SupervisedProcess;
+  /** The Sentinel set (layout sentinel): its servers are not restarted; it survives losing one. */
+  sentinelSet?: SentinelSet;
   managers: SupervisedProcess[];
   imageServer: ImageServer;
   imageRegistry: ImageRegistry;
@@ -102,6 +121,8 @@ export interface StartDevEnvironmentOptions {
   managerArgs?: string[];
   /** How many nodes (default 1). */
   nodes?: number;
+  /** One Redis (default), or 3 with 3 Sentinels as the chart's Sentinel mode runs them. */
+  redis?: RedisLayout;
   /** Called after a process was restarted (its pid in `state` changed). */
   onRestart?: () => void;
   logger?: Logger;
@@ -118,10 +139,6 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
     onNodeServiceRestart: () => options.onRestart?.(),
     logger,
   });
-  // On the node network's host address: the managers here and the runner pods there both reach it.
-  // A Redis that dies comes back empty on the same address, as one without persistence would.
-  const firstRedis = await startRedis({ host: cluster.network.hostAddress });
-  const redisUrl = firstRedis.url;
   const supervision = {
     logger,
     onStart: (pid: number) => {
@@ -129,11 +146,14 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
       options.onRestart?.();
     },
   };
-  const redis = await superviseProcess(
-    'redis',
-    () => startRedis({ host: cluster.network.hostAddress, port: firstRedis.port }),
-    { ...supervision, first: firstRedis },
+  // On the node network's host address: the managers here and the runner pods there both reach it.
+  const { redis, sentinelSet, redisUrl, runnerRedisUrl } = await startDevRedis(
+    options.redis ?? 'single',
+    cluster.network.hostAddress,
+    supervision,
   );
+  if (sentinelSet)
+    for (const server of [...sentinelSet.servers, ...sentinelSet.sentinels]) reaper.adopt(server.pid);
   const imageServer = await startImageServer({
     dir: join(dir, 'images'),
     host: cluster.network.hostAddress,
@@ -181,6 +201,7 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
     ];
     const args = [
       ...['manager', '--kubeconfig', kubeconfig, '--redis', redisUrl, '--metrics-port', '0'],
+      ...(runnerRedisUrl ? ['--runner-redis-url', runnerRedisUrl] : []),
       ...web,
       ...['--runner-image', cluster.images.runner.ref, '--runner-image-pull-policy', 'Never'],
       // Any node can take a VM over: its runner data is on the shared (network) class.
@@ -201,7 +222,14 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
         kubeconfig,
         redisUrl,
         managers: managers.map((m, i) => ({ pid: m.pid, log: managerLogs[i]!, restarts: m.restarts })),
-        redis: { pid: redis.pid, restarts: redis.restarts },
+        redis: sentinelSet
+          ? {
+              layout: 'sentinel' as const,
+              runnerUrl: runnerRedisUrl!,
+              servers: sentinelSet.servers.map(({ pid, port }) => ({ pid, port })),
+              sentinels: sentinelSet.sentinels.map(({ pid, port }) => ({ pid, port })),
+            }
+          : { layout: 'single' as const, pid: redis!.pid, restarts: redis!.restarts },
         nodeServices: cluster.nodes.map((node) => ({
           node: node.name,
           services: NODE_SERVICES.flatMap((name) => {
@@ -230,12 +258,14 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
     imageRegistry,
     oidcProvider,
     redis,
+    sentinelSet,
     managers,
     async stop() {
       // The node first: its runners power the VMs down while the managers and the apiserver still run.
       await cluster.node.stop(NODE_STOP_GRACE_MS);
       await Promise.all(managers.map((m) => m.stop(30_000)));
-      await redis.stop(5_000);
+      await redis?.stop(5_000);
+      await sentinelSet?.stop();
       await imageRepositories.stop();
       await imageServer.stop();
       await imageRegistry.stop();
@@ -244,6 +274,36 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
       await reaper.release();
     },
   };
+}
+
+/** The environment's Redis: one, supervised, or a Sentinel set with the chart's ACL users. */
+async function startDevRedis(
+  layout: RedisLayout,
+  host: string,
+  supervision: Parameters<typeof superviseProcess>[2],
+): Promise<{
+  redis?: SupervisedProcess;
+  sentinelSet?: SentinelSet;
+  redisUrl: string;
+  runnerRedisUrl?: string;
+}> {
+  if (layout === 'sentinel') {
+    const secret = () => randomBytes(16).toString('hex');
+    const passwords = { manager: secret(), runner: secret(), replication: secret(), sentinel: secret() };
+    const sentinelSet = await startSentinelSet({ passwords, sentinelPassword: secret(), host });
+    return {
+      sentinelSet,
+      redisUrl: sentinelSet.url,
+      runnerRedisUrl: sentinelSet.withUser(REDIS_USERS.runner, passwords.runner),
+    };
+  }
+  // A Redis that dies comes back empty on the same address, as one without persistence would.
+  const first = await startRedis({ host });
+  const redis = await superviseProcess('redis', () => startRedis({ host, port: first.port }), {
+    ...supervision,
+    first,
+  });
+  return { redis, redisUrl: first.url };
 }
 
 /** The test bed's administrators (group vmop-admins at Dex) may do everything with vmop's objects. */
@@ -271,7 +331,11 @@ function devAdminRbac() {
  * status`. Every child is adopted by an orphan reaper, so even a SIGKILL of this supervisor leaves
  * nothing behind.
  */
-export async function superviseDevEnvironment(dir = devDir(), nodes = 1): Promise<void> {
+export async function superviseDevEnvironment(
+  dir = devDir(),
+  nodes = 1,
+  redisLayout: RedisLayout = 'single',
+): Promise<void> {
   const logger = createLogger('dev');
   mkdirSync(dir, { recursive: true });
   rmSync(stateFile(dir), { force: true });
@@ -279,12 +343,14 @@ export async function superviseDevEnvironment(dir = devDir(), nodes = 1): Promis
   let up = false;
   const writeState = (): DevState => {
     const state = { supervisorPid: process.pid, ...environment.state, startedAt };
-    writeFileSync(stateFile(dir), JSON.stringify(state, null, 2));
+    // Readable by its user only: the Sentinel layout's URLs hold passwords.
+    writeFileSync(stateFile(dir), JSON.stringify(state, null, 2), { mode: 0o600 });
     return state;
   };
   const environment: DevEnvironment = await startDevEnvironment({
     dir,
     nodes,
+    redis: redisLayout,
     logger,
     onRestart: () => up && writeState(),
   });

@@ -19,6 +19,8 @@ export interface SentinelSetOptions {
   /** The ACL users' passwords (the same users.acl on every server: ACLs are not replicated). */
   passwords: RedisPasswords;
   sentinelPassword: string;
+  /** Where every server and Sentinel listens (default 127.0.0.1; a local node's pods need the node network's host address). */
+  host?: string;
 }
 
 export interface SentinelSet {
@@ -32,6 +34,7 @@ export interface SentinelSet {
 
 export async function startSentinelSet(options: SentinelSetOptions): Promise<SentinelSet> {
   const { passwords, sentinelPassword } = options;
+  const host = options.host ?? '127.0.0.1';
   const dir = await mkdtemp(path.join(os.tmpdir(), 'vmop-sentinel-'));
   const aclFile = path.join(dir, 'users.acl');
   await writeFile(aclFile, await redisAclFile(passwords), { mode: 0o600 });
@@ -43,21 +46,21 @@ export async function startSentinelSet(options: SentinelSetOptions): Promise<Sen
     // A master that cannot reach a replica stops taking writes: a partitioned old master loses none.
     ...['--min-replicas-to-write', '1', '--min-replicas-max-lag', '10'],
   ];
-  const master = await startRedis({ extraArgs: everyServer });
+  const master = await startRedis({ host, extraArgs: everyServer });
   const servers = [master];
   for (let i = 1; i < (options.servers ?? 3); i++)
     servers.push(
-      await startRedis({ extraArgs: [...everyServer, '--replicaof', '127.0.0.1', String(master.port)] }),
+      await startRedis({ host, extraArgs: [...everyServer, '--replicaof', host, String(master.port)] }),
     );
   const sentinels: RedisServer[] = [];
   const count = options.sentinels ?? 3;
   for (let i = 0; i < count; i++) {
-    const port = await freePort();
+    const port = await freePort(host);
     const configFile = path.join(dir, `sentinel-${i}.conf`);
     await writeFile(
       configFile,
       [
-        `sentinel monitor ${SENTINEL_MASTER} 127.0.0.1 ${master.port} ${Math.floor(count / 2) + 1}`,
+        `sentinel monitor ${SENTINEL_MASTER} ${host} ${master.port} ${Math.floor(count / 2) + 1}`,
         `sentinel auth-user ${SENTINEL_MASTER} ${REDIS_USERS.sentinel}`,
         `sentinel auth-pass ${SENTINEL_MASTER} ${passwords.sentinel}`,
         `sentinel down-after-milliseconds ${SENTINEL_MASTER} 1000`,
@@ -69,13 +72,13 @@ export async function startSentinelSet(options: SentinelSetOptions): Promise<Sen
       ].join('\n'),
       { mode: 0o600 },
     );
-    sentinels.push(await startRedis({ port, configFile, extraArgs: ['--sentinel'] }));
+    sentinels.push(await startRedis({ host, port, configFile, extraArgs: ['--sentinel'] }));
   }
-  await ready(master.port, servers.length - 1, sentinels, {
+  await ready(host, master.port, servers.length - 1, sentinels, {
     manager: passwords.manager,
     sentinelPassword,
   });
-  const hosts = sentinels.map((s) => `127.0.0.1:${s.port}`).join(',');
+  const hosts = sentinels.map((s) => `${host}:${s.port}`).join(',');
   const withUser = (user: string, userPassword: string) =>
     `redis+sentinel://${encodeURIComponent(user)}:${encodeURIComponent(userPassword)}@${hosts}/${SENTINEL_MASTER}` +
     `?sentinelPassword=${encodeURIComponent(sentinelPassword)}`;
@@ -96,6 +99,7 @@ export async function startSentinelSet(options: SentinelSetOptions): Promise<Sen
  * a set that takes writes (min-replicas-to-write) and can fail over.
  */
 async function ready(
+  host: string,
   masterPort: number,
   replicas: number,
   sentinels: RedisServer[],
@@ -104,13 +108,14 @@ async function ready(
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   const master = new Redis({
+    host,
     port: masterPort,
     username: REDIS_USERS.manager,
     password: secrets.manager,
     lazyConnect: true,
   });
   const watchers = sentinels.map(
-    (s) => new Redis({ port: s.port, password: secrets.sentinelPassword, lazyConnect: true }),
+    (s) => new Redis({ host, port: s.port, password: secrets.sentinelPassword, lazyConnect: true }),
   );
   const count = (reply: unknown) => (Array.isArray(reply) ? reply.length : 0);
   try {

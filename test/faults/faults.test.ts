@@ -120,12 +120,12 @@ describe('faults on a real single-node vmop', () => {
   it('Redis killed and back empty: the VM stays Running and Booted, the runner publishes again, no second Started', async () => {
     const startedBefore = (await eventCounts()).Started;
     const stopSampling = sampleStatus();
-    const oldPid = env.redis.pid;
+    const oldPid = env.redis!.pid;
     const killedAt = Date.now();
     process.kill(oldPid, 'SIGKILL');
     // Bound: the supervisor restarts Redis after 1 s; the runner reconnects and republishes.
     const recoveredMs = await recoveredAfter(killedAt, 60_000, async () => {
-      expect(env.redis.pid).not.toBe(oldPid);
+      expect(env.redis!.pid).not.toBe(oldPid);
       expect(await readSnapshot()).toMatchObject({ podUid: expect.any(String), phase: 'running' });
       const vm = await vms.getVm(VM);
       expect(condition(vm, 'RunnerReporting')?.status).toBe('True');
