@@ -4,10 +4,10 @@
 import { execFile } from 'node:child_process';
 import { readdir, readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCluster, type Cluster } from '../../src/devenv/cluster.js';
-import { locateNodeBinaries } from '../../src/devenv/kube-binaries.js';
-import { clusterVms, testGuestManifest, type ClusterVms } from '../support/cluster-vms.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Cluster } from '../../src/devenv/cluster.js';
+import { testGuestManifest, type ClusterVms } from '../support/cluster-vms.js';
+import { chartImageValues, helmBed } from '../support/helm-bed.js';
 import { eventually } from '../support/eventually.js';
 
 const run = promisify(execFile);
@@ -16,9 +16,6 @@ const RELEASE_NAMESPACE = 'vmop-system';
 const VM_NAMESPACE = 'default';
 const VM = 'guest';
 const SET = 'vmop-redis-node';
-
-/** `localhost/vmop-manager:abc` → ['localhost/vmop-manager', 'abc'] */
-const splitRef = (ref: string) => [ref.slice(0, ref.lastIndexOf(':')), ref.slice(ref.lastIndexOf(':') + 1)];
 
 /** The host PID of the redis-server (not the Sentinel) of the pod with `podUid`, found by its cgroup. */
 async function redisServerPid(podUid: string): Promise<number> {
@@ -58,30 +55,17 @@ describe('the Helm chart with Redis Sentinel on two nodes', () => {
     (await redisCli(`${SET}-0`, 'sentinel', 'SENTINEL', 'get-master-addr-by-name', 'vmop')).split('.')[0]!;
   const role = async (pod: string) => (await redisCli(pod, 'redis', 'ROLE')).split('\n')[0];
 
-  beforeAll(async () => {
-    cluster = await startCluster({ nodes: 2 });
-    helmBinary = (await locateNodeBinaries()).helm;
-    vms = clusterVms(cluster.kubeconfigPath, VM_NAMESPACE);
-    system = clusterVms(cluster.kubeconfigPath, RELEASE_NAMESPACE);
-    await cluster.provideImageRepository(VM_NAMESPACE);
-  }, 1_800_000);
-
-  afterAll(async () => {
-    await cluster?.stop();
+  const bed = helmBed({ nodes: 2, vmNamespace: VM_NAMESPACE, releaseNamespace: RELEASE_NAMESPACE });
+  beforeAll(() => {
+    ({ cluster, helmBinary, vms, system } = bed);
   });
 
   it('installs 3 Redis with their Sentinels over both nodes, one master; a VM runs through it', async () => {
-    const [managerRepository, managerTag] = splitRef(cluster.images.manager.ref);
-    const [runnerRepository, runnerTag] = splitRef(cluster.images.runner.ref);
     await run(
       helmBinary,
       [
         ...['--kubeconfig', cluster.kubeconfigPath, 'install', RELEASE, 'helm/vmop'],
-        ...['--namespace', RELEASE_NAMESPACE, '--create-namespace'],
-        ...['--set', `image.repository=${managerRepository}`, '--set', `image.tag=${managerTag}`],
-        ...['--set', 'image.pullPolicy=Never'],
-        ...['--set', `runner.image.repository=${runnerRepository}`, '--set', `runner.image.tag=${runnerTag}`],
-        ...['--set', 'runner.image.pullPolicy=Never'],
+        ...['--namespace', RELEASE_NAMESPACE, '--create-namespace', ...chartImageValues(cluster)],
         ...['--set', 'redis.sentinel.enabled=true', '--wait', '--timeout', '10m'],
       ],
       { maxBuffer: 32 * 1024 * 1024 },

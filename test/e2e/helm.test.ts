@@ -5,10 +5,10 @@ import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCluster, type Cluster } from '../../src/devenv/cluster.js';
-import { locateNodeBinaries } from '../../src/devenv/kube-binaries.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { Cluster } from '../../src/devenv/cluster.js';
 import { clusterVms, testGuestManifest, type ClusterVms } from '../support/cluster-vms.js';
+import { chartImageValues, helmBed } from '../support/helm-bed.js';
 import { eventually } from '../support/eventually.js';
 import { qemuPid } from '../support/qemu-process.js';
 import { firstWrite, parseManagerLog, startedAfter } from '../support/manager-logs.js';
@@ -28,9 +28,6 @@ const WEB_VALUES = [
   ...['--set', `web.oidc.clientSecret=${WEB_CLIENT_SECRET}`],
 ];
 
-/** `localhost/vmop-manager:abc` → ['localhost/vmop-manager', 'abc'] */
-const splitRef = (ref: string) => [ref.slice(0, ref.lastIndexOf(':')), ref.slice(ref.lastIndexOf(':') + 1)];
-
 describe('the Helm chart on a real node', () => {
   let cluster: Cluster;
   let helmBinary: string;
@@ -42,17 +39,8 @@ describe('the Helm chart on a real node', () => {
         maxBuffer: 32 * 1024 * 1024,
       })
     ).stdout;
-  /** Only what a user sets: where the images are and how to pull them. */
-  const imageValues = () => {
-    const [managerRepository, managerTag] = splitRef(cluster.images.manager.ref);
-    const [runnerRepository, runnerTag] = splitRef(cluster.images.runner.ref);
-    return [
-      ...['--set', `image.repository=${managerRepository}`, '--set', `image.tag=${managerTag}`],
-      ...['--set', 'image.pullPolicy=Never'],
-      ...['--set', `runner.image.repository=${runnerRepository}`, '--set', `runner.image.tag=${runnerTag}`],
-      ...['--set', 'runner.image.pullPolicy=Never'],
-    ];
-  };
+  const imageValues = () => chartImageValues(cluster);
+
   /** `kubectl auth can-i`; a resource given as `type/subresource` is asked about its subresource. */
   const canI = async (as: string, verb: string, resource: string, namespace = VM_NAMESPACE) => {
     const [type, subresource] = resource.split('/');
@@ -84,16 +72,9 @@ describe('the Helm chart on a real node', () => {
         pod.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
     );
 
-  beforeAll(async () => {
-    cluster = await startCluster();
-    helmBinary = (await locateNodeBinaries()).helm;
-    vms = clusterVms(cluster.kubeconfigPath, VM_NAMESPACE);
-    system = clusterVms(cluster.kubeconfigPath, RELEASE_NAMESPACE);
-    await cluster.provideImageRepository(VM_NAMESPACE);
-  }, 1_800_000);
-
-  afterAll(async () => {
-    await cluster?.stop();
+  const bed = helmBed({ vmNamespace: VM_NAMESPACE, releaseNamespace: RELEASE_NAMESPACE });
+  beforeAll(() => {
+    ({ cluster, helmBinary, vms, system } = bed);
   });
 
   it('passes helm lint, and the apiserver accepts what it renders (server-side dry run)', async () => {
