@@ -1,6 +1,7 @@
 // `vmop dev`: a whole local vmop in the background: a real single-node Kubernetes (control plane,
 // kubelet, containerd), Redis, and two manager replicas from this checkout whose runner pods run
 // the runner image built from it. One detached supervisor; its state file says where things are.
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -15,7 +16,6 @@ import { provideImageRepositoryEverywhere } from './image-repository.js';
 import { installCrds } from './install-crds.js';
 import { spawnLogged } from './logged-process.js';
 import { startOrphanReaper } from './orphan-reaper.js';
-import { randomBytes } from 'node:crypto';
 import { startRedis } from './redis.js';
 import { REDIS_USERS } from './redis-acl.js';
 import { startSentinelSet, type SentinelSet } from './redis-sentinel.js';
