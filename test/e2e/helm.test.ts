@@ -502,7 +502,9 @@ spec:
     const managersBefore = (await readyManagers()).map((pod) => pod.metadata.name);
 
     await helm(
-      ...['upgrade', RELEASE, CHART, '--namespace', RELEASE_NAMESPACE, ...imageValues()],
+      // The README's upgrade: the release's values over the new chart's defaults.
+      ...['upgrade', RELEASE, CHART, '--namespace', RELEASE_NAMESPACE, '--reset-then-reuse-values'],
+      ...imageValues(),
       ...['--set', 'logLevel=debug', '--set', 'concurrency=8', ...WEB_VALUES, '--wait', '--timeout', '5m'],
     );
     // The managers were replaced (their arguments changed), the VM was not.
