@@ -1,23 +1,18 @@
 // GUI logins in a real Redis, with short limits: a session ends when unused for its idle time,
 // and at its maximum age however much it is used; Redis holds no usable session id.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startRedis, type RedisServer } from '../../../src/devenv/redis.js';
+import type { Redis } from 'ioredis';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { redisBed } from '../../support/redis-bed.js';
 import { sessionStore } from '../../../src/web/sessions.js';
 
 const person = { user: 'alice', groups: ['users'] };
 
 describe('web GUI sessions, in a real Redis', () => {
-  let server: RedisServer;
   let redis: Redis;
-  beforeAll(async () => {
-    server = await startRedis();
-    redis = new Redis(server.url);
-  });
-  afterAll(async () => {
-    redis.disconnect();
-    await server.stop();
+  const bed = redisBed();
+  beforeAll(() => {
+    ({ redis } = bed);
   });
 
   it('ends a session unused for its idle time; use keeps it', async () => {

@@ -1,7 +1,7 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startRedis, type RedisServer } from '../../../src/devenv/redis.js';
+import type { Redis } from 'ioredis';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { redisBed } from '../../support/redis-bed.js';
 import type { ObjectCache } from '../../../src/kube/object-cache.js';
 import { createLogger } from '../../../src/util/logger.js';
 import { HISTORY_MS, USAGE_KEY, usageHistory } from '../../../src/web/usage.js';
@@ -17,15 +17,10 @@ const vm = (name: string, phase: string, cpus: number, ram: string) => ({
 });
 
 describe("the admin view's usage history, in a real Redis", () => {
-  let server: RedisServer;
   let redis: Redis;
-  beforeAll(async () => {
-    server = await startRedis();
-    redis = new Redis(server.url);
-  });
-  afterAll(async () => {
-    redis.disconnect();
-    await server.stop();
+  const bed = redisBed();
+  beforeAll(() => {
+    ({ redis } = bed);
   });
 
   it('sums the VMs that run, writes each minute once though every replica samples it, and keeps 24 h', async () => {
