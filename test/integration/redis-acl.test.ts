@@ -1,6 +1,6 @@
 // The runner's Redis credential as the Helm chart defines it (helm/vmop/files/runner-acl-rules.txt),
 // on a real Redis: a runner can publish its snapshot and enqueue its VM, and nothing else.
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Queue } from 'bullmq';
@@ -8,6 +8,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { snapshotRedisKey, type RunnerSnapshot } from '../../src/api/runner-snapshot.js';
 import { startRedis, type RedisServer } from '../../src/devenv/redis.js';
+import { redisAclFile, REDIS_USERS } from '../../src/devenv/redis-acl.js';
 import { snapshotReader } from '../../src/operator/snapshots.js';
 import { DEFAULT_QUEUE_NAME } from '../../src/queue/index.js';
 import { redisPublisher } from '../../src/runner/publish.js';
@@ -15,6 +16,7 @@ import { createLogger } from '../../src/util/logger.js';
 import { eventually } from '../support/eventually.js';
 
 const VM_KEY = 'vm:team-a/web';
+const PASSWORDS = { manager: 'm-secret', runner: 'r-secret', replication: 'l-secret', sentinel: 's-secret' };
 
 describe("the runner's Redis ACL user", () => {
   let dir: string;
@@ -31,20 +33,11 @@ describe("the runner's Redis ACL user", () => {
 
   beforeAll(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), 'vmop-acl-'));
-    const rules = (await readFile('helm/vmop/files/runner-acl-rules.txt', 'utf8')).trim();
     const aclFile = path.join(dir, 'users.acl');
-    await writeFile(
-      aclFile,
-      [
-        'user default off',
-        'user manager on >m-secret ~* &* +@all',
-        `user runner on >r-secret ${rules}`,
-        '',
-      ].join('\n'),
-    );
+    await writeFile(aclFile, await redisAclFile(PASSWORDS));
     server = await startRedis({ extraArgs: ['--aclfile', aclFile] });
-    manager = new Redis(url('manager', 'm-secret'));
-    runner = new Redis(url('runner', 'r-secret'), { maxRetriesPerRequest: 0 });
+    manager = new Redis(url(REDIS_USERS.manager, PASSWORDS.manager));
+    runner = new Redis(url(REDIS_USERS.runner, PASSWORDS.runner), { maxRetriesPerRequest: 0 });
   });
 
   afterAll(async () => {
@@ -56,7 +49,11 @@ describe("the runner's Redis ACL user", () => {
 
   it("publishes a snapshot and enqueues the VM's key, as the runner does", async () => {
     const logger = createLogger('acl-test');
-    const publisher = redisPublisher({ redisUrl: url('runner', 'r-secret'), vmKey: VM_KEY, logger });
+    const publisher = redisPublisher({
+      redisUrl: url(REDIS_USERS.runner, PASSWORDS.runner),
+      vmKey: VM_KEY,
+      logger,
+    });
     const snapshot: RunnerSnapshot = {
       seq: 1,
       runId: 'run-1',
@@ -89,7 +86,7 @@ describe("the runner's Redis ACL user", () => {
       ['DEL', 'vmop:vmop:follow-ups'],
       ['FLUSHALL'],
       ['CONFIG', 'SET', 'maxmemory-policy', 'allkeys-lru'],
-      ['ACL', 'SETUSER', 'runner', '+@all'],
+      ['ACL', 'SETUSER', REDIS_USERS.runner, '+@all'],
       ['SCRIPT', 'FLUSH'],
       ['FUNCTION', 'LOAD', "#!lua name=x\nredis.register_function('x', function() return 1 end)"],
       ['KEYS', '*'],
