@@ -1,4 +1,4 @@
-import type { RedisOptions as BullRedisOptions } from 'bullmq';
+import { createIORedisClient, RedisConnection, type RedisOptions as BullRedisOptions } from 'bullmq';
 import { Redis, type RedisOptions } from 'ioredis';
 import { z } from 'zod';
 
@@ -25,6 +25,7 @@ export interface RedisPlace {
   username?: string;
   password?: string;
   sentinelPassword?: string;
+  failoverDetector?: boolean;
 }
 
 /** The ioredis options that reach the Redis of `redisUrl` (pure). */
@@ -44,6 +45,9 @@ export function redisOptionsOf(redisUrl: string): RedisPlace {
   return {
     sentinels,
     name: decodeURIComponent(master!),
+    // Follow a promotion the Sentinels announce (+switch-master) at once: a master that hangs or is
+    // cut off keeps its clients' connections open without an error, so they would wait on it.
+    failoverDetector: true,
     ...(user && { username: decodeURIComponent(user) }),
     ...(password !== undefined && { password: decodeURIComponent(password) }),
     ...(sentinelPassword !== undefined && { sentinelPassword }),
@@ -53,8 +57,24 @@ export function redisOptionsOf(redisUrl: string): RedisPlace {
 /** A client of `redisUrl` with more options; a Sentinel URL's master is looked up and followed. */
 export function connectRedis(redisUrl: string, options: RedisOptions = {}): Redis {
   const { url, ...where } = redisOptionsOf(redisUrl);
-  return url ? new Redis(url, options) : new Redis({ ...where, ...options });
+  return closingItsSentinelWatch(url ? new Redis(url, options) : new Redis({ ...where, ...options }));
 }
+
+/**
+ * ioredis' failover detector keeps its connections to the Sentinels after quit(), which BullMQ
+ * and vmop close clients with (only disconnect() ends them): a process that closed every client
+ * would never exit. A client that ended ends them too.
+ */
+function closingItsSentinelWatch(client: Redis): Redis {
+  client.once('end', () => client.disconnect());
+  return client;
+}
+
+/** BullMQ's own clients (made from bullConnection's options) get the same care. */
+RedisConnection.clientFactory ??= (options) => {
+  const { url, ...rest } = options as RedisOptions & { url?: string };
+  return createIORedisClient(closingItsSentinelWatch(url ? new Redis(url, rest) : new Redis(rest)));
+};
 
 /** The servers of `redisUrl` without credentials, for messages and logs. */
 export function redisWhere(redisUrl: string): string {
