@@ -21,6 +21,8 @@ export function logPublisher(logger: Logger): SnapshotPublisher {
 }
 
 const CLOSE_FLUSH_MS = 5_000;
+const RETRY_FIRST_MS = 200;
+const RETRY_MAX_MS = 5_000;
 
 /**
  * In a pod: each change is stored as `vmop:snapshot:<vmKey>` (one SET of the whole snapshot) and
@@ -44,16 +46,26 @@ export function redisPublisher(options: {
   let latest: RunnerSnapshot | undefined;
   let sending: Promise<void> | undefined;
 
+  let closed = false;
+
   const send = async () => {
-    while (next) {
+    let retryMs = RETRY_FIRST_MS;
+    while (next && !closed) {
       const { snapshot, event } = next;
       next = undefined;
       try {
         await redis.set(snapshotRedisKey(vmKey, options.snapshotSuffix), JSON.stringify(snapshot));
         await queue.add(vmKey, { event });
         logger.debug({ seq: snapshot.seq, event: event.event }, 'snapshot published');
+        retryMs = RETRY_FIRST_MS;
       } catch (err) {
-        logger.warn({ seq: snapshot.seq, reason: (err as Error).message }, 'publishing the snapshot failed');
+        // Refused, not lost in a dropped connection (ioredis resends those): e.g. a master just
+        // promoted refuses writes (NOREPLICAS) until a replica follows it. Sent again, unless a
+        // newer change came meanwhile: no change a runner saw may stay unreported.
+        logger.warn({ seq: snapshot.seq, reason: (err as Error).message }, 'publishing the snapshot failed; retrying');
+        next ??= { snapshot, event };
+        await sleep(retryMs);
+        retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
       }
     }
     sending = undefined;
@@ -84,6 +96,7 @@ export function redisPublisher(options: {
         sleep(CLOSE_FLUSH_MS, false),
       ]);
       if (!flushed) logger.warn('Redis did not take the last snapshot in time');
+      closed = true;
       await Promise.race([queue.close(), sleep(CLOSE_FLUSH_MS)]);
       redis.disconnect();
     },
