@@ -3,8 +3,10 @@
 // master through password-protected Sentinels and follow it when it is killed.
 import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { Queue, Worker } from 'bullmq';
+import { Redis } from 'ioredis';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { RunnerSnapshot } from '../../src/api/runner-snapshot.js';
 import { REDIS_USERS } from '../../src/devenv/redis-acl.js';
@@ -72,6 +74,42 @@ describe('Redis through Sentinel', () => {
     }
   }, 120_000);
 
+  it('the clients and a BullMQ worker leave a master that hangs (frozen, its connections open) for the promoted replica', async () => {
+    const redis = openRedis(set.url);
+    redis.on('error', () => undefined); // the failover's connection errors, expected: it reconnects
+    const connection = bullConnection(set.url);
+    const queue = new Queue('frozen', { connection });
+    const processed: string[] = [];
+    const worker = new Worker('frozen', async (job) => void processed.push(job.name), { connection });
+    queue.on('error', () => undefined);
+    worker.on('error', () => undefined);
+    const sentinel = new Redis({ port: set.sentinels[0]!.port, password: 'sentinels-secret' });
+    const [master] = set.servers;
+    try {
+      await queue.add('before', {});
+      await eventually(() => expect(processed).toEqual(['before']));
+      expect(await redis.call('WAIT', '2', '5000')).toBe(2);
+      // Frozen, the old master neither answers nor closes a connection: nothing in the clients'
+      // own connections tells them to move (a cut-off master looks the same to them).
+      process.kill(master!.pid, 'SIGSTOP');
+      await eventually(async () => {
+        const [, masterPort] = (await sentinel.call('SENTINEL', 'get-master-addr-by-name', 'vmop')) as string[];
+        expect(Number(masterPort)).not.toBe(master!.port);
+      }, 60_000);
+      // Still frozen: the clients write to the promoted replica without waiting for the old one to go.
+      await eventually(() => redis.set('written-after', 'yes'), 60_000, 250);
+      expect(await port(redis)).not.toBe(master!.port);
+      await queue.add('after', {});
+      await eventually(() => expect(processed).toEqual(['before', 'after']), 60_000);
+    } finally {
+      process.kill(master!.pid, 'SIGKILL');
+      sentinel.disconnect();
+      await worker.close();
+      await queue.close();
+      redis.disconnect();
+    }
+  }, 120_000);
+
   it("a runner's publisher, with the runner's ACL user, publishes to the master before and after a failover", async () => {
     const logger = createLogger('sentinel-test');
     logger.level = 'error';
@@ -116,6 +154,48 @@ describe('Redis through Sentinel', () => {
     } finally {
       await publisher.close();
       await queue.close();
+      manager.disconnect();
+    }
+  }, 120_000);
+
+  it("a runner's snapshot the master refused (no replica in reach: NOREPLICAS) is sent again once it takes writes", async () => {
+    const logger = createLogger('sentinel-test');
+    logger.level = 'error';
+    const vmKey = 'vm:team-a/refused';
+    const publisher = redisPublisher({
+      redisUrl: set.withUser(REDIS_USERS.runner, PASSWORDS.runner),
+      vmKey,
+      logger,
+    });
+    const manager = openRedis(set.url);
+    manager.on('error', () => undefined);
+    const readSnapshot = snapshotReader(manager, logger);
+    const replicas = set.servers.slice(1);
+    const snapshot: RunnerSnapshot = {
+      seq: 7,
+      runId: 'run-1',
+      phase: 'running',
+      cpus: 2,
+      ram: 1 << 28,
+      drives: {},
+      booted: true,
+      updatedAt: new Date().toISOString(),
+    };
+    try {
+      // Frozen replicas stop acknowledging; past min-replicas-max-lag the master refuses writes,
+      // as a master just promoted does until a replica follows it.
+      for (const replica of replicas) process.kill(replica.pid, 'SIGSTOP');
+      await eventually(async () => {
+        await expect(manager.set('probe', 'x')).rejects.toThrow(/NOREPLICAS/);
+      }, 30_000);
+      publisher.publish(snapshot, { event: 'RUNNER_RESUMED' });
+      await sleep(1000); // refused at least once meanwhile
+      expect(await readSnapshot(vmKey)).toBeUndefined();
+      for (const replica of replicas) process.kill(replica.pid, 'SIGCONT');
+      await eventually(async () => expect(await readSnapshot(vmKey)).toMatchObject({ seq: 7 }), 30_000);
+    } finally {
+      for (const replica of replicas) process.kill(replica.pid, 'SIGCONT');
+      await publisher.close();
       manager.disconnect();
     }
   }, 120_000);
