@@ -152,8 +152,6 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
     cluster.network.hostAddress,
     supervision,
   );
-  if (sentinelSet)
-    for (const server of [...sentinelSet.servers, ...sentinelSet.sentinels]) reaper.adopt(server.pid);
   const imageServer = await startImageServer({
     dir: join(dir, 'images'),
     host: cluster.network.hostAddress,
@@ -290,7 +288,12 @@ async function startDevRedis(
   if (layout === 'sentinel') {
     const secret = () => randomBytes(16).toString('hex');
     const passwords = { manager: secret(), runner: secret(), replication: secret(), sentinel: secret() };
-    const sentinelSet = await startSentinelSet({ passwords, sentinelPassword: secret(), host });
+    const sentinelSet = await startSentinelSet({
+      passwords,
+      sentinelPassword: secret(),
+      host,
+      onStart: supervision.onStart,
+    });
     return {
       sentinelSet,
       redisUrl: sentinelSet.url,

@@ -21,6 +21,8 @@ export interface SentinelSetOptions {
   sentinelPassword: string;
   /** Where every server and Sentinel listens (default 127.0.0.1; a local node's pods need the node network's host address). */
   host?: string;
+  /** Told the pid of every server and Sentinel started (a restart's too). */
+  onStart?: (pid: number) => void;
 }
 
 export interface SentinelSet {
@@ -29,8 +31,22 @@ export interface SentinelSet {
   /** The managers' redis+sentinel:// URL; `withUser` for another ACL user. */
   url: string;
   withUser(user: string, password: string): string;
+  /**
+   * Every server and Sentinel SIGKILLed at once, and the set started again on the same ports with
+   * nothing in it (what a whole set lost with its data looks like to its clients).
+   * `servers` and `sentinels` then hold the new processes.
+   */
+  killAndRestartEmpty(): Promise<void>;
   stop(): Promise<void>;
 }
+
+/** What this loopback set waits before failing a silent master over (the chart's default is 5 s). */
+const DOWN_AFTER_MS = 3000;
+/**
+ * A master that heard from no replica for this many seconds refuses writes: below DOWN_AFTER_MS,
+ * as the chart requires, so a cut-off master stops before another is promoted.
+ */
+const MIN_REPLICAS_MAX_LAG_S = 2;
 
 export async function startSentinelSet(options: SentinelSetOptions): Promise<SentinelSet> {
   const { passwords, sentinelPassword } = options;
@@ -44,40 +60,55 @@ export async function startSentinelSet(options: SentinelSetOptions): Promise<Sen
     // A replica's full sync writes an RDB file: into the set's directory, not the caller's.
     ...['--dir', dir],
     // A master that cannot reach a replica stops taking writes: a partitioned old master loses none.
-    ...['--min-replicas-to-write', '1', '--min-replicas-max-lag', '10'],
+    ...['--min-replicas-to-write', '1', '--min-replicas-max-lag', String(MIN_REPLICAS_MAX_LAG_S)],
   ];
-  const master = await startRedis({ host, extraArgs: everyServer });
-  const servers = [master];
-  for (let i = 1; i < (options.servers ?? 3); i++)
-    servers.push(
-      await startRedis({ host, extraArgs: [...everyServer, '--replicaof', host, String(master.port)] }),
-    );
+  const serverCount = options.servers ?? 3;
+  const sentinelCount = options.sentinels ?? 3;
+  const servers: RedisServer[] = [];
   const sentinels: RedisServer[] = [];
-  const count = options.sentinels ?? 3;
-  for (let i = 0; i < count; i++) {
-    const port = await freePort(host);
-    const configFile = path.join(dir, `sentinel-${i}.conf`);
-    await writeFile(
-      configFile,
-      [
-        `sentinel monitor ${SENTINEL_MASTER} ${host} ${master.port} ${Math.floor(count / 2) + 1}`,
-        `sentinel auth-user ${SENTINEL_MASTER} ${REDIS_USERS.sentinel}`,
-        `sentinel auth-pass ${SENTINEL_MASTER} ${passwords.sentinel}`,
-        `sentinel down-after-milliseconds ${SENTINEL_MASTER} 1000`,
-        `sentinel failover-timeout ${SENTINEL_MASTER} 5000`,
-        `requirepass ${sentinelPassword}`,
-        // Sentinels log in to each other with the same password.
-        `sentinel sentinel-pass ${sentinelPassword}`,
-        '',
-      ].join('\n'),
-      { mode: 0o600 },
-    );
-    sentinels.push(await startRedis({ host, port, configFile, extraArgs: ['--sentinel'] }));
-  }
-  await ready(host, master.port, servers.length - 1, sentinels, {
-    manager: passwords.manager,
-    sentinelPassword,
-  });
+  const started = (server: RedisServer) => (options.onStart?.(server.pid), server);
+
+  /** Starts the set, empty, the first server its master: on free ports, or on those of `ports`. */
+  const launch = async (ports?: { servers: number[]; sentinels: number[] }) => {
+    await rm(path.join(dir, 'dump.rdb'), { force: true });
+    const master = started(await startRedis({ host, port: ports?.servers[0], extraArgs: everyServer }));
+    servers.splice(0, servers.length, master);
+    for (let i = 1; i < serverCount; i++) {
+      const replicaOf = ['--replicaof', host, String(master.port)];
+      servers.push(
+        started(await startRedis({ host, port: ports?.servers[i], extraArgs: [...everyServer, ...replicaOf] })),
+      );
+    }
+    sentinels.splice(0);
+    for (let i = 0; i < sentinelCount; i++) {
+      const port = ports?.sentinels[i] ?? (await freePort(host));
+      const configFile = path.join(dir, `sentinel-${i}.conf`);
+      // Written anew each launch: a Sentinel rewrites its file with what it learnt (peers, epochs).
+      await writeFile(
+        configFile,
+        [
+          `sentinel monitor ${SENTINEL_MASTER} ${host} ${master.port} ${Math.floor(sentinelCount / 2) + 1}`,
+          `sentinel auth-user ${SENTINEL_MASTER} ${REDIS_USERS.sentinel}`,
+          `sentinel auth-pass ${SENTINEL_MASTER} ${passwords.sentinel}`,
+          `sentinel down-after-milliseconds ${SENTINEL_MASTER} ${DOWN_AFTER_MS}`,
+          `sentinel failover-timeout ${SENTINEL_MASTER} 5000`,
+          `requirepass ${sentinelPassword}`,
+          // Sentinels log in to each other with the same password.
+          `sentinel sentinel-pass ${sentinelPassword}`,
+          '',
+        ].join('\n'),
+        { mode: 0o600 },
+      );
+      sentinels.push(started(await startRedis({ host, port, configFile, extraArgs: ['--sentinel'] })));
+    }
+    await ready(host, master.port, servers.length - 1, sentinels, {
+      manager: passwords.manager,
+      sentinelPassword,
+    });
+  };
+  const stopAll = () => Promise.all([...sentinels, ...servers].map((s) => s.stop()));
+
+  await launch();
   const hosts = sentinels.map((s) => `${host}:${s.port}`).join(',');
   const withUser = (user: string, userPassword: string) =>
     `redis+sentinel://${encodeURIComponent(user)}:${encodeURIComponent(userPassword)}@${hosts}/${SENTINEL_MASTER}` +
@@ -87,8 +118,14 @@ export async function startSentinelSet(options: SentinelSetOptions): Promise<Sen
     sentinels,
     url: withUser(REDIS_USERS.manager, passwords.manager),
     withUser,
+    async killAndRestartEmpty() {
+      const ports = { servers: servers.map((s) => s.port), sentinels: sentinels.map((s) => s.port) };
+      for (const s of [...sentinels, ...servers]) process.kill(s.pid, 'SIGKILL');
+      await Promise.all([...sentinels, ...servers].map((s) => s.exited));
+      await launch(ports);
+    },
     async stop() {
-      await Promise.all([...sentinels, ...servers].map((s) => s.stop()));
+      await stopAll();
       await rm(dir, { recursive: true, force: true });
     },
   };
