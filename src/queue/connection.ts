@@ -1,6 +1,7 @@
 import { createIORedisClient, RedisConnection, type RedisOptions as BullRedisOptions } from 'bullmq';
 import { Redis, type RedisOptions } from 'ioredis';
 import { z } from 'zod';
+import { followFailovers } from './failover-watch.js';
 
 /**
  * Where Redis is: `redis://` or `rediss://` (one server), or `redis+sentinel://` (the master a
@@ -25,7 +26,6 @@ export interface RedisPlace {
   username?: string;
   password?: string;
   sentinelPassword?: string;
-  failoverDetector?: boolean;
 }
 
 /** The ioredis options that reach the Redis of `redisUrl` (pure). */
@@ -45,9 +45,6 @@ export function redisOptionsOf(redisUrl: string): RedisPlace {
   return {
     sentinels,
     name: decodeURIComponent(master!),
-    // Follow a promotion the Sentinels announce (+switch-master) at once: a master that hangs or is
-    // cut off keeps its clients' connections open without an error, so they would wait on it.
-    failoverDetector: true,
     ...(user && { username: decodeURIComponent(user) }),
     ...(password !== undefined && { password: decodeURIComponent(password) }),
     ...(sentinelPassword !== undefined && { sentinelPassword }),
@@ -57,23 +54,25 @@ export function redisOptionsOf(redisUrl: string): RedisPlace {
 /** A client of `redisUrl` with more options; a Sentinel URL's master is looked up and followed. */
 export function connectRedis(redisUrl: string, options: RedisOptions = {}): Redis {
   const { url, ...where } = redisOptionsOf(redisUrl);
-  return closingItsSentinelWatch(url ? new Redis(url, options) : new Redis({ ...where, ...options }));
+  return withFailovers(url ? new Redis(url, options) : new Redis({ ...where, ...options }));
 }
 
-/**
- * ioredis' failover detector keeps its connections to the Sentinels after quit(), which BullMQ
- * and vmop close clients with (only disconnect() ends them): a process that closed every client
- * would never exit. A client that ended ends them too.
- */
-function closingItsSentinelWatch(client: Redis): Redis {
-  client.once('end', () => client.disconnect());
+/** A client of a master found through Sentinels moves when they announce another (failover-watch.ts). */
+function withFailovers(client: Redis): Redis {
+  const { sentinels, name, sentinelPassword } = client.options;
+  if (sentinels?.length && name)
+    followFailovers(client, {
+      sentinels: sentinels.map(({ host, port }) => ({ host: host ?? 'localhost', port: port ?? 26379 })),
+      name,
+      ...(sentinelPassword && { sentinelPassword }),
+    });
   return client;
 }
 
-/** BullMQ's own clients (made from bullConnection's options) get the same care. */
+/** BullMQ's own clients (made from bullConnection's options) follow failovers too. */
 RedisConnection.clientFactory ??= (options) => {
   const { url, ...rest } = options as RedisOptions & { url?: string };
-  return createIORedisClient(closingItsSentinelWatch(url ? new Redis(url, rest) : new Redis(rest)));
+  return createIORedisClient(withFailovers(url ? new Redis(url, rest) : new Redis(rest)));
 };
 
 /** The servers of `redisUrl` without credentials, for messages and logs. */

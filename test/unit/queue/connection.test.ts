@@ -22,7 +22,6 @@ describe('Redis URLs', () => {
       username: 'vmop-runner',
       password: 'p@ss',
       sentinelPassword: 'watch',
-      failoverDetector: true,
     });
     // No password in what is logged.
     expect(redisWhere(url)).toBe('vmop of Sentinels s-0:26379,s-1:26380,s-2:26379');
