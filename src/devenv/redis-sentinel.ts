@@ -120,7 +120,13 @@ export async function startSentinelSet(options: SentinelSetOptions): Promise<Sen
     withUser,
     async killAndRestartEmpty() {
       const ports = { servers: servers.map((s) => s.port), sentinels: sentinels.map((s) => s.port) };
-      for (const s of [...sentinels, ...servers]) process.kill(s.pid, 'SIGKILL');
+      for (const s of [...sentinels, ...servers]) {
+        try {
+          process.kill(s.pid, 'SIGKILL');
+        } catch {
+          // died before (a test's earlier kill)
+        }
+      }
       await Promise.all([...sentinels, ...servers].map((s) => s.exited));
       await launch(ports);
     },
