@@ -22,6 +22,7 @@ describe('Redis URLs', () => {
       username: 'vmop-runner',
       password: 'p@ss',
       sentinelPassword: 'watch',
+      connectTimeout: 3000,
     });
     // No password in what is logged.
     expect(redisWhere(url)).toBe('vmop of Sentinels s-0:26379,s-1:26380,s-2:26379');
