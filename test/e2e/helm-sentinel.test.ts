@@ -1,7 +1,7 @@
 // The Helm chart with Redis Sentinel (issue 27 §1) on two real nodes: 3 Redis and 3 Sentinels
 // spread over the nodes, managers and runners finding the master through the Sentinels with their
 // own ACL users, and both carrying on when the master fails and a replica takes its place.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { readdir, readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -34,6 +34,49 @@ async function redisServerPid(podUid: string): Promise<number> {
   throw new Error(`no redis-server in pod ${podUid}`);
 }
 
+/**
+ * Cuts the network namespace of `pid` (a pod's) off from everything but its node (whose kubelet
+ * keeps probing it, as when the node's own link fails), or heals that. Rules inside the pod:
+ * pods on the same node reach each other over the node's bridge, unfiltered there.
+ */
+async function isolatePod(pid: number, cut: boolean): Promise<void> {
+  const inPod = (...command: string[]) => run('nsenter', ['-t', String(pid), '-n', ...command]);
+  if (!cut) {
+    for (const chain of ['INPUT', 'OUTPUT']) await inPod('iptables', '-F', chain);
+    return;
+  }
+  const { stdout } = await inPod('ip', 'route', 'show', 'default');
+  const node = /default via (\S+)/.exec(stdout)![1]!;
+  for (const [chain, io, peer] of [
+    ['INPUT', '-i', '-s'],
+    ['OUTPUT', '-o', '-d'],
+  ] as const) {
+    await inPod('iptables', '-A', chain, io, 'lo', '-j', 'ACCEPT');
+    await inPod('iptables', '-A', chain, peer, node, '-j', 'ACCEPT');
+    await inPod('iptables', '-A', chain, '-j', 'DROP');
+  }
+}
+
+/**
+ * Writes a key every 200 ms with the managers' user to the Redis of `pid`'s network namespace (from
+ * inside it: nothing but that namespace is needed), each answer a line `epoch-ms answer`.
+ */
+function writeEvery200ms(pid: number, managerPassword: string) {
+  const loop =
+    'while :; do printf "%s %s\\n" "$(date +%s%3N)" "$(redis-cli --no-auth-warning --user vmop-manager -p 6379 SET partition-probe "$(date +%s%3N)" 2>&1 | tr -d "\\n")"; sleep 0.2; done';
+  const child = spawn('nsenter', ['-t', String(pid), '-n', 'sh', '-c', loop], {
+    env: { ...process.env, REDISCLI_AUTH: managerPassword },
+  });
+  const answers: Array<{ at: number; answer: string }> = [];
+  child.stdout.on('data', (chunk: Buffer) => {
+    for (const line of chunk.toString().split('\n').filter(Boolean)) {
+      const [at, ...answer] = line.split(' ');
+      answers.push({ at: Number(at), answer: answer.join(' ') });
+    }
+  });
+  return { answers, stop: () => child.kill() };
+}
+
 describe('the Helm chart with Redis Sentinel on two nodes', () => {
   let cluster: Cluster;
   let helmBinary: string;
@@ -50,9 +93,9 @@ describe('the Helm chart with Redis Sentinel on two nodes', () => {
       `REDISCLI_AUTH="$(cat /etc/vmop-redis/${secret})" redis-cli ${user} -p ${port} --raw ${command.join(' ')}`,
     ]);
   };
-  /** The pod the Sentinels name as master (they announce pods by their DNS names). */
-  const masterPod = async () =>
-    (await redisCli(`${SET}-0`, 'sentinel', 'SENTINEL', 'get-master-addr-by-name', 'vmop')).split('.')[0]!;
+  /** The pod the Sentinels name as master (they announce pods by their DNS names), asked of `sentinelPod`'s. */
+  const masterPod = async (sentinelPod = `${SET}-0`) =>
+    (await redisCli(sentinelPod, 'sentinel', 'SENTINEL', 'get-master-addr-by-name', 'vmop')).split('.')[0]!;
   const role = async (pod: string) => (await redisCli(pod, 'redis', 'ROLE')).split('\n')[0];
 
   const bed = helmBed({ nodes: 2, vmNamespace: VM_NAMESPACE, releaseNamespace: RELEASE_NAMESPACE });
@@ -124,5 +167,101 @@ describe('the Helm chart with Redis Sentinel on two nodes', () => {
     // kubelet restarts the killed Redis; it asks the Sentinels and follows the new master.
     await eventually(async () => expect(await role(old)).toBe('slave'), 120_000);
     expect(await masterPod()).toBe(promoted);
+  });
+  it('the master cut off the network: it comes to refuse writes, managers and runners carry on with the promoted one, and healed it rejoins as replica', async () => {
+    const old = await masterPod();
+    const pods = JSON.parse(
+      await system.kubectl(['get', 'pods', '-l', 'app.kubernetes.io/component=redis', '-o', 'json']),
+    ).items as Array<{ metadata: { name: string; uid: string } }>;
+    const pidOf = (name: string) =>
+      redisServerPid(pods.find((pod) => pod.metadata.name === name)!.metadata.uid);
+    const oldPid = await pidOf(old);
+    const witness = pods.map((pod) => pod.metadata.name).find((name) => name !== old)!;
+    const secret = JSON.parse(await system.kubectl(['get', 'secret', 'vmop-redis', '-o', 'json']));
+    const managerPassword = decodeURIComponent(
+      /^redis\+sentinel:\/\/vmop-manager:([^@]+)@/.exec(
+        Buffer.from(secret.data.url, 'base64').toString(),
+      )![1]!,
+    );
+
+    const writes = writeEvery200ms(oldPid, managerPassword);
+    let promoted: string;
+    let cutAt: number;
+    let promotedAt: number;
+    let changedAt: number;
+    try {
+      await eventually(() => expect(writes.answers.at(-1)?.answer).toBe('OK'), 30_000);
+      // Its node keeps it (and its Sentinel): only its traffic with everything else stops.
+      await isolatePod(oldPid, true);
+      cutAt = Date.now();
+      promoted = await eventually(
+        async () => {
+          const now = await masterPod(witness);
+          expect(now).not.toBe(old);
+          return now;
+        },
+        60_000,
+        250,
+      );
+      promotedAt = Date.now();
+      // Managers and runners were connected to the old master and had no error from it: they
+      // follow the promotion the Sentinels announce.
+      await vms.patchVm(VM, { currentRam: '192Mi' });
+      await vms.waitForVm(VM, (vm) => expect(vm.status?.ram).toBe('192Mi'), 120_000);
+      changedAt = Date.now();
+    } finally {
+      writes.stop();
+      await isolatePod(oldPid, false);
+    }
+    const afterCut = writes.answers.filter((write) => write.at > cutAt);
+    const firstRefused = afterCut.findIndex((write) => write.answer.startsWith('NOREPLICAS'));
+    const lastTaken = afterCut.findLast((write) => write.answer === 'OK');
+    console.log(
+      `cut → writes refused by the old master ${(afterCut[firstRefused]?.at ?? NaN) - cutAt} ms; ` +
+        `cut → promotion seen ${promotedAt - cutAt} ms; promotion → change in status ${changedAt - promotedAt} ms`,
+    );
+    // What the old master answered, as runs of one answer in ms after the cut (for a failure's message).
+    const runs = afterCut.reduce<string[]>((list, write, i) => {
+      if (i === 0 || write.answer !== afterCut[i - 1]!.answer)
+        list.push(`${write.at - cutAt!} ms: ${write.answer}`);
+      return list;
+    }, []);
+    console.log(`the old master's answers after the cut: ${runs.join('; ')}`);
+    console.log(
+      await system.kubectl(['get', 'pods', '-l', 'app.kubernetes.io/component=redis', '-o', 'wide']),
+    );
+    // Cut off, it comes to refuse writes (Redis lets it take some for a few seconds first: lost
+    // when it rejoins, and republished by the runners).
+    expect(firstRefused).toBeGreaterThanOrEqual(0);
+    expect(afterCut.at(-1)?.answer).toMatch(/^NOREPLICAS/);
+    console.log(
+      `its last write taken ${(lastTaken?.at ?? NaN) - promotedAt!} ms after the promotion was seen`,
+    );
+    // Healed, the Sentinels make it a replica of the new master: what it took while cut off is gone.
+    await eventually(async () => expect(await role(old)).toBe('slave'), 120_000);
+    expect(await masterPod()).toBe(promoted);
+    const probe = async (name: string) =>
+      (
+        await run(
+          'nsenter',
+          [
+            '-t',
+            String(await pidOf(name)),
+            '-n',
+            'redis-cli',
+            '--no-auth-warning',
+            '--user',
+            'vmop-manager',
+            '-p',
+            '6379',
+            'GET',
+            'partition-probe',
+          ],
+          {
+            env: { ...process.env, REDISCLI_AUTH: managerPassword },
+          },
+        )
+      ).stdout.trim();
+    await eventually(async () => expect(await probe(old)).toBe(await probe(promoted)), 30_000);
   });
 });
