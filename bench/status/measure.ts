@@ -11,6 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { startRedis } from '../../src/devenv/redis.js';
+import { startSentinelSet } from '../../src/devenv/redis-sentinel.js';
 import type { RunnerSnapshot } from '../../src/api/runner-snapshot.js';
 import { redisPublisher } from '../../src/runner/publish.js';
 import { createLogger } from '../../src/util/logger.js';
@@ -50,6 +51,28 @@ export interface StatusLatency {
   handlerP99: number;
   /** CPU time the manager processes used while the changes were published, per change. */
   managerCpuMsPerChange: number;
+  /** With a master killed: the changes published from the kill until FAILOVER_WINDOW_MS after it. */
+  failover?: { changes: number; lost: number; statusP99: number; statusMax: number };
+}
+
+/** One Redis, or the Sentinel set of `vmop dev --redis sentinel` (3 Redis, 3 Sentinels, 3 s down-after). */
+export type BenchRedis = 'single' | 'sentinel';
+/** Changes published this long after the master's SIGKILL count as published during the failover. */
+export const FAILOVER_WINDOW_MS = 15_000;
+
+async function startBenchRedis(layout: BenchRedis) {
+  if (layout === 'single') {
+    const redis = await startRedis();
+    return { url: redis.url, killMaster: undefined, stop: () => redis.stop() };
+  }
+  const passwords = { manager: 'bench', runner: 'bench', replication: 'bench', sentinel: 'bench' };
+  const set = await startSentinelSet({ passwords, sentinelPassword: 'bench' });
+  return {
+    url: set.url,
+    // The set's first server is its master until a failover.
+    killMaster: () => process.kill(set.servers[0]!.pid, 'SIGKILL'),
+    stop: () => set.stop(),
+  };
 }
 
 /** User + system CPU seconds of a process so far (Linux: /proc/<pid>/stat, in clock ticks of 1/100 s). */
@@ -101,10 +124,17 @@ async function scrape(managers: ManagerProcess[]): Promise<string[]> {
 export async function measureStatusLatency(
   kubeConfig: KubeConfig,
   kubeconfigPath: string,
-  options: { replicas: number; vms: number; load: StatusLoad },
+  options: {
+    replicas: number;
+    vms: number;
+    load: StatusLoad;
+    redis?: BenchRedis;
+    /** SIGKILL the Sentinel set's master this long into a boots load. */
+    killMasterAtSeconds?: number;
+  },
 ): Promise<StatusLatency> {
   const { replicas, vms: VMS, load } = options;
-  const redis = await startRedis();
+  const redis = await startBenchRedis(options.redis ?? 'single');
   const namespace = `bench-${replicas}-${Date.now()}`;
   const kubectl = (args: string[], input?: string) =>
     execFileSync('kubectl', ['--kubeconfig', kubeconfigPath, ...args], { input, encoding: 'utf8' });
@@ -137,8 +167,10 @@ export async function measureStatusLatency(
   }
 
   // Published changes whose status has not shown yet, by VM; the watch settles them.
-  const pending = new Map<string, Array<{ seq: number; at: number; shown: () => void }>>();
+  const pending = new Map<string, Array<{ seq: number; at: number; shown: (latency: number) => void }>>();
   const latencies: number[] = [];
+  /** Every change published, and how long it took to show (undefined: never). */
+  const changes: Array<{ at: number; latency?: number }> = [];
   const watch = await new Watch(kubeConfig).watch(
     `/apis/vmoperator.jdrupes.org/v1/namespaces/${namespace}/vms`,
     {},
@@ -151,7 +183,7 @@ export async function measureStatusLatency(
       while (waiting.length && waiting[0]!.seq <= seq) {
         const change = waiting.shift()!;
         latencies.push(now - change.at);
-        change.shown();
+        change.shown(now - change.at);
       }
     },
     () => undefined,
@@ -177,10 +209,12 @@ export async function measureStatusLatency(
       updatedAt: new Date().toISOString(),
     };
     published++;
+    const change: { at: number; latency?: number } = { at: performance.now() };
+    changes.push(change);
     const shown = new Promise<void>((resolve) => {
       const waiting = pending.get(name) ?? [];
       pending.set(name, waiting);
-      waiting.push({ seq, at: performance.now(), shown: resolve });
+      waiting.push({ seq, at: change.at, shown: (latency) => resolve(void (change.latency = latency)) });
     });
     publishers[index]!.publish(snapshot, { event: 'BENCH', data: {} } as never);
     return shown;
@@ -192,6 +226,7 @@ export async function measureStatusLatency(
   const requestsBefore = readRequestTotals(kubeconfigPath);
   const managersCpu = () => managers.reduce((sum, m) => sum + cpuSeconds(m.pid), 0);
   const cpuBefore = managersCpu();
+  let killedAt: number | undefined;
   if (load.kind === 'closed') {
     await Promise.all(
       names.map(async (_name, index) => {
@@ -210,6 +245,13 @@ export async function measureStatusLatency(
           if (boot + offset < load.seconds * 1000) times.push(boot + offset);
       return times.map((time, i) => setTimeout(() => shown.push(publish(index, i + 1)), time));
     });
+    if (options.killMasterAtSeconds !== undefined && redis.killMaster)
+      timers.push(
+        setTimeout(() => {
+          killedAt = performance.now();
+          redis.killMaster!();
+        }, options.killMasterAtSeconds * 1000),
+      );
     await new Promise((r) => setTimeout(r, load.seconds * 1000));
     timers.forEach(clearTimeout);
     await Promise.race([Promise.all(shown), new Promise((r) => setTimeout(r, 60_000))]);
@@ -237,5 +279,18 @@ export async function measureStatusLatency(
     handlerP50: histogramQuantile(handlerBefore, handlerAfter, 0.5) * 1000,
     handlerP99: histogramQuantile(handlerBefore, handlerAfter, 0.99) * 1000,
     managerCpuMsPerChange: (managerCpuSeconds * 1000) / published,
+    ...(killedAt !== undefined && { failover: failoverFigures(changes, killedAt) }),
+  };
+}
+
+/** The changes published while the master was dead or just replaced, and how long they took. */
+function failoverFigures(changes: Array<{ at: number; latency?: number }>, killedAt: number) {
+  const during = changes.filter((change) => change.at >= killedAt && change.at < killedAt + FAILOVER_WINDOW_MS);
+  const shown = during.flatMap((change) => (change.latency === undefined ? [] : [change.latency]));
+  return {
+    changes: during.length,
+    lost: during.length - shown.length,
+    statusP99: quantile(shown, 0.99),
+    statusMax: Math.max(...shown),
   };
 }
