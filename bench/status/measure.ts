@@ -285,7 +285,9 @@ export async function measureStatusLatency(
 
 /** The changes published while the master was dead or just replaced, and how long they took. */
 function failoverFigures(changes: Array<{ at: number; latency?: number }>, killedAt: number) {
-  const during = changes.filter((change) => change.at >= killedAt && change.at < killedAt + FAILOVER_WINDOW_MS);
+  const during = changes.filter(
+    (change) => change.at >= killedAt && change.at < killedAt + FAILOVER_WINDOW_MS,
+  );
   const shown = during.flatMap((change) => (change.latency === undefined ? [] : [change.latency]));
   return {
     changes: during.length,

@@ -76,7 +76,9 @@ export async function startSentinelSet(options: SentinelSetOptions): Promise<Sen
     for (let i = 1; i < serverCount; i++) {
       const replicaOf = ['--replicaof', host, String(master.port)];
       servers.push(
-        started(await startRedis({ host, port: ports?.servers[i], extraArgs: [...everyServer, ...replicaOf] })),
+        started(
+          await startRedis({ host, port: ports?.servers[i], extraArgs: [...everyServer, ...replicaOf] }),
+        ),
       );
     }
     sentinels.splice(0);

@@ -32,7 +32,10 @@ export function followFailovers(client: Redis, place: SentinelPlace): void {
   const id = JSON.stringify([place.sentinels, place.name]);
   let watch = watches.get(id);
   if (!watch) {
-    watch = { clients: new Set(), subscribers: place.sentinels.map((sentinel) => subscribe(sentinel, place)) };
+    watch = {
+      clients: new Set(),
+      subscribers: place.sentinels.map((sentinel) => subscribe(sentinel, place)),
+    };
     watches.set(id, watch);
   }
   const { clients } = watch;
@@ -81,7 +84,8 @@ function subscribe(sentinel: { host: string; port: number }, place: SentinelPlac
         // Connected (or connecting) to the old master: a client elsewhere has moved already, or
         // is asking the Sentinels, which name the new one.
         const stream = client.stream as Socket | undefined;
-        if (stream?.remotePort === Number(oldPort) && plainIp(stream.remoteAddress) === oldAddress) stream.destroy();
+        if (stream?.remotePort === Number(oldPort) && plainIp(stream.remoteAddress) === oldAddress)
+          stream.destroy();
       }
     });
   });

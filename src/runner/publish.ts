@@ -62,7 +62,10 @@ export function redisPublisher(options: {
         // Refused, not lost in a dropped connection (ioredis resends those): e.g. a master just
         // promoted refuses writes (NOREPLICAS) until a replica follows it. Sent again, unless a
         // newer change came meanwhile: no change a runner saw may stay unreported.
-        logger.warn({ seq: snapshot.seq, reason: (err as Error).message }, 'publishing the snapshot failed; retrying');
+        logger.warn(
+          { seq: snapshot.seq, reason: (err as Error).message },
+          'publishing the snapshot failed; retrying',
+        );
         next ??= { snapshot, event };
         await sleep(retryMs);
         retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);

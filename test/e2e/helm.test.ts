@@ -124,9 +124,9 @@ describe('the Helm chart on a real node', () => {
     expect(await rejected('redis.enabled=false')).toMatch(/\/redis.*url|existingSecret/s);
     expect(await rejected('web.enabled=true')).toMatch(/\/web\/publicUrl/);
     // A cut-off master would take writes after the Sentinels promoted another (they are lost).
-    expect(
-      await rejected('redis.sentinel.enabled=true', 'redis.sentinel.minReplicasMaxLag=5'),
-    ).toContain('redis.sentinel.minReplicasMaxLag (5 s) must be below downAfterMilliseconds (5000 ms)');
+    expect(await rejected('redis.sentinel.enabled=true', 'redis.sentinel.minReplicasMaxLag=5')).toContain(
+      'redis.sentinel.minReplicasMaxLag (5 s) must be below downAfterMilliseconds (5000 ms)',
+    );
   });
 
   it('installs with the locally built images and only image values set: two managers Ready', async () => {

@@ -65,7 +65,11 @@ describe('Redis with Sentinel in `vmop dev` under running VMs', () => {
       sentinel.on('error', () => undefined);
       try {
         await sentinel.connect();
-        const [, master] = (await sentinel.call('SENTINEL', 'get-master-addr-by-name', SENTINEL_MASTER)) as string[];
+        const [, master] = (await sentinel.call(
+          'SENTINEL',
+          'get-master-addr-by-name',
+          SENTINEL_MASTER,
+        )) as string[];
         return Number(master);
       } catch {
         // this one is down: ask the next

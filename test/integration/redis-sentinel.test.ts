@@ -93,7 +93,11 @@ describe('Redis through Sentinel', () => {
       // own connections tells them to move (a cut-off master looks the same to them).
       process.kill(master!.pid, 'SIGSTOP');
       await eventually(async () => {
-        const [, masterPort] = (await sentinel.call('SENTINEL', 'get-master-addr-by-name', 'vmop')) as string[];
+        const [, masterPort] = (await sentinel.call(
+          'SENTINEL',
+          'get-master-addr-by-name',
+          'vmop',
+        )) as string[];
         expect(Number(masterPort)).not.toBe(master!.port);
       }, 60_000);
       // Still frozen: the clients write to the promoted replica without waiting for the old one to go.
