@@ -38,6 +38,30 @@ describe('Redis through Sentinel', () => {
     await set?.stop();
   });
   const port = async (redis: ReturnType<typeof openRedis>) => Number((await redis.config('GET', 'port'))[1]);
+  /** A snapshot whose cpus is its seq. */
+  const snapshot = (seq: number): RunnerSnapshot => ({
+    seq,
+    runId: 'run-1',
+    phase: 'running',
+    cpus: seq,
+    ram: 1 << 28,
+    drives: {},
+    booted: true,
+    updatedAt: new Date().toISOString(),
+  });
+  /** A runner's publisher for `vmKey` with the runner's ACL user, and the managers' reader of it. */
+  const runnerAndReader = (vmKey: string) => {
+    const logger = createLogger('sentinel-test');
+    logger.level = 'error';
+    const publisher = redisPublisher({
+      redisUrl: set.withUser(REDIS_USERS.runner, PASSWORDS.runner),
+      vmKey,
+      logger,
+    });
+    const manager = openRedis(set.url);
+    manager.on('error', () => undefined);
+    return { publisher, manager, readSnapshot: snapshotReader(manager, logger) };
+  };
 
   it("the managers' client and a BullMQ queue reach the master through the Sentinels and follow it when it is SIGKILLed", async () => {
     const redis = openRedis(set.url);
@@ -115,29 +139,10 @@ describe('Redis through Sentinel', () => {
   }, 120_000);
 
   it("a runner's publisher, with the runner's ACL user, publishes to the master before and after a failover", async () => {
-    const logger = createLogger('sentinel-test');
-    logger.level = 'error';
     const vmKey = 'vm:team-a/web';
-    const publisher = redisPublisher({
-      redisUrl: set.withUser(REDIS_USERS.runner, PASSWORDS.runner),
-      vmKey,
-      logger,
-    });
-    const manager = openRedis(set.url);
-    manager.on('error', () => undefined);
+    const { publisher, manager, readSnapshot } = runnerAndReader(vmKey);
     const queue = new Queue(DEFAULT_QUEUE_NAME, { connection: bullConnection(set.url) });
     queue.on('error', () => undefined);
-    const snapshot = (seq: number): RunnerSnapshot => ({
-      seq,
-      runId: 'run-1',
-      phase: 'running',
-      cpus: seq,
-      ram: 1 << 28,
-      drives: {},
-      booted: true,
-      updatedAt: new Date().toISOString(),
-    });
-    const readSnapshot = snapshotReader(manager, logger);
     try {
       publisher.publish(snapshot(1), { event: 'RUNNER_RESUMED' });
       await eventually(async () => expect(await readSnapshot(vmKey)).toMatchObject({ seq: 1 }));
@@ -163,28 +168,9 @@ describe('Redis through Sentinel', () => {
   }, 120_000);
 
   it("a runner's snapshot the master refused (no replica in reach: NOREPLICAS) is sent again once it takes writes", async () => {
-    const logger = createLogger('sentinel-test');
-    logger.level = 'error';
     const vmKey = 'vm:team-a/refused';
-    const publisher = redisPublisher({
-      redisUrl: set.withUser(REDIS_USERS.runner, PASSWORDS.runner),
-      vmKey,
-      logger,
-    });
-    const manager = openRedis(set.url);
-    manager.on('error', () => undefined);
-    const readSnapshot = snapshotReader(manager, logger);
+    const { publisher, manager, readSnapshot } = runnerAndReader(vmKey);
     const replicas = set.servers.slice(1);
-    const snapshot: RunnerSnapshot = {
-      seq: 7,
-      runId: 'run-1',
-      phase: 'running',
-      cpus: 2,
-      ram: 1 << 28,
-      drives: {},
-      booted: true,
-      updatedAt: new Date().toISOString(),
-    };
     try {
       // Frozen replicas stop acknowledging; past min-replicas-max-lag the master refuses writes,
       // as a master just promoted does until a replica follows it.
@@ -192,7 +178,7 @@ describe('Redis through Sentinel', () => {
       await eventually(async () => {
         await expect(manager.set('probe', 'x')).rejects.toThrow(/NOREPLICAS/);
       }, 30_000);
-      publisher.publish(snapshot, { event: 'RUNNER_RESUMED' });
+      publisher.publish(snapshot(7), { event: 'RUNNER_RESUMED' });
       await sleep(1000); // refused at least once meanwhile
       expect(await readSnapshot(vmKey)).toBeUndefined();
       for (const replica of replicas) process.kill(replica.pid, 'SIGCONT');
