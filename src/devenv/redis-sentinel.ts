@@ -44,7 +44,7 @@ export interface SentinelSet {
 const DOWN_AFTER_MS = 3000;
 /**
  * A master that heard from no replica for this many seconds refuses writes: below DOWN_AFTER_MS,
- * as the chart requires, so a cut-off master stops before another is promoted.
+ * as the chart requires, so a cut-off master stops about when another is promoted.
  */
 const MIN_REPLICAS_MAX_LAG_S = 2;
 
@@ -59,7 +59,8 @@ export async function startSentinelSet(options: SentinelSetOptions): Promise<Sen
     ...['--masteruser', REDIS_USERS.replication, '--masterauth', passwords.replication],
     // A replica's full sync writes an RDB file: into the set's directory, not the caller's.
     ...['--dir', dir],
-    // A master that cannot reach a replica stops taking writes: a partitioned old master loses none.
+    // A master that has not heard from a replica for the lag stops taking writes: a partitioned
+    // old master takes writes for seconds at most (lost when it rejoins).
     ...['--min-replicas-to-write', '1', '--min-replicas-max-lag', String(MIN_REPLICAS_MAX_LAG_S)],
   ];
   const serverCount = options.servers ?? 3;
