@@ -2,8 +2,7 @@
 // 3 Redis and 3 Sentinels with the chart's ACL users, two managers, real runners and guests. The
 // master is SIGKILLed while every VM is being changed, and the whole set is lost and comes back
 // empty; what users see (status, guests) must stay true throughout.
-import { spawn } from 'node:child_process';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
@@ -21,8 +20,8 @@ const run = promisify(execFile);
 const VMOP = fileURLToPath(new URL('../../bin/vmop', import.meta.url));
 const NAMESPACE = 'default';
 /**
- * As many test guests as the two nodes' CPU requests take (600m each of 2 cores a node): the
- * load of many VMs is bench:status' (BENCH_FAILOVER), this is what users see of each.
+ * Four test guests, two a node (the nodes' CPU requests take three: 600m each of 2 cores): the
+ * load of many VMs through a failover is bench:failover's; this is what users see of each.
  */
 const VMS = ['vm-1', 'vm-2', 'vm-3', 'vm-4'];
 
