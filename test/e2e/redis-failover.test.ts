@@ -20,7 +20,7 @@ const run = promisify(execFile);
 const VMOP = fileURLToPath(new URL('../../bin/vmop', import.meta.url));
 const NAMESPACE = 'default';
 /**
- * Four test guests, two a node (the nodes' CPU requests take three: 600m each of 2 cores): the
+ * Four test guests over both nodes (the nodes' CPU requests take three: 600m each of 2 cores): the
  * load of many VMs through a failover is bench:failover's; this is what users see of each.
  */
 const VMS = ['vm-1', 'vm-2', 'vm-3', 'vm-4'];
