@@ -57,6 +57,15 @@ export interface StatusLatency {
 
 /** One Redis, or the Sentinel set of `vmop dev --redis sentinel` (3 Redis, 3 Sentinels, 3 s down-after). */
 export type BenchRedis = 'single' | 'sentinel';
+
+/** A published change: when, and how long it took to show in the status (undefined: never). */
+interface PublishedChange {
+  at: number;
+  latency?: number;
+}
+
+const latenciesOf = (changes: PublishedChange[]) =>
+  changes.flatMap((change) => (change.latency === undefined ? [] : [change.latency]));
 /** Changes published this long after the master's SIGKILL count as published during the failover. */
 export const FAILOVER_WINDOW_MS = 15_000;
 
@@ -167,10 +176,9 @@ export async function measureStatusLatency(
   }
 
   // Published changes whose status has not shown yet, by VM; the watch settles them.
-  const pending = new Map<string, Array<{ seq: number; at: number; shown: (latency: number) => void }>>();
-  const latencies: number[] = [];
+  const pending = new Map<string, Array<{ seq: number; change: PublishedChange; shown: () => void }>>();
   /** Every change published, and how long it took to show (undefined: never). */
-  const changes: Array<{ at: number; latency?: number }> = [];
+  const changes: PublishedChange[] = [];
   const watch = await new Watch(kubeConfig).watch(
     `/apis/vmoperator.jdrupes.org/v1/namespaces/${namespace}/vms`,
     {},
@@ -181,9 +189,9 @@ export async function measureStatusLatency(
       const now = performance.now();
       // A newer snapshot shows every older one's change too (runners skip what Redis did not take yet).
       while (waiting.length && waiting[0]!.seq <= seq) {
-        const change = waiting.shift()!;
-        latencies.push(now - change.at);
-        change.shown(now - change.at);
+        const { change, shown } = waiting.shift()!;
+        change.latency = now - change.at;
+        shown();
       }
     },
     () => undefined,
@@ -209,12 +217,12 @@ export async function measureStatusLatency(
       updatedAt: new Date().toISOString(),
     };
     published++;
-    const change: { at: number; latency?: number } = { at: performance.now() };
+    const change: PublishedChange = { at: performance.now() };
     changes.push(change);
     const shown = new Promise<void>((resolve) => {
       const waiting = pending.get(name) ?? [];
       pending.set(name, waiting);
-      waiting.push({ seq, at: change.at, shown: (latency) => resolve(void (change.latency = latency)) });
+      waiting.push({ seq, change, shown: resolve });
     });
     publishers[index]!.publish(snapshot, { event: 'BENCH', data: {} } as never);
     return shown;
@@ -266,6 +274,7 @@ export async function measureStatusLatency(
   for (const manager of managers) await manager.stop();
   await redis.stop();
   kubectl(['delete', 'namespace', namespace, '--wait=false']);
+  const latencies = latenciesOf(changes);
   return {
     replicas,
     load: load.kind,
@@ -284,11 +293,11 @@ export async function measureStatusLatency(
 }
 
 /** The changes published while the master was dead or just replaced, and how long they took. */
-function failoverFigures(changes: Array<{ at: number; latency?: number }>, killedAt: number) {
+function failoverFigures(changes: PublishedChange[], killedAt: number) {
   const during = changes.filter(
     (change) => change.at >= killedAt && change.at < killedAt + FAILOVER_WINDOW_MS,
   );
-  const shown = during.flatMap((change) => (change.latency === undefined ? [] : [change.latency]));
+  const shown = latenciesOf(during);
   return {
     changes: during.length,
     lost: during.length - shown.length,
