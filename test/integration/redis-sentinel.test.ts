@@ -146,7 +146,10 @@ describe('Redis through Sentinel', () => {
     try {
       publisher.publish(snapshot(1), { event: 'RUNNER_RESUMED' });
       await eventually(async () => expect(await readSnapshot(vmKey)).toMatchObject({ seq: 1 }));
-      expect(await queue.getJobs(['waiting']).then((jobs) => jobs.map((job) => job.name))).toContain(vmKey);
+      // The job is added after the snapshot is stored (so a reconciler always finds it): wait for it too.
+      await eventually(async () =>
+        expect(await queue.getJobs(['waiting']).then((jobs) => jobs.map((job) => job.name))).toContain(vmKey),
+      );
 
       const [master] = set.servers;
       process.kill(master!.pid, 'SIGKILL');
