@@ -8,6 +8,8 @@ import {
   type KubernetesObject,
 } from '@kubernetes/client-node';
 import { backoffDelay, type Backoff } from '../queue/backoff.js';
+import { LabelIndex } from './label-index.js';
+import { hasLabels } from './object-cache.js';
 import type { Logger } from '../util/logger.js';
 
 export interface WatchRestartOptions {
@@ -28,6 +30,8 @@ export interface WatchSpec<T extends KubernetesObject> {
   list: () => Promise<KubernetesListObject<T>>;
   labelSelector?: string;
   fieldSelector?: string;
+  /** Labels whose values are indexed, so that listing by them does not scan the namespace. */
+  indexLabels?: readonly string[];
 }
 
 export interface WatchHandlers<T> {
@@ -43,8 +47,8 @@ export interface ObjectWatch<T> {
   start(): Promise<void>;
   stop(): Promise<void>;
   get(name: string, namespace?: string): T | undefined;
-  /** The cached objects, of one namespace or of all. */
-  list(namespace?: string): readonly T[];
+  /** The cached objects, of one namespace or of all, whose labels include all of `labels`. */
+  list(namespace?: string, labels?: Record<string, string>): T[];
 }
 
 export function watchObjects<T extends KubernetesObject>(
@@ -66,6 +70,11 @@ export function watchObjects<T extends KubernetesObject>(
     informer.on('add', handlers.trim);
     informer.on('update', handlers.trim);
   }
+  // Before the other handlers, so that one listing by label sees the object.
+  const index = new LabelIndex(spec.indexLabels ?? []);
+  informer.on('add', (object) => index.upsert(object));
+  informer.on('update', (object) => index.upsert(object));
+  informer.on('delete', (object) => index.delete(object));
   if (handlers.upsert) {
     informer.on('add', handlers.upsert);
     informer.on('update', handlers.upsert);
@@ -111,6 +120,12 @@ export function watchObjects<T extends KubernetesObject>(
       await informer.stop();
     },
     get: (name, namespace) => informer.get(name, namespace),
-    list: (namespace) => informer.list(namespace),
+    list(namespace, labels = {}) {
+      const names = namespace === undefined ? undefined : index.candidates(namespace, labels);
+      const objects = names
+        ? [...names].flatMap((name) => informer.get(name, namespace) ?? [])
+        : informer.list(namespace);
+      return objects.filter((object) => hasLabels(object, labels));
+    },
   };
 }

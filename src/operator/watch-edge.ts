@@ -23,7 +23,7 @@ import { GROUP, KIND, PLURAL, VERSION } from '../api/virtual-machine.js';
 import { OPERATION_KIND, OPERATION_PLURAL, operationKey } from '../api/virtual-machine-operation.js';
 import { IMAGE_KIND, IMAGE_PLURAL, imageKey } from '../api/virtual-machine-image.js';
 import { POOL_KIND, POOL_PLURAL } from '../api/vm-pool.js';
-import { hasLabels, trimForCache, type CachedKind, type ObjectCache } from '../kube/object-cache.js';
+import { trimForCache, type CachedKind, type ObjectCache } from '../kube/object-cache.js';
 import {
   APP_NAME,
   IMAGE_REPOSITORY_CLAIM,
@@ -36,6 +36,7 @@ import {
   vmKey,
 } from '../reconcilers/virtual-machine/naming.js';
 import { watchObjects, type ObjectWatch } from '../kube/watch.js';
+import { OPERATION_VM_LABEL } from '../reconcilers/virtual-machine-operation/operations.js';
 import type { Logger } from '../util/logger.js';
 
 /** What caused a key to be enqueued, kept in the job for inspection only. */
@@ -163,8 +164,12 @@ interface WatchSpec {
   path: string;
   labelSelector?: string;
   fieldSelector?: string;
+  indexLabels: readonly string[];
   list: () => Promise<KubernetesListObject<KubernetesObject>>;
 }
+
+/** What reconciles list cached objects by: the VM (or image, or VM of an operation) they belong to. */
+const INDEXED_LABELS = [LABEL_INSTANCE, LABEL_IMAGE, OPERATION_VM_LABEL];
 
 function watchSpecs(
   objects: KubernetesObjectApi,
@@ -177,6 +182,7 @@ function watchSpecs(
     path: `${apiVersion.includes('/') ? '/apis' : '/api'}/${apiVersion}${namespace ? `/namespaces/${namespace}` : ''}/${plural}`,
     labelSelector,
     fieldSelector,
+    indexLabels: INDEXED_LABELS,
     // Without a namespace, list covers all namespaces.
     list: () =>
       objects.list(
@@ -328,9 +334,7 @@ export function createWatchEdge(
       namespace: string | undefined,
       labels: Record<string, string> = {},
     ) {
-      return (watchesOf.get(kind) ?? []).flatMap(
-        (watch) => watch.list(namespace).filter((object) => hasLabels(object, labels)) as T[],
-      );
+      return (watchesOf.get(kind) ?? []).flatMap((watch) => watch.list(namespace, labels) as T[]);
     },
   };
   return {

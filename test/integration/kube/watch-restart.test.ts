@@ -1,7 +1,14 @@
 // A watch whose apiserver becomes unreachable (a real apiserver behind a TCP proxy that resets
 // every connection) is restarted with growing delays up to a cap, says when it is back, and starts
-// a later outage from the short delay again, once it had stayed up for a while.
-import { CoreV1Api, KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
+// a later outage from the short delay again, once it had stayed up for a while. Its cache, listed
+// by an indexed label, holds what changed during the outage.
+import {
+  CoreV1Api,
+  KubeConfig,
+  PatchStrategy,
+  setHeaderOptions,
+  type V1ConfigMap,
+} from '@kubernetes/client-node';
 import { Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
@@ -33,10 +40,15 @@ describe('watch restarts (real apiserver behind a proxy that cuts it off)', () =
       .filter((l) => l.msg.startsWith('watch failed'))
       .map((l) => l.retryInMs);
   const restoredSince = (from: number) => logs.slice(from).filter((l) => l.msg === 'watch restored');
-  const createConfigMap = (name: string) =>
+  const createConfigMap = (name: string, labels?: Record<string, string>) =>
     direct
       .makeApiClient(CoreV1Api)
-      .createNamespacedConfigMap({ namespace: namespace.name, body: { metadata: { name } } });
+      .createNamespacedConfigMap({ namespace: namespace.name, body: { metadata: { name, labels } } });
+  const namesLabelled = (owner: string) =>
+    watch
+      .list(namespace.name, { owner })
+      .map((configMap) => configMap.metadata!.name!)
+      .sort();
 
   beforeAll(async () => {
     namespace = await createTestNamespace(direct, 'vmop-watch');
@@ -52,6 +64,7 @@ describe('watch restarts (real apiserver behind a proxy that cuts it off)', () =
       {
         path: `/api/v1/namespaces/${namespace.name}/configmaps`,
         list: () => core.listNamespacedConfigMap({ namespace: namespace.name }),
+        indexLabels: ['owner'],
       },
       {},
       logger,
@@ -103,5 +116,25 @@ describe('watch restarts (real apiserver behind a proxy that cuts it off)', () =
     proxy.restore();
     expect(delaysSince(from).slice(0, 3)).toEqual([100, 200, 400]);
     await eventually(() => expect(restoredSince(from)).toHaveLength(1), 10_000, 50);
+  });
+
+  it('listed by an indexed label, the cache holds what was relabelled, deleted and created while cut off', async () => {
+    const core = direct.makeApiClient(CoreV1Api);
+    await createConfigMap('moved', { owner: 'x' });
+    await createConfigMap('deleted', { owner: 'x' });
+    await eventually(() => expect(namesLabelled('x')).toEqual(['deleted', 'moved']), 10_000, 50);
+    const from = logs.length;
+    proxy.cut();
+    await eventually(() => expect(delaysSince(from).length).toBeGreaterThanOrEqual(1), 10_000, 50);
+    await core.patchNamespacedConfigMap(
+      { namespace: namespace.name, name: 'moved', body: { metadata: { labels: { owner: 'y' } } } },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+    await core.deleteNamespacedConfigMap({ namespace: namespace.name, name: 'deleted' });
+    await createConfigMap('created', { owner: 'x' });
+    proxy.restore();
+    await eventually(() => expect(restoredSince(from)).toHaveLength(1), 10_000, 50);
+    await eventually(() => expect(namesLabelled('x')).toEqual(['created']), 10_000, 50);
+    expect(namesLabelled('y')).toEqual(['moved']);
   });
 });
