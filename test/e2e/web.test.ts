@@ -57,8 +57,19 @@ async function openDisplay(context: BrowserContext): Promise<Page> {
     if (response.url().endsWith('/console/spice') && response.ok())
       displayPasswords.push(((await response.json()) as { password: string }).password);
   });
+  const consoleMessages: string[] = [];
+  page.on('console', (message) => consoleMessages.push(`${message.type()}: ${message.text()}`));
   await page.goto(`${bed.env.state.web.urls[0]}/console/${NAMESPACE}/alices`);
-  await page.locator('#spice-screen canvas').first().waitFor({ timeout: 60_000 });
+  try {
+    await page.locator('#spice-screen canvas').first().waitFor({ timeout: 60_000 });
+  } catch (err) {
+    // Seen once in CI (not reproduced): say what the page showed, for whoever meets it again.
+    const state = await page.locator('[data-display-state]').allTextContents();
+    throw new Error(
+      `no SPICE canvas: the page says ${JSON.stringify(state)}; its console: ${JSON.stringify(consoleMessages.slice(-20))}`,
+      { cause: err },
+    );
+  }
   return page;
 }
 /** What the tests read of the page's document (the project's types have no DOM). */
