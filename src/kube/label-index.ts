@@ -1,6 +1,6 @@
 // Which cached objects carry a label value, per namespace, kept up to date from a watch's events.
 // A reconcile asks for one VM's pods, claims and Secrets; scanning the namespace instead costs
-// every reconcile time in proportion to the namespace's objects (3.4% of a manager's CPU with 400
+// every reconcile time in proportion to the namespace's objects (8.7% of a manager's CPU with 400
 // VMs in one namespace, and growing with each VM: bench:status).
 import type { KubernetesObject } from '@kubernetes/client-node';
 
