@@ -2,17 +2,12 @@
 // every connection) is restarted with growing delays up to a cap, says when it is back, and starts
 // a later outage from the short delay again, once it had stayed up for a while. Its cache, listed
 // by an indexed label, holds what changed during the outage.
-import {
-  CoreV1Api,
-  KubeConfig,
-  PatchStrategy,
-  setHeaderOptions,
-  type V1ConfigMap,
-} from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
 import { Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mergePatch } from '../../../src/kube/merge-patch.js';
 import { watchObjects, type ObjectWatch } from '../../../src/kube/watch.js';
 import { eventually } from '../../support/eventually.js';
 import { createTestNamespace, sharedKubeConfig, type TestNamespace } from '../../support/kube.js';
@@ -128,7 +123,7 @@ describe('watch restarts (real apiserver behind a proxy that cuts it off)', () =
     await eventually(() => expect(delaysSince(from).length).toBeGreaterThanOrEqual(1), 10_000, 50);
     await core.patchNamespacedConfigMap(
       { namespace: namespace.name, name: 'moved', body: { metadata: { labels: { owner: 'y' } } } },
-      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      mergePatch,
     );
     await core.deleteNamespacedConfigMap({ namespace: namespace.name, name: 'deleted' });
     await createConfigMap('created', { owner: 'x' });
