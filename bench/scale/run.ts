@@ -42,6 +42,7 @@ import {
 import { deriveStatus } from '../../src/reconcilers/virtual-machine/status.js';
 import { createLogger } from '../../src/util/logger.js';
 import { startManagerProcess, type ManagerProcess } from '../../test/support/manager-process.js';
+import { describeCpu } from '../support/cpu-usage.js';
 import { BOOT_CYCLE_MS, measureStatusLatency, type StatusLatency } from '../status/measure.js';
 import { readRequestTotals, requestDelta, type RequestDelta } from '../support/apiserver-requests.js';
 import { heapAfterGc, inspectorUrl } from '../support/inspector-heap.js';
@@ -365,10 +366,11 @@ try {
   for (const row of rows) console.log(`  ${row.who}: ${JSON.stringify(row.created.series)}`);
   const latencyRow = (l: StatusLatency & { vms: number }) =>
     `| ${l.vms} | ${l.replicas} | ${l.changes} | ${l.lost} | ${l.statusWritesPerChange.toFixed(2)} | ` +
-    `${l.statusP50.toFixed(1)} ms | ${l.statusP99.toFixed(1)} ms | ${l.managerCpuMsPerChange.toFixed(1)} ms |`;
+    `${l.statusP50.toFixed(1)} ms | ${l.statusP99.toFixed(1)} ms | ${l.managerCpuMsPerChange.toFixed(1)} ms | ` +
+    `${l.apiserverCpuMsPerStatusWrite.toFixed(1)} ms | ${describeCpu(l.cpu)} |`;
   const latencyHeader =
-    '| VMs publishing | replicas | changes | never shown | status writes/change | status p50 | status p99 | manager CPU/change |\n' +
-    '|---|---|---|---|---|---|---|---|';
+    '| VMs publishing | replicas | changes | never shown | status writes/change | status p50 | status p99 | manager CPU/change | apiserver CPU/status write | cores busy |\n' +
+    '|---|---|---|---|---|---|---|---|---|---|';
   console.log('\nSnapshot change → status, each VM publishing again once its change shows (saturation):\n');
   console.log(latencyHeader);
   for (const l of latencies) console.log(latencyRow(l));

@@ -9,7 +9,7 @@
 import { CoreV1Api, Watch, type KubeConfig } from '@kubernetes/client-node';
 import { randomUUID } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import { startRedis } from '../../src/devenv/redis.js';
 import { startSentinelSet } from '../../src/devenv/redis-sentinel.js';
 import type { RunnerSnapshot } from '../../src/api/runner-snapshot.js';
@@ -18,6 +18,7 @@ import { createLogger } from '../../src/util/logger.js';
 import { startManagerProcess, type ManagerProcess } from '../../test/support/manager-process.js';
 import { readRequestTotals, requestDelta } from '../support/apiserver-requests.js';
 import { quantile } from '../support/quantile.js';
+import { countCpu, pidsOf, processCpuSeconds, type CpuShares } from '../support/cpu-usage.js';
 
 const logger = createLogger('bench', {});
 logger.level = 'warn';
@@ -51,6 +52,10 @@ export interface StatusLatency {
   handlerP99: number;
   /** CPU time the manager processes used while the changes were published, per change. */
   managerCpuMsPerChange: number;
+  /** Average cores busy while the changes were published: the machine's, and its main users'. */
+  cpu: CpuShares;
+  /** The apiserver's CPU (all it did) per status PATCH: what one status write costs it. */
+  apiserverCpuMsPerStatusWrite: number;
   /** With a master killed: the changes published from the kill until FAILOVER_WINDOW_MS after it. */
   failover?: { changes: number; lost: number; statusP99: number; statusMax: number };
 }
@@ -72,23 +77,17 @@ export const FAILOVER_WINDOW_MS = 15_000;
 async function startBenchRedis(layout: BenchRedis) {
   if (layout === 'single') {
     const redis = await startRedis();
-    return { url: redis.url, killMaster: undefined, stop: () => redis.stop() };
+    return { url: redis.url, pids: () => [redis.pid], killMaster: undefined, stop: () => redis.stop() };
   }
   const passwords = { manager: 'bench', runner: 'bench', replication: 'bench', sentinel: 'bench' };
   const set = await startSentinelSet({ passwords, sentinelPassword: 'bench' });
   return {
     url: set.url,
+    pids: () => set.servers.map((server) => server.pid),
     // The set's first server is its master until a failover.
     killMaster: () => process.kill(set.servers[0]!.pid, 'SIGKILL'),
     stop: () => set.stop(),
   };
-}
-
-/** User + system CPU seconds of a process so far (Linux: /proc/<pid>/stat, in clock ticks of 1/100 s). */
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
 /** Bucket counts of a Prometheus histogram, summed over the given /metrics texts. */
@@ -179,23 +178,38 @@ export async function measureStatusLatency(
   const pending = new Map<string, Array<{ seq: number; change: PublishedChange; shown: () => void }>>();
   /** Every change published, and how long it took to show (undefined: never). */
   const changes: PublishedChange[] = [];
-  const watch = await new Watch(kubeConfig).watch(
-    `/apis/vmoperator.jdrupes.org/v1/namespaces/${namespace}/vms`,
-    {},
-    (_type, vm: { metadata: { name: string }; status?: { runner?: { seq: number } } }) => {
-      const waiting = pending.get(vm.metadata.name);
-      const seq = vm.status?.runner?.seq ?? -1;
-      if (!waiting?.length) return;
-      const now = performance.now();
-      // A newer snapshot shows every older one's change too (runners skip what Redis did not take yet).
-      while (waiting.length && waiting[0]!.seq <= seq) {
-        const { change, shown } = waiting.shift()!;
-        change.latency = now - change.at;
-        shown();
-      }
-    },
-    () => undefined,
-  );
+  const settle = (vm: { metadata: { name: string }; status?: { runner?: { seq: number } } }) => {
+    const waiting = pending.get(vm.metadata.name);
+    const seq = vm.status?.runner?.seq ?? -1;
+    if (!waiting?.length) return;
+    const now = performance.now();
+    // A newer snapshot shows every older one's change too (runners skip what Redis did not take yet).
+    while (waiting.length && waiting[0]!.seq <= seq) {
+      const { change, shown } = waiting.shift()!;
+      change.latency = now - change.at;
+      shown();
+    }
+  };
+  const vmsPath = `/apis/vmoperator.jdrupes.org/v1/namespaces/${namespace}/vms`;
+  let watch: AbortController | undefined;
+  let watching = true;
+  let watchRestarts = 0;
+  // A watch the apiserver closes (e.g. as too slow a reader when the machine is saturated) is
+  // opened again, or every change after it would count as never shown; a new watch begins with
+  // every VM as it is now.
+  const openWatch = async (): Promise<void> => {
+    watch = await new Watch(kubeConfig).watch(
+      vmsPath,
+      {},
+      (_type, vm) => settle(vm),
+      () => {
+        if (!watching) return;
+        watchRestarts++;
+        void openWatch().catch((err) => logger.warn({ err }, 'could not watch the VMs again'));
+      },
+    );
+  };
+  await openWatch();
   // Connected before the clock starts: a runner's connections are made once, at its start.
   const publishers = names.map((name) =>
     redisPublisher({ redisUrl: redis.url, vmKey: `vm:${namespace}/${name}`, logger }),
@@ -232,8 +246,17 @@ export async function measureStatusLatency(
   const before = histogramBuckets(texts, 'vmop_queue_enqueue_to_start_seconds');
   const handlerBefore = histogramBuckets(texts, 'vmop_queue_handler_duration_seconds');
   const requestsBefore = readRequestTotals(kubeconfigPath);
-  const managersCpu = () => managers.reduce((sum, m) => sum + cpuSeconds(m.pid), 0);
+  const managersCpu = () => managers.reduce((sum, m) => sum + processCpuSeconds(m.pid), 0);
   const cpuBefore = managersCpu();
+  const loadStartedAt = performance.now();
+  const controlPlaneDir = path.dirname(kubeconfigPath);
+  const cpuShares = countCpu({
+    apiserver: () => pidsOf('kube-apiserver', controlPlaneDir),
+    etcd: () => pidsOf('etcd', controlPlaneDir),
+    managers: () => managers.map((m) => m.pid),
+    redis: () => redis.pids(),
+    bench: () => [process.pid],
+  });
   let killedAt: number | undefined;
   if (load.kind === 'closed') {
     await Promise.all(
@@ -265,11 +288,16 @@ export async function measureStatusLatency(
     await Promise.race([Promise.all(shown), new Promise((r) => setTimeout(r, 60_000))]);
   }
   const managerCpuSeconds = managersCpu() - cpuBefore;
+  const cpu = cpuShares();
+  const loadSeconds = (performance.now() - loadStartedAt) / 1000;
   const requests = requestDelta(requestsBefore, readRequestTotals(kubeconfigPath));
   const textsAfter = await scrape(managers);
   const after = histogramBuckets(textsAfter, 'vmop_queue_enqueue_to_start_seconds');
   const handlerAfter = histogramBuckets(textsAfter, 'vmop_queue_handler_duration_seconds');
-  watch.abort();
+  watching = false;
+  watch?.abort();
+  if (watchRestarts > 0)
+    console.error(`(the bench's watch of the VMs was closed and opened again ${watchRestarts} times)`);
   await Promise.all(publishers.map((p) => p.close()));
   for (const manager of managers) await manager.stop();
   await redis.stop();
@@ -288,6 +316,9 @@ export async function measureStatusLatency(
     handlerP50: histogramQuantile(handlerBefore, handlerAfter, 0.5) * 1000,
     handlerP99: histogramQuantile(handlerBefore, handlerAfter, 0.99) * 1000,
     managerCpuMsPerChange: (managerCpuSeconds * 1000) / published,
+    cpu,
+    apiserverCpuMsPerStatusWrite:
+      (cpu.busy.apiserver! * loadSeconds * 1000) / (requests.series['PATCH vms/status'] ?? NaN),
     ...(killedAt !== undefined && { failover: failoverFigures(changes, killedAt) }),
   };
 }

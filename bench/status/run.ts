@@ -3,6 +3,7 @@
 import { startControlPlane } from '../../src/devenv/control-plane.js';
 import { installCrds } from '../../src/devenv/install-crds.js';
 import { createLogger } from '../../src/util/logger.js';
+import { describeCpu } from '../support/cpu-usage.js';
 import { measureStatusLatency, type StatusLatency, type StatusLoad } from './measure.js';
 
 const CHANGES = Number(process.env.BENCH_CHANGES ?? 500);
@@ -31,12 +32,12 @@ try {
   const ms = (value: number) => (Number.isNaN(value) ? 'n/a' : `${value.toFixed(1)} ms`);
   console.log(`\nSnapshot change → VirtualMachine status (${VMS} VMs publishing, load ${LOAD.kind})\n`);
   console.log(
-    '| manager replicas | changes | never shown | status writes/change | status p50 | status p99 | queue enqueue→start p50 | p99 | reconcile p50 | p99 | manager CPU/change |',
+    '| manager replicas | changes | never shown | status writes/change | status p50 | status p99 | queue enqueue→start p50 | p99 | reconcile p50 | p99 | manager CPU/change | apiserver CPU/status write | cores busy |',
   );
-  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) {
     console.log(
-      `| ${r.replicas} | ${r.changes} | ${r.lost} | ${r.statusWritesPerChange.toFixed(2)} | ${ms(r.statusP50)} | ${ms(r.statusP99)} | ${ms(r.queueP50)} | ${ms(r.queueP99)} | ${ms(r.handlerP50)} | ${ms(r.handlerP99)} | ${ms(r.managerCpuMsPerChange)} |`,
+      `| ${r.replicas} | ${r.changes} | ${r.lost} | ${r.statusWritesPerChange.toFixed(2)} | ${ms(r.statusP50)} | ${ms(r.statusP99)} | ${ms(r.queueP50)} | ${ms(r.queueP99)} | ${ms(r.handlerP50)} | ${ms(r.handlerP99)} | ${ms(r.managerCpuMsPerChange)} | ${ms(r.apiserverCpuMsPerStatusWrite)} | ${describeCpu(r.cpu)} |`,
     );
   }
   const [one, two] = rows;
