@@ -18,7 +18,7 @@ import { createLogger } from '../../src/util/logger.js';
 import { startManagerProcess, type ManagerProcess } from '../../test/support/manager-process.js';
 import { readRequestTotals, requestDelta } from '../support/apiserver-requests.js';
 import { quantile } from '../support/quantile.js';
-import { countCpu, pidsOf, processCpuSeconds, type CpuShares } from '../support/cpu-usage.js';
+import { countCpu, pidsOf, type CpuShares } from '../support/cpu-usage.js';
 
 const logger = createLogger('bench', {});
 logger.level = 'warn';
@@ -246,9 +246,6 @@ export async function measureStatusLatency(
   const before = histogramBuckets(texts, 'vmop_queue_enqueue_to_start_seconds');
   const handlerBefore = histogramBuckets(texts, 'vmop_queue_handler_duration_seconds');
   const requestsBefore = readRequestTotals(kubeconfigPath);
-  const managersCpu = () => managers.reduce((sum, m) => sum + processCpuSeconds(m.pid), 0);
-  const cpuBefore = managersCpu();
-  const loadStartedAt = performance.now();
   const controlPlaneDir = path.dirname(kubeconfigPath);
   const cpuShares = countCpu({
     apiserver: () => pidsOf('kube-apiserver', controlPlaneDir),
@@ -287,9 +284,9 @@ export async function measureStatusLatency(
     timers.forEach(clearTimeout);
     await Promise.race([Promise.all(shown), new Promise((r) => setTimeout(r, 60_000))]);
   }
-  const managerCpuSeconds = managersCpu() - cpuBefore;
   const cpu = cpuShares();
-  const loadSeconds = (performance.now() - loadStartedAt) / 1000;
+  /** CPU milliseconds a group used while the changes were published. */
+  const cpuMs = (group: string) => cpu.busy[group]! * cpu.seconds * 1000;
   const requests = requestDelta(requestsBefore, readRequestTotals(kubeconfigPath));
   const textsAfter = await scrape(managers);
   const after = histogramBuckets(textsAfter, 'vmop_queue_enqueue_to_start_seconds');
@@ -315,10 +312,9 @@ export async function measureStatusLatency(
     queueP99: histogramQuantile(before, after, 0.99) * 1000,
     handlerP50: histogramQuantile(handlerBefore, handlerAfter, 0.5) * 1000,
     handlerP99: histogramQuantile(handlerBefore, handlerAfter, 0.99) * 1000,
-    managerCpuMsPerChange: (managerCpuSeconds * 1000) / published,
+    managerCpuMsPerChange: cpuMs('managers') / published,
     cpu,
-    apiserverCpuMsPerStatusWrite:
-      (cpu.busy.apiserver! * loadSeconds * 1000) / (requests.series['PATCH vms/status'] ?? NaN),
+    apiserverCpuMsPerStatusWrite: cpuMs('apiserver') / (requests.series['PATCH vms/status'] ?? NaN),
     ...(killedAt !== undefined && { failover: failoverFigures(changes, killedAt) }),
   };
 }

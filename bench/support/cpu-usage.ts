@@ -3,7 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 
 /** User + system CPU seconds of a process so far (/proc/<pid>/stat, in clock ticks of 1/100 s). */
-export function processCpuSeconds(pid: number): number {
+function processCpuSeconds(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) / 100;
@@ -40,6 +40,8 @@ export function pidsOf(comm: string, needle: string): number[] {
 export interface CpuShares {
   /** Cores the machine had. */
   cores: number;
+  /** How long the counting lasted. */
+  seconds: number;
   /** Average cores busy, the whole machine and each group of processes. */
   busy: Record<string, number>;
 }
@@ -65,7 +67,7 @@ export function countCpu(groups: Record<string, () => number[]>): () => CpuShare
     const seconds = (performance.now() - startedAt) / 1000;
     const busy: Record<string, number> = { machine: (machineBusySeconds() - machineBefore) / seconds };
     for (const [name, list] of Object.entries(pids)) busy[name] = (sum(list) - before[name]!) / seconds;
-    return { cores: os.availableParallelism(), busy };
+    return { cores: os.availableParallelism(), seconds, busy };
   };
 }
 
