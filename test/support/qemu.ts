@@ -176,11 +176,18 @@ export class SerialConsole {
     const timeoutMs = options.timeoutMs ?? 90_000;
     const matches = (line: string) => (typeof pattern === 'string' ? line === pattern : pattern.test(line));
     return new Promise((resolve, reject) => {
+      // Each check reads only what came since the last one: a guest printing many lines in many
+      // small chunks must not cost time quadratic in its output (that kept this process from
+      // reading qemu's socket in time, and qemu then logged a refused character twice).
+      let scanned = options.from ?? 0;
       const check = () => {
-        const complete = this.text.slice(options.from ?? 0, this.text.lastIndexOf('\n') + 1);
-        const line = complete.split('\n').find(matches);
-        if (line !== undefined) finish(() => resolve(line));
-        else if (this.failure) finish(() => reject(this.error(`${this.failure} before ${pattern}`)));
+        const end = this.text.lastIndexOf('\n') + 1;
+        if (end > scanned) {
+          const line = this.text.slice(scanned, end).split('\n').find(matches);
+          scanned = end;
+          if (line !== undefined) return finish(() => resolve(line));
+        }
+        if (this.failure) finish(() => reject(this.error(`${this.failure} before ${pattern}`)));
       };
       const timer = setTimeout(
         () => finish(() => reject(this.error(`no console line ${pattern} within ${timeoutMs} ms`))),
