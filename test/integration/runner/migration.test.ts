@@ -115,7 +115,8 @@ describe('runner: live migration between two runners', () => {
   });
 
   it('migrates to the target: the counter goes on, uptime too, both disks hold their data; CPUs, RAM, the TPM state and CD trays as before', async () => {
-    /** One line a command printed (the counter's lines mix in). */
+    // What a command printed, without the counter's lines. An answer must be one write (an echo of
+    // it): the counter printed between the two writes of `head -c 10; echo` once, into its line.
     const answer = async (command: string) =>
       (await guest.capture(command))
         .filter((line) => !line.startsWith('tick-'))
@@ -151,8 +152,12 @@ describe('runner: live migration between two runners', () => {
     const tick = Number(/tick-(\d+)/.exec(await guest.waitForLine(/^tick-\d+$/))![1]);
     expect(tick).toBeGreaterThan(20); // went on from where it was
     expect(Number(await answer('cut -d" " -f1 /proc/uptime'))).toBeGreaterThan(uptimeBefore);
-    expect(await answer('dd if=/dev/vda bs=512 count=1 2>/dev/null | head -c 10; echo')).toBe('local-data');
-    expect(await answer('dd if=/dev/vdb bs=512 count=1 2>/dev/null | head -c 11; echo')).toBe('shared-data');
+    expect(await answer('echo "$(dd if=/dev/vda bs=512 count=1 2>/dev/null | head -c 10)"')).toBe(
+      'local-data',
+    );
+    expect(await answer('echo "$(dd if=/dev/vdb bs=512 count=1 2>/dev/null | head -c 11)"')).toBe(
+      'shared-data',
+    );
     expect(await answer('grep -c ^processor /proc/cpuinfo')).toBe('2');
     // The TPM's volatile state came along, and the CD in the closed drive.
     expect(await answer('cat /sys/class/tpm/tpm0/pcr-sha256/16')).toBe(PCR16_AFTER_EXTEND);
@@ -207,7 +212,9 @@ describe('runner: live migration between two runners', () => {
         .filter((l) => !l.startsWith('tick-'))
         .join('')
         .trim();
-    expect(await answer('dd if=/dev/vda bs=512 count=1 2>/dev/null | head -c 10; echo')).toBe('local-data');
+    expect(await answer('echo "$(dd if=/dev/vda bs=512 count=1 2>/dev/null | head -c 10)"')).toBe(
+      'local-data',
+    );
     // The TPM state went on from the first target's swtpm too.
     expect(await answer('cat /sys/class/tpm/tpm0/pcr-sha256/16')).toBe(PCR16_AFTER_EXTEND);
   });
