@@ -92,7 +92,7 @@ build() {
 build_disk() {
   local work="$1" fs="$1/disk.raw" kib
   kib=$(( ($(stat -c %s "$work/out/vmlinuz") + $(stat -c %s "$work/out/initrd.img")) / 1024 + 4096 ))
-  printf 'DEFAULT vmop\nPROMPT 0\nTIMEOUT 0\nLABEL vmop\n  KERNEL vmlinuz\n  INITRD initrd.img\n  APPEND console=ttyS0 quiet\n' >"$work/syslinux.cfg"
+  printf 'DEFAULT vmop\nPROMPT 0\nTIMEOUT 0\nLABEL vmop\n  KERNEL vmlinuz\n  INITRD initrd.img\n  APPEND console=ttyS0 quiet no_timer_check\n' >"$work/syslinux.cfg"
   mkfs.vfat -n VMOPGUEST -C "$fs" "$kib" >/dev/null
   syslinux --install "$fs"
   MTOOLS_SKIP_CHECK=1 mcopy -i "$fs" "$work/out/vmlinuz" "$work/out/initrd.img" "$work/syslinux.cfg" ::
