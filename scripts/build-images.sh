@@ -177,7 +177,8 @@ flock 8
 "${BUILDAH[@]}" rm --all >/dev/null 2>&1 || true
 build_base
 build_pause
-build_coredns
 build_redis
 build_vmop
+# Last: its binary comes from build-kubernetes.sh, which provisioning runs meanwhile.
+build_coredns
 prune_storage

@@ -2,7 +2,7 @@
 # Builds the Go programs of vmop's local Kubernetes from the Go module proxy into a cache outside
 # the work tree, keyed by version: etcd; kube-apiserver, kube-controller-manager, kube-scheduler,
 # kubelet and kube-proxy; CoreDNS (cluster DNS); helm; an OCI registry and crane (images of disks
-# for the test bed). A quick no-op when the binaries exist.
+# for the test bed); Dex. A quick no-op when the binaries exist. Each build's time is logged.
 #
 # k8s.io/kubernetes cannot be `go install`ed: it requires its staging modules at v0.0.0
 # with `replace => ./staging/...`. A wrapper module that replaces every staging module
@@ -85,24 +85,25 @@ build_etcd() (
   log "installed etcd in $ETCD_DIR"
 )
 
-# go-containerregistry's in-memory registry behind scripts/registry/main.go (its own command
-# listens on localhost only); rebuilt when that file changes.
-build_registry() (
-  local_main="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/registry/main.go"
-  stamp="$GCR_DIR/registry.sha256"
+# A main package of ours (scripts/<name>/main.go) built against `module@version`, into
+# $dir/$binary; rebuilt when that file changes.
+build_own_main() (
+  local name="$1" module="$2" dir="$3" binary="$4"
+  local_main="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$name/main.go"
+  stamp="$dir/$binary.sha256"
   sum="$(sha256sum "$local_main" | cut -c1-64)"
-  [[ -x "$GCR_DIR/registry" && "$(cat "$stamp" 2>/dev/null)" == "$sum" ]] && exit 0
+  [[ -x "$dir/$binary" && "$(cat "$stamp" 2>/dev/null)" == "$sum" ]] && exit 0
   require_go
   work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
-  log "building the registry (go-containerregistry v$GCR_VERSION) in $work"
+  log "building $binary ($module) in $work"
   cd "$work"
-  go mod init vmop.local/registry >/dev/null 2>&1
+  go mod init "vmop.local/$name" >/dev/null 2>&1
   cp "$local_main" .
-  go get "github.com/google/go-containerregistry@v$GCR_VERSION"
-  mkdir -p "$GCR_DIR"
-  go build -trimpath -ldflags "-s -w" -o "$GCR_DIR/registry" .
+  go get "$module"
+  mkdir -p "$dir"
+  go build -trimpath -ldflags "-s -w" -o "$dir/$binary" .
   echo "$sum" >"$stamp"
-  log "installed registry in $GCR_DIR"
+  log "installed $binary in $dir"
 )
 
 # Dex, the test bed's OpenID Connect provider (the web GUI's logins). Its module zip lacks the
@@ -135,17 +136,27 @@ go_install() {
   log "installed $binary in $dir"
 }
 
+# What a build took, when it built something.
+timed() {
+  local started=$SECONDS
+  "$@"
+  (( SECONDS - started < 2 )) || log "$1 ${2:-}: $((SECONDS - started)) s"
+}
+
 # Two test runs starting at once would otherwise both compile on a 2-core machine.
 mkdir -p "$CACHE_ROOT"
 exec 9>"$CACHE_ROOT/.build.lock"
 flock 9
-build_etcd
-build_k8s
-go_install "github.com/coredns/coredns@v$COREDNS_VERSION" "$COREDNS_DIR" coredns
-go_install "helm.sh/helm/v3/cmd/helm@v$HELM_VERSION" "$HELM_DIR" helm
-build_registry
-go_install "github.com/google/go-containerregistry/cmd/crane@v$GCR_VERSION" "$GCR_DIR" crane
-build_dex
+timed build_etcd
+timed build_k8s
+# CoreDNS with the plugins the local cluster's Corefile uses (scripts/coredns/main.go): its own
+# main links every plugin and the cloud SDKs of three of them.
+timed build_own_main coredns "github.com/coredns/coredns@v$COREDNS_VERSION" "$COREDNS_DIR" coredns
+timed go_install "helm.sh/helm/v3/cmd/helm@v$HELM_VERSION" "$HELM_DIR" helm
+# go-containerregistry's in-memory registry (its own command listens on localhost only).
+timed build_own_main registry "github.com/google/go-containerregistry@v$GCR_VERSION" "$GCR_DIR" registry
+timed go_install "github.com/google/go-containerregistry/cmd/crane@v$GCR_VERSION" "$GCR_DIR" crane
+timed build_dex
 # Print where the binaries are, for scripts that need them.
 echo "K8S_BIN_DIR=$K8S_DIR"
 echo "ETCD_BIN_DIR=$ETCD_DIR"

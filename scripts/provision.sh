@@ -37,9 +37,19 @@ install_npm_packages() {
   npm ci --no-audit --no-fund
 }
 
-install_debian_packages
-install_npm_packages
-bash scripts/build-kubernetes.sh >/dev/null
-bash scripts/build-images.sh >/dev/null
-bash scripts/build-test-guest.sh >/dev/null
-log "ready"
+# Each step's time, so a slow provisioning says where it went.
+step() {
+  local started=$SECONDS
+  "$@"
+  log "$(printf '%-28s %4ds' "$*" $((SECONDS - started)))"
+}
+# The Go builds (most of a cold provisioning) need nothing the other steps install: they run
+# meanwhile. The images wait for them only for the CoreDNS image, their last.
+step bash scripts/build-kubernetes.sh >/dev/null &
+go_builds=$!
+step install_debian_packages
+step install_npm_packages
+step bash scripts/build-images.sh >/dev/null
+step bash scripts/build-test-guest.sh >/dev/null
+wait "$go_builds"
+log "ready in $SECONDS s"
