@@ -3,8 +3,10 @@ import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from 'commander';
+import { sendDevCommand, type DevCommand } from '../devenv/dev-control.js';
 import {
   VMOP_BIN,
+  controlSocket,
   devDir,
   readDevState,
   RedisLayout,
@@ -43,7 +45,11 @@ function printState(state: DevState, output: string | undefined): void {
             servers: state.redis.servers.map(alive),
             sentinels: state.redis.sentinels.map(alive),
           };
-    const processes = { managers: state.managers.map(alive), redis };
+    const processes = {
+      managers: state.managers.map(alive),
+      redis,
+      controlPlane: state.controlPlane.map(alive),
+    };
     console.log(JSON.stringify({ running: true, ...state, ...processes }, null, 2));
     return;
   }
@@ -80,6 +86,7 @@ function printState(state: DevState, output: string | undefined): void {
   state.managers.forEach((m, i) =>
     console.log(`manager-${i + 1}:  ${liveness(m.pid, m.restarts)}; log ${m.log}`),
   );
+  for (const p of state.controlPlane) console.log(`${p.name}: ${liveness(p.pid, p.restarts)}`);
   for (const { node, services } of state.nodeServices)
     for (const service of services)
       console.log(`${node} ${service.name}: ${liveness(service.pid, service.restarts)}`);
@@ -133,6 +140,11 @@ async function down(): Promise<void> {
   console.log('vmop dev is down');
 }
 
+async function control(command: DevCommand): Promise<void> {
+  if (!readDevState()) throw new Error('vmop dev is not running');
+  await sendDevCommand(controlSocket(), command);
+}
+
 export function register(program: Command): void {
   const dev = program
     .command('dev')
@@ -164,6 +176,32 @@ export function register(program: Command): void {
       else console.log('vmop dev is not running');
       process.exitCode = 3;
     });
+  // What happens to a node or Redis in production, on demand: see how vmop and the VMs take it.
+  const node = dev
+    .command('node')
+    .description('Do to a node what a data centre might: stop it, cut its power, start it');
+  const nodeCommand = (name: string, command: 'node-stop' | 'node-power-off' | 'node-start', what: string) =>
+    node
+      .command(`${name} <node>`)
+      .description(what)
+      .action((nodeName: string) => control({ command, node: nodeName }));
+  nodeCommand(
+    'stop',
+    'node-stop',
+    'Its kubelet, containerd and kube-proxy stop: it goes NotReady, its VMs run on',
+  );
+  nodeCommand(
+    'power-off',
+    'node-power-off',
+    "As a power loss: its services stop and its pods' processes die",
+  );
+  nodeCommand('start', 'node-start', 'Its services start again');
+  dev
+    .command('redis')
+    .description('Do to Redis what a crash would')
+    .command('lose')
+    .description('Every Redis server (and Sentinel) dies and comes back empty, as one without persistence')
+    .action(() => control({ command: 'redis-lose' }));
   dev
     .command('serve', { hidden: true })
     .description('Run the environment in the foreground (what `up` starts detached)')

@@ -56,8 +56,13 @@ export interface Cluster {
 export interface StartClusterOptions {
   /** How many nodes (default 1). */
   nodes?: number;
-  /** Called when a node's service was started again by its supervisor. */
-  onNodeServiceRestart?: () => void;
+  /**
+   * The images each node imports before its kubelet starts (the pause and CoreDNS images always);
+   * default every local image. Each costs seconds a node.
+   */
+  images?: Array<'manager' | 'runner' | 'redis'>;
+  /** Called when a process of the control plane or a node's service was started again by its supervisor. */
+  onRestart?: () => void;
   dir?: string;
   logger?: Logger;
 }
@@ -77,6 +82,7 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
   const count = options.nodes ?? 1;
   const names = nodeNames(count);
   const [images, guest] = await Promise.all([ensureLocalImages(logger), ensureTestGuest()]);
+  const nodeImages = options.images ?? ['manager', 'runner', 'redis'];
   const nodeDirs = names.map((name) => path.join(dir, name));
   const sharedVolumes = path.join(dir, 'shared-volumes');
   const network = await createClusterNetwork(count);
@@ -103,6 +109,7 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
       nodeNames: names,
       dir: path.join(dir, 'control-plane'),
       reaper,
+      onRestart: options.onRestart,
       logger,
     });
     stack.push(() => controlPlane.stop());
@@ -116,8 +123,8 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
         credentials,
         network: network.nodes[i]!,
         labels: { 'topology.kubernetes.io/zone': `zone-${i + 1}` },
-        onRestart: options.onNodeServiceRestart,
-        images: [images.pause, images.coredns, images.redis, images.manager, images.runner].map(
+        onRestart: options.onRestart,
+        images: [images.pause, images.coredns, ...nodeImages.map((name) => images[name])].map(
           (image) => image.archive,
         ),
         dir: nodeDirs[i],
@@ -172,6 +179,14 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
     await unwind();
     throw err;
   }
+}
+
+/** The network namespaces and the interface of this machine that the cluster made. */
+export function clusterNetworkTraces({ network }: Pick<Cluster, 'network'>) {
+  return {
+    namespaces: [network.switchNetns, ...network.nodes.map((node) => node.netns)],
+    hostInterface: network.hostInterface,
+  };
 }
 
 /** What the cluster leaves that stopping its processes does not remove; harmless to run twice. */

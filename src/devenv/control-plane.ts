@@ -34,6 +34,8 @@ export interface ControlPlane {
   dir: string;
   /** A process by name (etcd, kube-apiserver, kube-controller-manager, kube-scheduler), e.g. to inject faults. */
   process(name: string): SupervisedProcess | undefined;
+  /** Every process, in the order they started. */
+  readonly processes: readonly SupervisedProcess[];
   /** Stops the controllers, kube-apiserver and etcd, then removes the directory (if it made it). */
   stop(): Promise<void>;
 }
@@ -57,6 +59,8 @@ export interface StartControlPlaneOptions {
   binaries?: ControlPlaneBinaries;
   /** Adopts the processes (its owner releases it); by default the control plane starts its own. */
   reaper?: OrphanReaper;
+  /** Called when a process was started again by its supervisor. */
+  onRestart?: () => void;
 }
 
 interface Ports {
@@ -93,9 +97,11 @@ export async function startControlPlane(options: StartControlPlaneOptions = {}):
   const launch = async (name: string, binary: string, args: string[]) => {
     const spawn = () => spawnLogged(name, binary, args, path.join(dir, `${name}.log`));
     const first = await spawn();
-    processes.push(
-      await superviseProcess(name, spawn, { logger, first, onStart: (pid) => reaper.adopt(pid) }),
-    );
+    const onStart = (pid: number) => {
+      reaper.adopt(pid);
+      if (pid !== first.pid) options.onRestart?.();
+    };
+    processes.push(await superviseProcess(name, spawn, { logger, first, onStart }));
     return first;
   };
 
@@ -192,6 +198,7 @@ export async function startControlPlane(options: StartControlPlaneOptions = {}):
       })),
       dir,
       process: (name) => processes.find((p) => p.name === name),
+      processes,
       stop: () => (stopping ??= stopAll().then(() => logger.info({ dir }, 'control plane stopped'))),
     };
   } catch (err) {

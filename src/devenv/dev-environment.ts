@@ -7,9 +7,11 @@ import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createLogger, type Logger } from '../util/logger.js';
+import { serveDevControl, type DevCommand } from './dev-control.js';
 import { isAlive } from '../util/process.js';
-import { startCluster, type Cluster } from './cluster.js';
+import { clusterNetworkTraces, startCluster, type Cluster } from './cluster.js';
 import { NODE_SERVICES } from './node/node.js';
 import { SHARED_STORAGE_CLASS } from './local-volumes.js';
 import { provideImageRepositoryEverywhere } from './image-repository.js';
@@ -41,6 +43,8 @@ export function devDir(): string {
 export const RedisLayout = z.enum(['single', 'sentinel']);
 export type RedisLayout = z.infer<typeof RedisLayout>;
 
+const SupervisedPid = z.object({ name: z.string(), pid: z.number().int(), restarts: z.number().int() });
+
 export const DevState = z.object({
   supervisorPid: z.number().int(),
   kubeconfig: z.string(),
@@ -64,18 +68,38 @@ export const DevState = z.object({
     node: z.string(),
     nodes: z.array(z.string()),
     runnerImage: z.string(),
+    /** What it made on this machine's network: its network namespaces and its interface to them. */
+    network: z.object({ namespaces: z.array(z.string()), hostInterface: z.string() }),
   }),
-  /** Each node's supervised services (containerd, kubelet, kube-proxy). */
+  /** The control plane's supervised processes (etcd, kube-apiserver, kube-controller-manager, kube-scheduler). */
+  controlPlane: z.array(SupervisedPid),
+  /** Each node's supervised services (containerd, kubelet, kube-proxy), network namespace and cgroup root. */
   nodeServices: z.array(
     z.object({
       node: z.string(),
-      services: z.array(z.object({ name: z.string(), pid: z.number().int(), restarts: z.number().int() })),
+      /** Its network namespace (e.g. for `nsenter --net=`). */
+      netns: z.string(),
+      /** Its pods' cgroups are below this one. */
+      cgroupRoot: z.string(),
+      services: z.array(SupervisedPid),
     }),
   ),
   /** The local web server for disk images (disks[].source.http in the local cluster). */
-  imageServer: z.object({ url: z.string(), dir: z.string() }),
+  imageServer: z.object({
+    url: z.string(),
+    dir: z.string(),
+    /** The test guest's bootable disk (qcow2), served as test-guest.qcow2. */
+    testGuestDisk: z.string(),
+    /** A line `GET /<file>` for each download. */
+    accessLog: z.string(),
+  }),
   /** The local OCI registry (plain HTTP) for disks[].source.registry, with the test guest's disk. */
-  imageRegistry: z.object({ address: z.string(), testGuestImage: z.string() }),
+  imageRegistry: z.object({
+    address: z.string(),
+    testGuestImage: z.string(),
+    /** An image with no disk in it (what an import refuses). */
+    noDiskImage: z.string(),
+  }),
   /** The web GUI (one URL per manager replica) and where people log in to it. */
   web: z.object({
     urls: z.array(z.string()),
@@ -88,6 +112,8 @@ export const DevState = z.object({
 export type DevState = z.infer<typeof DevState>;
 
 const stateFile = (dir: string) => join(dir, 'state.json');
+/** Where the running supervisor takes commands (dev-control.ts). */
+export const controlSocket = (dir = devDir()) => join(dir, 'control.sock');
 
 /** The running environment's state, or undefined when none runs. */
 export function readDevState(dir = devDir()): DevState | undefined {
@@ -110,7 +136,9 @@ export interface DevEnvironment {
   imageServer: ImageServer;
   imageRegistry: ImageRegistry;
   oidcProvider: OidcProvider;
-  /** Stops it as a machine shuts down: the node first (runners power their guests down), then the rest. */
+  /** Does what a control command asks: a node stopped, powered off or started again; Redis lost. */
+  control(command: DevCommand): Promise<void>;
+  /** Stops it as a machine shuts down: the nodes first (runners power their guests down), then the rest. */
   stop(): Promise<void>;
 }
 
@@ -136,7 +164,9 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
   const reaper = startOrphanReaper({ logger });
   const cluster = await startCluster({
     nodes: options.nodes,
-    onNodeServiceRestart: () => options.onRestart?.(),
+    // The managers run from this checkout and Redis on this machine: the nodes need only the runner.
+    images: ['runner'],
+    onRestart: () => options.onRestart?.(),
     logger,
   });
   const supervision = {
@@ -154,6 +184,7 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
   );
   const imageServer = await startImageServer({
     dir: join(dir, 'images'),
+    accessLog: join(dir, 'images-access.log'),
     host: cluster.network.hostAddress,
     testGuestDir: join(cluster.imageRepositoryDir, 'test-guest'),
   });
@@ -228,8 +259,15 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
               sentinels: sentinelSet.sentinels.map(({ pid, port }) => ({ pid, port })),
             }
           : { layout: 'single' as const, pid: redis!.pid, restarts: redis!.restarts },
+        controlPlane: cluster.controlPlane.processes.map(({ name, pid, restarts }) => ({
+          name,
+          pid,
+          restarts,
+        })),
         nodeServices: cluster.nodes.map((node) => ({
           node: node.name,
+          netns: node.network.netnsPath,
+          cgroupRoot: node.cgroupRoot,
           services: NODE_SERVICES.flatMap((name) => {
             const service = node.service(name);
             return service ? [{ name, pid: service.pid, restarts: service.restarts }] : [];
@@ -240,9 +278,19 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
           node: cluster.node.name,
           nodes: cluster.nodes.map((node) => node.name),
           runnerImage: cluster.images.runner.ref,
+          network: clusterNetworkTraces(cluster),
         },
-        imageServer: { url: imageServer.url, dir: imageServer.dir },
-        imageRegistry: { address: imageRegistry.address, testGuestImage: imageRegistry.testGuestImage },
+        imageServer: {
+          url: imageServer.url,
+          dir: imageServer.dir,
+          testGuestDisk: imageServer.testGuestDisk,
+          accessLog: imageServer.accessLog,
+        },
+        imageRegistry: {
+          address: imageRegistry.address,
+          testGuestImage: imageRegistry.testGuestImage,
+          noDiskImage: imageRegistry.noDiskImage,
+        },
         web: {
           urls: webUrls,
           issuer: oidcProvider.issuer,
@@ -258,9 +306,23 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
     redis,
     sentinelSet,
     managers,
+    async control(command) {
+      if (command.command === 'redis-lose') {
+        if (sentinelSet) return sentinelSet.killAndRestartEmpty();
+        return loseRedis(redis!);
+      }
+      const node = cluster.nodes.find((n) => n.name === command.node);
+      if (!node)
+        throw new Error(
+          `no node ${command.node}; the nodes are ${cluster.nodes.map((n) => n.name).join(', ')}`,
+        );
+      if (command.command === 'node-stop') return node.stopServices();
+      if (command.command === 'node-power-off') return node.powerOff();
+      return node.startServices();
+    },
     async stop() {
-      // The node first: its runners power the VMs down while the managers and the apiserver still run.
-      await cluster.node.stop(NODE_STOP_GRACE_MS);
+      // The nodes first: their runners power the VMs down while the managers and the apiserver still run.
+      await Promise.all(cluster.nodes.map((node) => node.stop(NODE_STOP_GRACE_MS)));
       await Promise.all(managers.map((m) => m.stop(30_000)));
       await redis?.stop(5_000);
       await sentinelSet?.stop();
@@ -307,6 +369,17 @@ async function startDevRedis(
     first,
   });
   return { redis, redisUrl: first.url };
+}
+
+/** The single Redis SIGKILLed; resolves once its supervisor has started it again (empty). */
+async function loseRedis(redis: SupervisedProcess, timeoutMs = 60_000): Promise<void> {
+  const old = redis.pid;
+  process.kill(old, 'SIGKILL');
+  const deadline = Date.now() + timeoutMs;
+  while (redis.pid === old || !redis.alive()) {
+    if (Date.now() > deadline) throw new Error(`Redis not back ${timeoutMs / 1000} s after it was killed`);
+    await sleep(100);
+  }
 }
 
 /** The test bed's administrators (group vmop-admins at Dex) may do everything with vmop's objects. */
@@ -359,6 +432,15 @@ export async function superviseDevEnvironment(
   });
   up = true;
   logger.info(writeState(), 'dev environment up');
+  // After a command, pids have changed (a node's services started again, Redis restarted).
+  const control = await serveDevControl(
+    controlSocket(dir),
+    async (command) => {
+      await environment.control(command);
+      writeState();
+    },
+    logger,
+  );
 
   await new Promise<void>((resolve) => {
     process.once('SIGTERM', resolve);
@@ -366,6 +448,7 @@ export async function superviseDevEnvironment(
   });
   logger.info('stopping the dev environment');
   up = false;
+  await control.close();
   rmSync(stateFile(dir), { force: true });
   await environment.stop();
   logger.info('dev environment stopped');

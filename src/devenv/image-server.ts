@@ -1,8 +1,8 @@
 // The local cluster's web server for disk images (what a user's images would be on: a download
 // site, an object store), so imports need no internet. It serves the files of one directory,
 // the test guest's bootable disk among them. `?bytesPerSecond=N` sends slowly, so that an import
-// can be caught (and killed) mid-way.
-import { createReadStream } from 'node:fs';
+// can be caught (and killed) mid-way. Each GET is a line of its access log, as a web server's.
+import { appendFileSync, createReadStream, readFileSync, writeFileSync } from 'node:fs';
 import { copyFile, mkdir, stat } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -18,7 +18,9 @@ export interface ImageServer {
   dir: string;
   /** The test guest's disk (qcow2), served as `test-guest.qcow2`. */
   testGuestDisk: string;
-  /** How many times `name` was asked for (GET), whether the download finished or not. */
+  /** One line per GET (`GET /name`), whether the download finished or not. */
+  accessLog: string;
+  /** How many times `name` was asked for (GET), from the access log. */
   downloads(name: string): number;
   stop(): Promise<void>;
 }
@@ -37,18 +39,33 @@ function throttle(bytesPerSecond: number): Transform {
   });
 }
 
+/** How many times an image server's access log has `name` asked for. */
+export function downloadsIn(accessLog: string, name: string): number {
+  const log = (() => {
+    try {
+      return readFileSync(accessLog, 'utf8');
+    } catch {
+      return '';
+    }
+  })();
+  return log.split('\n').filter((line) => line === `GET /${name}`).length;
+}
+
 export async function startImageServer(input: {
   dir: string;
   host: string;
   testGuestDir: string;
+  /** Where the access log goes (outside `dir`, which it serves); default beside it. */
+  accessLog?: string;
 }): Promise<ImageServer> {
   await mkdir(input.dir, { recursive: true });
   const testGuestDisk = path.join(input.dir, 'test-guest.qcow2');
   await copyFile(path.join(input.testGuestDir, 'disk.qcow2'), testGuestDisk);
-  const downloads = new Map<string, number>();
+  const accessLog = input.accessLog ?? `${input.dir}.access.log`;
+  writeFileSync(accessLog, '');
   const server: Server = createServer((request, response) => {
     const url = new URL(request.url ?? '/', 'http://localhost');
-    if (request.method === 'GET') downloads.set(url.pathname, (downloads.get(url.pathname) ?? 0) + 1);
+    if (request.method === 'GET') appendFileSync(accessLog, `GET ${url.pathname}\n`);
     const file = path.join(
       input.dir,
       path.normalize(decodeURIComponent(url.pathname)).replace(/^(\.\.[/\\])+/, ''),
@@ -79,7 +96,8 @@ export async function startImageServer(input: {
     url: `http://${input.host}:${port}`,
     dir: input.dir,
     testGuestDisk,
-    downloads: (name) => downloads.get(`/${name}`) ?? 0,
+    accessLog,
+    downloads: (name) => downloadsIn(accessLog, name),
     stop: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
