@@ -1,8 +1,13 @@
 import { defineConfig } from 'vitest/config';
+import BedSequencer from './test/support/bed-sequencer.js';
 
 export default defineConfig({
   test: {
     pool: 'forks',
+    // Every run ends with each tier's time and the slowest files (test/support/time-report.ts).
+    reporters: ['default', './test/support/time-report.ts'],
+    // The e2e bed files longest first (test/support/bed-sequencer.ts).
+    sequence: { sequencer: BedSequencer },
     // Two cores: QEMU under TCG and the control plane are CPU-heavy, so keep parallelism low.
     maxWorkers: 2,
     testTimeout: 120_000,
@@ -23,28 +28,18 @@ export default defineConfig({
           globalSetup: ['test/support/global-control-plane.ts'],
         },
       },
-      // A whole cluster each (control plane, kubelet, containerd, images): one file at a time,
-      // after the others, so TCG guests get the machine's two cores.
+      // Whole clusters (control plane, kubelets, containerd, images, VMs under TCG), shared by the
+      // suites of a kind: each bed file (test/e2e/*-bed.test.ts, see test/support/beds.ts) runs its
+      // suites on one; two beds at a time, after the other tiers. The fault suite (test/faults) runs
+      // last on the dev bed.
       {
         extends: true,
         test: {
           name: 'e2e',
-          include: ['test/e2e/**/*.test.ts'],
-          maxWorkers: 1,
+          include: ['test/e2e/*-bed.test.ts'],
+          maxWorkers: 2,
           sequence: { groupOrder: 1 },
           testTimeout: 300_000,
-          hookTimeout: 1_800_000,
-        },
-      },
-      // Faults injected into a whole cluster (test/faults): last, alone, for the same reason.
-      {
-        extends: true,
-        test: {
-          name: 'faults',
-          include: ['test/faults/**/*.test.ts'],
-          maxWorkers: 1,
-          sequence: { groupOrder: 2 },
-          testTimeout: 600_000,
           hookTimeout: 1_800_000,
         },
       },

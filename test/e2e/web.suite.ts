@@ -6,11 +6,12 @@ import type { Browser, BrowserContext, Page } from 'playwright-core';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testGuestManifest } from '../support/cluster-vms.js';
-import { devBed } from '../support/dev-bed.js';
+import { useDevBed, type DevBed } from '../support/beds.js';
 import { launchChromium, logIn, type LoggedIn } from '../support/browser.js';
 
 const NAMESPACE = 'web-e2e';
-const bed = devBed('web', NAMESPACE);
+/** Set when the suite is collected (its describe), before any test. */
+let bed: DevBed;
 
 const grants = (lines: string) => `  permissions:\n${lines}`;
 const SPICE_PORT = 5941;
@@ -43,7 +44,7 @@ const callApi = (
 /** A page with the VM's serial console open (its terminal ready for keys). */
 async function openSerial(context: BrowserContext): Promise<Page> {
   const page = await context.newPage();
-  await page.goto(`${bed.env.state.web.urls[0]}/console/${NAMESPACE}/alices?view=serial`);
+  await page.goto(`${bed.state().web.urls[0]}/console/${NAMESPACE}/alices?view=serial`);
   await page.locator('[data-terminal] .xterm-helper-textarea').waitFor();
   await expect.poll(() => page.locator('[data-serial-state]').count(), { timeout: 30_000 }).toBe(0);
   return page;
@@ -59,7 +60,7 @@ async function openDisplay(context: BrowserContext): Promise<Page> {
   });
   const consoleMessages: string[] = [];
   page.on('console', (message) => consoleMessages.push(`${message.type()}: ${message.text()}`));
-  await page.goto(`${bed.env.state.web.urls[0]}/console/${NAMESPACE}/alices`);
+  await page.goto(`${bed.state().web.urls[0]}/console/${NAMESPACE}/alices`);
   try {
     await page.locator('#spice-screen canvas').first().waitFor({ timeout: 60_000 });
   } catch (err) {
@@ -84,6 +85,7 @@ const typeInto = async (page: Page, keys: string) => {
 const terminalText = (page: Page) => page.locator('[data-terminal] .xterm-rows').innerText();
 
 describe('web GUI: logins, live views, pools, permissions, consoles', () => {
+  bed = useDevBed('dev', { namespaces: [NAMESPACE] });
   let browser: Browser;
   let url: string;
   const people: Record<string, LoggedIn> = {};
@@ -91,9 +93,8 @@ describe('web GUI: logins, live views, pools, permissions, consoles', () => {
   const consoleTickets: string[] = [];
 
   beforeAll(async () => {
-    url = bed.env.state.web.urls[0]!;
-    await bed.vms.kubectl(['create', 'namespace', NAMESPACE]).catch(() => undefined);
-    await bed.vms.apply(
+    url = bed.state().web.urls[0]!;
+    await bed.vms(NAMESPACE).apply(
       [
         stoppedVm(
           'alices',
@@ -155,9 +156,11 @@ spec:
       .toBe('Running');
     expect(await page.evaluate(() => performance.timeOrigin)).toBe(before); // the same page, never reloaded
     expect(await card(page, 'alices').locator('button').allTextContents()).toEqual(['Stop']);
-    expect(await bed.vms.eventMessages('alices')).toContain('RequestedInWebGui: alice asked to start it');
+    expect(await bed.vms(NAMESPACE).eventMessages('alices')).toContain(
+      'RequestedInWebGui: alice asked to start it',
+    );
     const operations = JSON.parse(
-      await bed.vms.kubectl(['get', 'virtualmachineoperations', '-o', 'json']),
+      await bed.vms(NAMESPACE).kubectl(['get', 'virtualmachineoperations', '-o', 'json']),
     ).items;
     expect(operations).toContainEqual(
       expect.objectContaining({
@@ -216,7 +219,7 @@ spec:
   });
 
   it('refuses a console without the permission, also on the WebSocket called directly', async () => {
-    people.bob = await logIn(browser, bed.env.state.web.urls[1]!, 'bob'); // the other replica
+    people.bob = await logIn(browser, bed.state().web.urls[1]!, 'bob'); // the other replica
     const { page } = people.bob;
     await card(page, 'alices').waitFor(); // bob may start it, not open its console
     expect(await card(page, 'alices').getByText('Console').count()).toBe(0);
@@ -283,7 +286,7 @@ spec:
       ['bob', assigned[1]!],
     ] as const) {
       const status = JSON.parse(
-        await bed.vms.kubectl(['get', 'vm', vm, '-o', 'jsonpath={.status.assignment}']),
+        await bed.vms(NAMESPACE).kubectl(['get', 'vm', vm, '-o', 'jsonpath={.status.assignment}']),
       );
       expect(status).toMatchObject({ pool: 'class', user });
     }
@@ -300,7 +303,7 @@ spec:
         timeout: 120_000,
       })
       .toBe('bob');
-    expect((await bed.vms.getVm(assigned[1]!)).status).toMatchObject({ loggedInUser: 'bob' });
+    expect((await bed.vms(NAMESPACE).getVm(assigned[1]!)).status).toMatchObject({ loggedInUser: 'bob' });
   });
 
   it('refuses what a person may not do, in the API behind the GUI too', async () => {
@@ -316,7 +319,7 @@ spec:
     expect((await callApi(page, 'POST', `/api/vms/${NAMESPACE}/alices/stop`, { csrf: false })).status).toBe(
       403,
     );
-    expect((await bed.vms.getVm('alices')).spec.vm.state).toBe('Running');
+    expect((await bed.vms(NAMESPACE).getVm('alices')).spec.vm.state).toBe('Running');
     // carol has no grant on the pool
     expect(
       (await callApi(people.carol!.page, 'POST', `/api/pools/${NAMESPACE}/class/assignment`)).status,
@@ -335,7 +338,9 @@ spec:
     await row.getByLabel('CPUs of alices').fill('2');
     await row.getByLabel('CPUs of alices').press('Enter');
     await expect.poll(() => row.locator('[data-cpus]').textContent(), { timeout: 60_000 }).toBe('2');
-    expect(await bed.vms.eventMessages('alices')).toContain('RequestedInWebGui: admin set currentCpus 2');
+    expect(await bed.vms(NAMESPACE).eventMessages('alices')).toContain(
+      'RequestedInWebGui: admin set currentCpus 2',
+    );
   });
 
   it("charts the cluster's CPUs and RAM in use over 24 h for administrators, and for nobody else", async () => {
@@ -400,15 +405,10 @@ spec:
     }
     expect(focused).toBe(true);
     await page.keyboard.press('Enter');
-    await bed.vms.waitForVm('teams', (vm) => expect(vm.spec.vm.state).toBe('Running'), 30_000);
-    await bed.vms.kubectl([
-      'patch',
-      'vm',
-      'teams',
-      '--type=merge',
-      '-p',
-      '{"spec":{"vm":{"state":"Stopped"}}}',
-    ]);
+    await bed.vms(NAMESPACE).waitForVm('teams', (vm) => expect(vm.spec.vm.state).toBe('Running'), 30_000);
+    await bed
+      .vms(NAMESPACE)
+      .kubectl(['patch', 'vm', 'teams', '--type=merge', '-p', '{"spec":{"vm":{"state":"Stopped"}}}']);
     await context.close();
   });
 
@@ -417,7 +417,7 @@ spec:
     const [session] = (await context.cookies()).filter((c) => c.name === 'vmop_session');
     await page.getByRole('button', { name: 'Log out' }).click();
     await page.waitForURL(/\/dex\//);
-    for (const replica of bed.env.state.web.urls) {
+    for (const replica of bed.state().web.urls) {
       const response = await fetch(`${replica}/api/me`, {
         headers: { cookie: `vmop_session=${session!.value}` },
       });
@@ -426,13 +426,17 @@ spec:
   });
 
   it('puts no password, token or session in any log, page source or URL', async () => {
-    const secrets = [bed.env.oidcProvider.clientSecret, ...consoleTickets, ...displayPasswords];
+    // The managers' OIDC client secret, as they were given it.
+    const environ = await readFile(`/proc/${bed.state().managers[0]!.pid}/environ`, 'utf8');
+    const clientSecret = /(?:^|\0)VMOP_OIDC_CLIENT_SECRET=([^\0]+)/.exec(environ)?.[1];
+    expect(clientSecret).toBeTruthy();
+    const secrets = [clientSecret!, ...consoleTickets, ...displayPasswords];
     for (const who of Object.values(people)) {
       secrets.push(who.csrf, who.session);
     }
     expect(consoleTickets.length).toBeGreaterThan(0);
     expect(displayPasswords.length).toBeGreaterThan(0);
-    for (const log of bed.env.state.managers.map((m) => m.log)) {
+    for (const log of bed.state().managers.map((m) => m.log)) {
       const text = await readFile(log, 'utf8');
       expect(text).toContain('logged in to the web GUI');
       for (const secret of secrets) expect(text).not.toContain(secret);

@@ -1,35 +1,42 @@
 // The fault suite: a real single-node vmop (control plane, kubelet, containerd, Redis, two
-// managers) and a VM booting the test guest; then one part at a time is killed with SIGKILL,
+// managers: the dev bed, which it is the last to use) and a VM booting the test guest; then one
+// part at a time is killed with SIGKILL,
 // as a crash or the OOM killer would. After each: the status tells the truth, nothing stalls, no
 // key or process is lost or left over, and the recovery time is printed. Bounds are deadlines for
 // a recovery that must happen, stated per fault; they are not performance thresholds.
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
+import { readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunnerSnapshot, snapshotRedisKey } from '../../src/api/runner-snapshot.js';
-import { startDevEnvironment, type DevEnvironment } from '../../src/devenv/dev-environment.js';
 import { isAlive } from '../../src/util/process.js';
 import { WATCHED } from '../../src/operator/watch-edge.js';
-import { clusterVms, testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
+import { useDevBed } from '../support/beds.js';
+import { testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
 import { eventually } from '../support/eventually.js';
 import { firstWrite, parseManagerLog, startedAfter } from '../support/manager-logs.js';
 
 const run = promisify(execFile);
-const NAMESPACE = 'default';
+const NAMESPACE = 'faults';
 const VM = 'faulty';
 const KEY = `vm:${NAMESPACE}/${VM}`;
 /** Booting the test guest under TCG on two busy cores. */
 const BOOT_BOUND_MS = 300_000;
 
-describe('faults on a real single-node vmop', () => {
-  let dir: string;
-  let env: DevEnvironment;
+// A booted guest killed and booted again under load: ten minutes a test at most.
+describe('faults on a real single-node vmop', { timeout: 600_000 }, () => {
+  // Whatever it kills, `vmop dev` starts again; it runs last on its bed all the same.
+  const bed = useDevBed('dev', { namespaces: [NAMESPACE] });
   let vms: ClusterVms;
+  const processOf = (pick: (state: ReturnType<typeof bed.state>) => { pid: number }) => ({
+    get pid() {
+      return pick(bed.state()).pid;
+    },
+    alive: () => isAlive(pick(bed.state()).pid),
+  });
+  const managers = [0, 1].map((i) => processOf((state) => state.managers[i]!));
   let redis: Redis;
 
   const readSnapshot = async () => {
@@ -96,36 +103,30 @@ describe('faults on a real single-node vmop', () => {
   const waitBooted = () => vms.waitForVm(VM, (vm) => expect(isBooted(vm)).toBe(true), BOOT_BOUND_MS);
 
   beforeAll(async () => {
-    dir = await mkdtemp(path.join(os.tmpdir(), 'vmop-faults-'));
-    env = await startDevEnvironment({ dir });
-    vms = clusterVms(env.state.kubeconfig, NAMESPACE);
-    redis = new Redis(env.state.redisUrl, { maxRetriesPerRequest: null });
+    vms = bed.vms(NAMESPACE);
+    redis = new Redis(bed.state().redisUrl, { maxRetriesPerRequest: null });
     redis.on('error', () => undefined); // it reconnects after the Redis fault
     await vms.apply(testGuestManifest(VM, NAMESPACE));
     await waitBooted();
   }, 1_800_000);
 
-  afterAll(async () => {
-    redis?.disconnect();
-    if (!env) return;
-    await env.stop();
-    // Nothing of the environment is left: no runner, qemu, kubelet, containerd or manager.
-    const { stdout } = await run('pgrep', ['-f', `guest=${VM},|${dir}|${env.cluster.dir}`]).catch(() => ({
-      stdout: '',
-    }));
-    expect(stdout.trim()).toBe('');
-    await rm(dir, { recursive: true, force: true });
-  }, 600_000);
+  // The bed's end checks that nothing of it is left: no runner, qemu, kubelet, containerd or manager.
+  afterAll(() => redis?.disconnect());
 
   it('Redis killed and back empty: the VM stays Running and Booted, the runner publishes again, no second Started', async () => {
     const startedBefore = (await eventCounts()).Started;
     const stopSampling = sampleStatus();
-    const oldPid = env.redis!.pid;
+    const single = () => {
+      const { redis: layout } = bed.state();
+      if (layout.layout !== 'single') throw new Error('the dev bed runs one Redis');
+      return layout;
+    };
+    const oldPid = single().pid;
     const killedAt = Date.now();
     process.kill(oldPid, 'SIGKILL');
     // Bound: the supervisor restarts Redis after 1 s; the runner reconnects and republishes.
     const recoveredMs = await recoveredAfter(killedAt, 60_000, async () => {
-      expect(env.redis!.pid).not.toBe(oldPid);
+      expect(single().pid).not.toBe(oldPid);
       expect(await readSnapshot()).toMatchObject({ podUid: expect.any(String), phase: 'running' });
       const vm = await vms.getVm(VM);
       expect(condition(vm, 'RunnerReporting')?.status).toBe('True');
@@ -135,11 +136,11 @@ describe('faults on a real single-node vmop', () => {
     expect(samples.length).toBeGreaterThan(0);
     expect(samples.filter((s) => s.phase !== 'Running' || s.booted !== 'True' || !s.cpus)).toEqual([]);
     expect((await eventCounts()).Started).toBe(startedBefore);
-    expect(env.managers.map((m) => m.alive())).toEqual([true, true]);
+    expect(managers.map((m) => m.alive())).toEqual([true, true]);
   });
 
   it('a manager killed: it is restarted, and the other replica keeps reconciling meanwhile', async () => {
-    const victim = env.managers[0]!;
+    const victim = managers[0]!;
     const oldPid = victim.pid;
     process.kill(oldPid, 'SIGKILL');
     const killedAt = Date.now();
@@ -156,7 +157,7 @@ describe('faults on a real single-node vmop', () => {
       expect(victim.alive()).toBe(true);
     });
     const logOf = async (replica: number) =>
-      parseManagerLog(await readFile(env.state.managers[replica]!.log, 'utf8'));
+      parseManagerLog(await readFile(bed.state().managers[replica]!.log, 'utf8'));
     const replacementStarted = await eventually(async () => {
       const at = startedAfter(await logOf(0), killedAt);
       expect(at).toBeDefined();
@@ -174,9 +175,9 @@ describe('faults on a real single-node vmop', () => {
   });
 
   it('kube-apiserver killed: it comes back, managers catch up without a storm of warnings', async () => {
-    const apiserver = env.cluster.controlPlane.process('kube-apiserver')!;
-    const managerPids = env.managers.map((m) => m.pid);
-    const logs = env.state.managers.map((m) => m.log);
+    const apiserver = processOf((state) => state.controlPlane.find((p) => p.name === 'kube-apiserver')!);
+    const managerPids = managers.map((m) => m.pid);
+    const logs = bed.state().managers.map((m) => m.log);
     const logOffsets = await Promise.all(logs.map(async (log) => (await readFile(log, 'utf8')).length));
     const oldPid = apiserver.pid;
     const killedAt = Date.now();
@@ -206,7 +207,7 @@ describe('faults on a real single-node vmop', () => {
       // test) may have had none.
       expect(warnings).toBeLessThanOrEqual(WATCHED.length);
     }
-    expect(env.managers.map((m) => m.pid)).toEqual(managerPids); // no manager crashed
+    expect(managers.map((m) => m.pid)).toEqual(managerPids); // no manager crashed
   });
 
   it('the runner killed: status says Failed at once, counts the restart, and the VM boots again', async () => {

@@ -2,29 +2,22 @@
 // every cell of the README's run-policy table, every operation type through `vmop vm` (and the
 // kubectl plugin), changes that wait for a restart under Manual and Automatic approval.
 import { execFile } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { clusterVms, testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useDevBed } from '../support/beds.js';
+import { testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
 import { eventually } from '../support/eventually.js';
 import { RUN_MARKER_PREFIX } from '../../src/runner/serial-log.js';
 
 const run = promisify(execFile);
-const NAMESPACE = 'default';
+const NAMESPACE = 'operations';
 const READY = 'VMOP-GUEST-READY';
 
 describe('VM lifecycle: run policies, operations, restart-awaiting changes', () => {
-  let devDir: string;
-  let kubeconfig: string;
+  const bed = useDevBed('dev', { namespaces: [NAMESPACE] });
   let vms: ClusterVms;
-  const env = () => ({
-    ...process.env,
-    VMOP_DEV_DIR: devDir,
-    KUBECONFIG: kubeconfig,
-    PATH: `${path.resolve('bin')}:${process.env.PATH}`,
-  });
+  // `vmop vm` and the kubectl plugin as a user runs them, in the file's namespace.
+  const env = () => bed.env(NAMESPACE);
   /** `vmop vm …` as a user runs it: exit code, stdout and stderr. */
   const vmopVm = async (...args: string[]) => {
     try {
@@ -68,17 +61,9 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
     expect(after.status?.runnerRestarts).toBe(before.status?.runnerRestarts);
   };
 
-  beforeAll(async () => {
-    devDir = await mkdtemp(path.join(os.tmpdir(), 'vmop-e2e-ops-'));
-    const state = JSON.parse((await run('bin/vmop', ['dev', 'up', '-o', 'json'], { env: env() })).stdout);
-    kubeconfig = state.kubeconfig;
-    vms = clusterVms(kubeconfig, NAMESPACE);
-  }, 1_800_000);
-
-  afterAll(async () => {
-    if (kubeconfig) await run('bin/vmop', ['dev', 'down'], { env: env() });
-    await rm(devDir, { recursive: true, force: true });
-  }, 300_000);
+  beforeAll(() => {
+    vms = bed.vms(NAMESPACE);
+  });
 
   describe('runPolicy Manual', () => {
     it('created Stopped it stays off; `vmop vm start --wait` starts it', async () => {
@@ -87,7 +72,7 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
       const started = await vmopVm('start', 'manual', '--wait');
       expect(started).toMatchObject({ code: 0 });
       expect(started.stdout).toMatch(
-        /virtualmachineoperation\/manual-start-\w+ created \(Start default\/manual\)/,
+        /virtualmachineoperation\/manual-start-\w+ created \(Start operations\/manual\)/,
       );
       expect(started.stdout).toMatch(/manual-start-\w+: Completed \(the VM runs on /);
       await bootedRun('manual');

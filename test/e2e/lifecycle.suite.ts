@@ -8,62 +8,35 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isAlive } from '../../src/util/process.js';
+import type { DevState } from '../../src/devenv/dev-environment.js';
+import { useDevBed } from '../support/beds.js';
 import { clusterVms, testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
 import { eventually } from '../support/eventually.js';
 import { firstWrite, parseManagerLog, startedAfter } from '../support/manager-logs.js';
 
 const run = promisify(execFile);
-const NAMESPACE = 'default';
-
-interface DevState {
-  supervisorPid: number;
-  kubeconfig: string;
-  redisUrl: string;
-  managers: Array<{ pid: number; log: string }>;
-  cluster: { dir: string; node: string };
-}
+const NAMESPACE = 'lifecycle';
 
 describe('vmop end to end', () => {
-  let devDir: string;
+  const bed = useDevBed('dev', { namespaces: [NAMESPACE], madeByTests: ['team-x'] });
   let state: DevState;
   let vms: ClusterVms;
-  const env = () => ({ ...process.env, VMOP_DEV_DIR: devDir });
-  const vmop = async (...args: string[]) => (await run('bin/vmop', args, { env: env() })).stdout;
+  /** Where the files this test makes go (CD images' contents). */
+  let scratch: string;
+  const vmop = (...args: string[]) => bed.vmop(...args);
   const applyVm = (name: string, extraSpec = '') =>
     vms.apply(testGuestManifest(name, NAMESPACE, { extraSpec }));
-  const booted = (name: string) =>
-    vms.waitForVm(name, (vm) => expect(vms.condition(vm, 'Booted')?.status).toBe('True'));
+  const booted = (name: string, on = vms) =>
+    on.waitForVm(name, (vm) => expect(on.condition(vm, 'Booted')?.status).toBe('True'));
   const podGone = (name: string) =>
     eventually(() => expect(vms.kubectl(['get', 'pod', name])).rejects.toThrow(/NotFound/), 120_000);
 
   beforeAll(async () => {
-    devDir = await mkdtemp(path.join(os.tmpdir(), 'vmop-e2e-'));
-    state = JSON.parse(await vmop('dev', 'up', '-o', 'json'));
-    expect(state).toMatchObject({
-      kubeconfig: expect.any(String),
-      redisUrl: expect.stringMatching(/^redis:\/\//),
-    });
-    vms = clusterVms(state.kubeconfig, NAMESPACE);
-  }, 1_800_000);
-
-  afterAll(async () => {
-    if (!state) return;
-    await vmop('dev', 'down');
-    const pids = [state.supervisorPid, ...state.managers.map((m) => m.pid)];
-    expect(pids.filter(isAlive)).toEqual([]);
-    // No runner, qemu, kubelet or containerd of this environment is left.
-    for (const dir of [devDir, state.cluster.dir]) {
-      const { stdout } = await run('pgrep', ['-f', dir]).catch(() => ({ stdout: '' }));
-      expect(stdout.trim()).toBe('');
-    }
-    const { stdout: qemus } = await run('pgrep', [
-      '-f',
-      'guest=(e2e|spice|reboots|stays-off|test-guest|cd|pdt|elsewhere),',
-    ]).catch(() => ({ stdout: '' }));
-    expect(qemus.trim()).toBe('');
-    await rm(devDir, { recursive: true, force: true });
-  }, 300_000);
+    state = bed.state();
+    vms = bed.vms(NAMESPACE);
+    scratch = await mkdtemp(path.join(os.tmpdir(), 'vmop-e2e-lifecycle-'));
+  });
+  afterAll(() => rm(scratch, { recursive: true, force: true }));
 
   it('`vmop dev up` is idempotent and `status -o json` says where things are', async () => {
     const again = JSON.parse(await vmop('dev', 'up', '-o', 'json'));
@@ -86,14 +59,17 @@ describe('vmop end to end', () => {
   });
 
   it("boots the README's example VM (with a provisioned disk) in a runner pod", async () => {
-    await vms.kubectl(['apply', '-f', 'examples/test-guest.yaml']);
-    const vm = await booted('test-guest');
+    // Applied unchanged: in the namespace it names, default.
+    const example = bed.vms('default');
+    await example.kubectl(['apply', '-f', 'examples/test-guest.yaml']);
+    const vm = await booted('test-guest', example);
     expect(vm.status).toMatchObject({ phase: 'Running', cpus: 1, ram: '256Mi', node: state.cluster.node });
-    expect(await vms.kubectl(['get', 'pvc', 'test-guest-data-disk', '-o', 'jsonpath={.status.phase}'])).toBe(
-      'Bound',
-    );
-    await vms.waitForConsole('test-guest', 'VMOP-GUEST-READY');
-    await vms.kubectl(['delete', 'vm', 'test-guest', '--wait=false']);
+    expect(
+      await example.kubectl(['get', 'pvc', 'test-guest-data-disk', '-o', 'jsonpath={.status.phase}']),
+    ).toBe('Bound');
+    await example.waitForConsole('test-guest', 'VMOP-GUEST-READY');
+    // Its disks stay (as a deleted VM's do): the bed is gone with them at its end.
+    await example.kubectl(['delete', 'vm', 'test-guest', '--wait=false']);
   });
 
   it('boots a VM: status Running and Booted, with the CPUs and RAM of the spec, and what the guest agent says', async () => {
@@ -170,6 +146,8 @@ describe('vmop end to end', () => {
   });
 
   it('a manager killed with SIGKILL: the other replica carries on (currentCpus 1→2 reaches the guest), `vmop dev` restarts it', async () => {
+    // The bed is shared: what earlier files did to it counts from where it stands.
+    const before = JSON.parse(await vmop('dev', 'status', '-o', 'json'));
     const killed = state.managers[0]!.pid;
     process.kill(killed, 'SIGKILL');
     const killedAt = Date.now();
@@ -179,7 +157,7 @@ describe('vmop end to end', () => {
     await vms.waitForVm('e2e', (vm) => expect(vm.status?.cpus).toBe(2), 10_000);
     const status = await eventually(async () => {
       const current = JSON.parse(await vmop('dev', 'status', '-o', 'json'));
-      expect(current.managers[0]).toMatchObject({ alive: true, restarts: 1 });
+      expect(current.managers[0]).toMatchObject({ alive: true, restarts: before.managers[0].restarts + 1 });
       return current;
     }, 20_000);
     // The survivor wrote the new config before the replacement was even up.
@@ -191,15 +169,21 @@ describe('vmop end to end', () => {
       return at!;
     }, 20_000);
     const replacement = await logOf(0);
-    const survivorWrote = firstWrite(await logOf(1), 'vm:default/e2e', 'ConfigMap', killedAt);
+    const survivorWrote = firstWrite(await logOf(1), `vm:${NAMESPACE}/e2e`, 'ConfigMap', killedAt);
     expect(survivorWrote).toBeDefined();
     expect(survivorWrote!).toBeLessThan(replacementStarted);
-    expect(firstWrite(replacement, 'vm:default/e2e', 'ConfigMap', killedAt)).toBeUndefined();
+    expect(firstWrite(replacement, `vm:${NAMESPACE}/e2e`, 'ConfigMap', killedAt)).toBeUndefined();
     expect(status.managers[0].pid).not.toBe(killed);
-    expect(status.managers[1]).toMatchObject({ pid: state.managers[1]!.pid, alive: true, restarts: 0 });
-    expect(status.redis).toMatchObject({ alive: true, restarts: 0 });
-    expect(await vmop('dev', 'status')).toMatch(/manager-1: +pid \d+ alive, restarted 1x/);
-    state = status; // afterAll checks that the restarted manager is gone after `dev down`
+    expect(status.managers[1]).toMatchObject({
+      pid: state.managers[1]!.pid,
+      alive: true,
+      restarts: before.managers[1].restarts,
+    });
+    expect(status.redis).toMatchObject({ alive: true, restarts: before.redis.restarts });
+    expect(await vmop('dev', 'status')).toMatch(
+      new RegExp(`manager-1: +pid \\d+ alive, restarted ${before.managers[0].restarts + 1}x`),
+    );
+    state = status;
   });
 
   it("state Stopped: kubelet's SIGTERM makes the runner power the guest down (guest agent), status Stopped", async () => {
@@ -240,7 +224,7 @@ stringData:
   it('a CD change reaches the running guest', async () => {
     const repository = path.join(state.cluster.dir, 'image-repository');
     for (const disc of ['cd-a', 'cd-b']) {
-      const content = path.join(devDir, disc);
+      const content = path.join(scratch, disc);
       await mkdir(content);
       await writeFile(path.join(content, 'label'), `label-of-${disc}\n`);
       await run('genisoimage', [

@@ -4,16 +4,16 @@
 import { execFile, spawn } from 'node:child_process';
 import { readdir, readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
-import { beforeAll, describe, expect, it } from 'vitest';
-import type { Cluster } from '../../src/devenv/cluster.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { useClusterBed } from '../support/beds.js';
 import { testGuestManifest, type ClusterVms } from '../support/cluster-vms.js';
-import { chartImageValues, helmBed } from '../support/helm-bed.js';
+import { chartImageValues, helmBinary as locateHelm } from '../support/helm-bed.js';
 import { eventually } from '../support/eventually.js';
 
 const run = promisify(execFile);
 const RELEASE = 'vmop';
 const RELEASE_NAMESPACE = 'vmop-system';
-const VM_NAMESPACE = 'default';
+const VM_NAMESPACE = 'helm-sentinel';
 const VM = 'guest';
 const SET = 'vmop-redis-node';
 
@@ -78,7 +78,7 @@ function writeEvery200ms(pid: number, managerPassword: string) {
 }
 
 describe('the Helm chart with Redis Sentinel on two nodes', () => {
-  let cluster: Cluster;
+  const bed = useClusterBed({ namespaces: [VM_NAMESPACE], madeByTests: [RELEASE_NAMESPACE] });
   let helmBinary: string;
   let vms: ClusterVms;
   let system: ClusterVms;
@@ -98,17 +98,25 @@ describe('the Helm chart with Redis Sentinel on two nodes', () => {
     (await redisCli(sentinelPod, 'sentinel', 'SENTINEL', 'get-master-addr-by-name', 'vmop')).split('.')[0]!;
   const role = async (pod: string) => (await redisCli(pod, 'redis', 'ROLE')).split('\n')[0];
 
-  const bed = helmBed({ nodes: 2, vmNamespace: VM_NAMESPACE, releaseNamespace: RELEASE_NAMESPACE });
-  beforeAll(() => {
-    ({ cluster, helmBinary, vms, system } = bed);
+  beforeAll(async () => {
+    helmBinary = await locateHelm();
+    vms = bed.vms(VM_NAMESPACE);
+    system = bed.vms(RELEASE_NAMESPACE);
   });
+  // Before the bed deletes the namespaces: what the release made outside them goes too.
+  afterAll(() =>
+    run(helmBinary, [
+      ...['--kubeconfig', bed.kubeconfig, 'uninstall', RELEASE],
+      ...['--namespace', RELEASE_NAMESPACE, '--ignore-not-found', '--wait'],
+    ]),
+  );
 
   it('installs 3 Redis with their Sentinels over both nodes, one master; a VM runs through it', async () => {
     await run(
       helmBinary,
       [
-        ...['--kubeconfig', cluster.kubeconfigPath, 'install', RELEASE, 'helm/vmop'],
-        ...['--namespace', RELEASE_NAMESPACE, '--create-namespace', ...chartImageValues(cluster)],
+        ...['--kubeconfig', bed.kubeconfig, 'install', RELEASE, 'helm/vmop'],
+        ...['--namespace', RELEASE_NAMESPACE, '--create-namespace', ...chartImageValues(bed.state())],
         ...['--set', 'redis.sentinel.enabled=true', '--wait', '--timeout', '10m'],
       ],
       { maxBuffer: 32 * 1024 * 1024 },

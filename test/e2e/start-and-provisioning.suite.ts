@@ -2,17 +2,16 @@
 // back-off growing and resetting; why a runner pod cannot start, in the VM's status; cloud-init
 // data from a Secret seen inside the guest, and nowhere else.
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
+import { readFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { DevState } from '../../src/devenv/dev-environment.js';
-import { clusterVms, testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
+import { useDevBed } from '../support/beds.js';
+import { testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
 
 const run = promisify(execFile);
-const NAMESPACE = 'default';
+const NAMESPACE = 'start';
 const READY = 'VMOP-GUEST-READY';
 
 interface StartFailure {
@@ -57,15 +56,11 @@ async function redisContents(url: string): Promise<string> {
 }
 
 describe('start failures and provisioning from Secrets', () => {
-  let devDir: string;
+  const bed = useDevBed('dev', { namespaces: [NAMESPACE] });
   let state: DevState;
   let vms: ClusterVms;
-  const env = () => ({
-    ...process.env,
-    VMOP_DEV_DIR: devDir,
-    KUBECONFIG: state?.kubeconfig,
-    PATH: `${path.resolve('bin')}:${process.env.PATH}`,
-  });
+  // `vmop vm` as a user runs it, in the file's namespace.
+  const env = () => bed.env(NAMESPACE);
   const applyVm = (name: string, extraSpec: string, vmLines = '') =>
     vms.apply(
       testGuestManifest(name, NAMESPACE, { extraSpec }).replace(
@@ -76,16 +71,10 @@ describe('start failures and provisioning from Secrets', () => {
   const running = (vm: Vm) => vms.condition(vm, 'Running');
   const podUid = (name: string) => vms.kubectl(['get', 'pod', name, '-o', 'jsonpath={.metadata.uid}']);
 
-  beforeAll(async () => {
-    devDir = await mkdtemp(path.join(os.tmpdir(), 'vmop-e2e-start-'));
-    state = JSON.parse((await run('bin/vmop', ['dev', 'up', '-o', 'json'], { env: env() })).stdout);
-    vms = clusterVms(state.kubeconfig, NAMESPACE);
-  }, 1_800_000);
-
-  afterAll(async () => {
-    if (state) await run('bin/vmop', ['dev', 'down'], { env: env() });
-    await rm(devDir, { recursive: true, force: true });
-  }, 300_000);
+  beforeAll(() => {
+    state = bed.state();
+    vms = bed.vms(NAMESPACE);
+  });
 
   it('a VM that cannot start backs off 10 s × failures² (CrashLoopBackOff); Start resets it, a stop ends it, a fix boots it', async () => {
     const missingCd = '    disks:\n    - cdrom: {image: no-such.iso}\n';

@@ -5,10 +5,11 @@
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { VirtualMachine } from '../../src/api/virtual-machine.js';
-import { applyObjects, startCluster, type Cluster } from '../../src/devenv/cluster.js';
+import { applyObjects } from '../../src/devenv/cluster.js';
 import { installCrds } from '../../src/devenv/install-crds.js';
 import { startRedis, type RedisServer } from '../../src/devenv/redis.js';
 import { desiredConfigMap } from '../../src/reconcilers/virtual-machine/config-map.js';
@@ -20,36 +21,43 @@ import {
   desiredRunnerSecret,
   desiredRunnerServiceAccount,
 } from '../../src/reconcilers/virtual-machine/runner-identity.js';
-import { clusterVms, testGuestManifest, type ClusterVms } from '../support/cluster-vms.js';
+import { useClusterBed } from '../support/beds.js';
+import { testGuestManifest, type ClusterVms } from '../support/cluster-vms.js';
 import { eventually } from '../support/eventually.js';
 import { legacyStatefulSet } from '../support/legacy-layout.js';
 import { startManagerProcess, type ManagerProcess } from '../support/manager-process.js';
 import { qemuPid } from '../support/qemu-process.js';
 
 const run = promisify(execFile);
-const NAMESPACE = 'default';
+const NAMESPACE = 'upgrade';
 const VM = 'upgrade';
 const READY = 'VMOP-GUEST-READY';
 
 describe('upgrade from the StatefulSet layout of vmop 0.1', () => {
-  let cluster: Cluster;
+  const bed = useClusterBed({ namespaces: [NAMESPACE] });
+  const kubeConfig = new KubeConfig();
   let redis: RedisServer;
   let vms: ClusterVms;
   const managers: ManagerProcess[] = [];
   const data = `written-before-the-upgrade-${process.pid}`;
   const readDisk = `dd if=/dev/vda bs=512 count=1 2>/dev/null | head -c ${data.length}; echo`;
 
+  /** The qemu of the VM on the node that runs it. */
+  const vmQemuPid = async () => {
+    const node = await vms.kubectl(['get', 'pod', `${VM}-0`, '-o', 'jsonpath={.spec.nodeName}']);
+    return qemuPid(VM, bed.state().nodes.find((n) => n.name === node)!.cgroupRoot);
+  };
+
   beforeAll(async () => {
-    cluster = await startCluster();
-    vms = clusterVms(cluster.kubeconfigPath, NAMESPACE);
-    await installCrds(cluster.kubeConfig);
-    redis = await startRedis({ host: cluster.network.hostAddress });
-    await cluster.provideImageRepository(NAMESPACE);
+    kubeConfig.loadFromFile(bed.kubeconfig);
+    vms = bed.vms(NAMESPACE);
+    await installCrds(kubeConfig);
+    redis = await startRedis({ host: bed.state().hostAddress });
   }, 1_800_000);
 
+  // Before the bed deletes the namespace: no manager of this file acts on it any more.
   afterAll(async () => {
     for (const manager of managers) await manager.stop();
-    await cluster?.stop();
     await redis?.stop();
   }, 300_000);
 
@@ -63,12 +71,12 @@ describe('upgrade from the StatefulSet layout of vmop 0.1', () => {
     );
     const vm = VirtualMachine.parse(parse(await vms.kubectl(['get', 'vm', VM, '-o', 'yaml'])));
     const config = renderRunnerConfig(desiredRunnerConfig(vm, { hasDisplaySecret: false }));
-    await applyObjects(cluster.kubeConfig, [
+    await applyObjects(kubeConfig, [
       desiredRunnerServiceAccount(NAMESPACE),
       desiredRunnerSecret(NAMESPACE, redis.url),
       desiredConfigMap(vm, config.yaml),
       legacyStatefulSet(vm, {
-        runnerImage: { image: cluster.images.runner.ref, pullPolicy: 'Never' },
+        runnerImage: { image: bed.state().images.runner, pullPolicy: 'Never' },
         hasImageRepository: true,
       }) as never,
     ]);
@@ -83,14 +91,14 @@ describe('upgrade from the StatefulSet layout of vmop 0.1', () => {
 
   it("today's managers take over: the StatefulSet goes, the VM runs on in the same pod and qemu", async () => {
     const podBefore = JSON.parse(await vms.kubectl(['get', 'pod', `${VM}-0`, '-o', 'json']));
-    const qemuBefore = await qemuPid(VM, cluster.node.cgroupRoot);
+    const qemuBefore = await vmQemuPid();
     expect(qemuBefore).toBeGreaterThan(0);
     for (let replica = 0; replica < 2; replica++) {
       managers.push(
         startManagerProcess(
           [
-            ...['--kubeconfig', cluster.kubeconfigPath, '--redis', redis.url],
-            ...['--runner-image', cluster.images.runner.ref, '--runner-image-pull-policy', 'Never'],
+            ...['--kubeconfig', bed.kubeconfig, '--redis', redis.url],
+            ...['--runner-image', bed.state().images.runner, '--runner-image-pull-policy', 'Never'],
           ],
           { logLevel: 'info' },
         ),
@@ -112,12 +120,12 @@ describe('upgrade from the StatefulSet layout of vmop 0.1', () => {
       expect.objectContaining({ kind: 'VirtualMachine', name: VM, controller: true }),
     ]);
     expect(podAfter.status.containerStatuses[0].restartCount).toBe(0);
-    expect(await qemuPid(VM, cluster.node.cgroupRoot)).toBe(qemuBefore);
+    expect(await vmQemuPid()).toBe(qemuBefore);
   });
 
   it('after a restart, the new pod uses the claims of before: the data is there', async () => {
-    const { stdout } = await run(path.resolve('bin/vmop'), ['vm', 'restart', VM, '--wait'], {
-      env: { ...process.env, KUBECONFIG: cluster.kubeconfigPath },
+    const { stdout } = await run(path.resolve('bin/vmop'), ['vm', 'restart', VM, '-n', NAMESPACE, '--wait'], {
+      env: { ...process.env, KUBECONFIG: bed.kubeconfig },
     });
     expect(stdout).toMatch(/Completed \(the VM runs again, in a new runner pod/);
     const vm = await vms.waitForVm(VM, (vm) => {

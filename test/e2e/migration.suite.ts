@@ -7,7 +7,7 @@ import { execFile } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { devBed } from '../support/dev-bed.js';
+import { useDevBed } from '../support/beds.js';
 import { eventually } from '../support/eventually.js';
 import { testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
 import { SPICE_LINK_OK, SPICE_LINK_PERMISSION_DENIED } from '../support/spice-login.js';
@@ -15,7 +15,7 @@ import { PCR16_AFTER_EXTEND, PCR16_EXTEND } from '../support/tpm.js';
 
 const run = promisify(execFile);
 
-const NAMESPACE = 'default';
+const NAMESPACE = 'migration';
 const READY = 'VMOP-GUEST-READY';
 /** The mover's SPICE console (on 127.0.0.1 in its node's network namespace) and its password. */
 const SPICE_PORT = 5931;
@@ -68,7 +68,7 @@ describe('live migration between two nodes', () => {
     );
   /** A SPICE login to `name`'s console on `node`, as a viewer on that node would make it. */
   const spiceLogin = async (node: string, password: string): Promise<number> => {
-    const netns = bed.env.cluster.nodes.find((n) => n.name === node)!.network.netnsPath;
+    const netns = bed.state().nodeServices.find((n) => n.node === node)!.netns;
     const { stdout } = await run('nsenter', [
       `--net=${netns}`,
       '--',
@@ -150,9 +150,9 @@ spec: {virtualMachineName: ${name}, type: ${type}${spec}}
     JSON.parse(await kubectl('get', 'pvc', '-l', `app.kubernetes.io/instance=${name}`, '-o', 'json'))
       .items as Array<{ metadata: { name: string; labels: Record<string, string> } }>;
 
-  const bed = devBed('migration', NAMESPACE, 2);
+  const bed = useDevBed('dev-2', { namespaces: [NAMESPACE] });
   beforeAll(() => {
-    ({ vms } = bed);
+    vms = bed.vms(NAMESPACE);
   });
 
   /**
@@ -344,7 +344,7 @@ spec: {virtualMachineName: mover, type: Migrate}
       if ((await vms.getVm('mover')).status?.migrationState?.targetPod) break;
       await sleep(100);
     }
-    const killed = bed.env.managers.map((manager) => manager.pid);
+    const killed = bed.state().managers.map((manager) => manager.pid);
     for (const pid of killed) process.kill(pid, 'SIGKILL');
     let op: Operation = {};
     for (let waited = 0; waited < 180_000; waited += 500) {
@@ -352,7 +352,7 @@ spec: {virtualMachineName: mover, type: Migrate}
       if (op.status?.phase === 'Completed' || op.status?.phase === 'Failed') break;
       await sleep(500);
     }
-    expect(bed.env.managers.map((manager) => manager.pid)).not.toEqual(killed);
+    expect(bed.state().managers.map((manager) => manager.pid)).not.toEqual(killed);
     expect(op.status, JSON.stringify(op.status)).toMatchObject({ phase: 'Completed' });
     const after = await runsOn('mover', two);
     expect(after.status?.migrationState).toMatchObject({

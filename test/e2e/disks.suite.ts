@@ -4,11 +4,11 @@
 // guest, one removed goes, without a restart; both outlive a restart of the managers and the VM.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { attachPodName } from '../../src/reconcilers/virtual-machine/attach-pod.js';
-import { devBed } from '../support/dev-bed.js';
+import { useDevBed } from '../support/beds.js';
 import { eventually } from '../support/eventually.js';
 import { testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
 
-const NAMESPACE = 'default';
+const NAMESPACE = 'disks';
 const READY = 'VMOP-GUEST-READY';
 const MiB = 1024 * 1024;
 
@@ -30,9 +30,9 @@ interface DiskStatus {
 
 describe('disks: resize while running', () => {
   let vms: ClusterVms;
-  const bed = devBed('disks', NAMESPACE);
+  const bed = useDevBed('dev', { namespaces: [NAMESPACE] });
   beforeAll(() => {
-    ({ vms } = bed);
+    vms = bed.vms(NAMESPACE);
   });
 
   const applyVm = (name: string, size: string) =>
@@ -234,10 +234,10 @@ describe('disks: resize while running', () => {
 
     it('attachments outlive a restart of the managers; a disk removed from the spec leaves the guest', async () => {
       const { runId } = (await vms.getVm(VM)).status!.runner!;
-      const killed = bed.env.managers.map((manager) => [manager, manager.restarts] as const);
-      for (const [manager] of killed) process.kill(manager.pid, 'SIGKILL');
+      const killed = bed.state().managers;
+      for (const manager of killed) process.kill(manager.pid, 'SIGKILL');
       await eventually(() => {
-        for (const [manager, restarts] of killed) expect(manager.restarts).toBe(restarts + 1);
+        expect(bed.state().managers.map((m) => m.restarts)).toEqual(killed.map((m) => m.restarts + 1));
       }, 60_000);
       // The new managers take over what is attached, detaching nothing.
       await vms.waitForVm(VM, (vm) => expect(disksOf(vm)?.[1]?.attachment?.phase).toBe('Attached'));

@@ -1,14 +1,15 @@
 // The packaged product as users install it: the Helm chart with the images built from the
-// Dockerfile, on a real single-node Kubernetes (kubelet, containerd, CoreDNS, local volumes).
+// Dockerfile, on a real two-node Kubernetes (kubelet, containerd, CoreDNS, local volumes): the
+// cluster bed (test/support/beds.ts), installed and uninstalled here.
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { beforeAll, describe, expect, it } from 'vitest';
-import type { Cluster } from '../../src/devenv/cluster.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { useClusterBed } from '../support/beds.js';
 import { clusterVms, testGuestManifest, type ClusterVms } from '../support/cluster-vms.js';
-import { chartImageValues, helmBed } from '../support/helm-bed.js';
+import { chartImageValues, helmBinary as locateHelm } from '../support/helm-bed.js';
 import { eventually } from '../support/eventually.js';
 import { qemuPid } from '../support/qemu-process.js';
 import { firstWrite, parseManagerLog, startedAfter } from '../support/manager-logs.js';
@@ -28,24 +29,33 @@ const WEB_VALUES = [
   ...['--set', `web.oidc.clientSecret=${WEB_CLIENT_SECRET}`],
 ];
 
-describe('the Helm chart on a real node', () => {
-  let cluster: Cluster;
+describe('the Helm chart on real nodes', () => {
+  const bed = useClusterBed({
+    // The example VM stays in default (applied unchanged); the tests make these.
+    namespaces: [],
+    madeByTests: [RELEASE_NAMESPACE, 'team-a', 'vmop-demo', 'team-b'],
+  });
   let helmBinary: string;
   let vms: ClusterVms;
   let system: ClusterVms;
   const helm = async (...args: string[]) =>
     (
-      await run(helmBinary, ['--kubeconfig', cluster.kubeconfigPath, ...args], {
+      await run(helmBinary, ['--kubeconfig', bed.kubeconfig, ...args], {
         maxBuffer: 32 * 1024 * 1024,
       })
     ).stdout;
-  const imageValues = () => chartImageValues(cluster);
+  const imageValues = () => chartImageValues(bed.state());
+  /** The bed's node (its network namespace and cgroup root) that runs the test guest. */
+  const vmNode = async () => {
+    const name = (await vms.getVm(VM)).status?.node;
+    return bed.state().nodes.find((node) => node.name === name)!;
+  };
 
   /** `kubectl auth can-i`; a resource given as `type/subresource` is asked about its subresource. */
   const canI = async (as: string, verb: string, resource: string, namespace = VM_NAMESPACE) => {
     const [type, subresource] = resource.split('/');
     const { stdout } = await run('kubectl', [
-      ...['--kubeconfig', cluster.kubeconfigPath, 'auth', 'can-i', verb, type!],
+      ...['--kubeconfig', bed.kubeconfig, 'auth', 'can-i', verb, type!],
       ...(subresource ? ['--subresource', subresource] : []),
       ...['--namespace', namespace, '--as', as],
     ]).catch((err: { stdout: string }) => err);
@@ -72,10 +82,15 @@ describe('the Helm chart on a real node', () => {
         pod.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
     );
 
-  const bed = helmBed({ vmNamespace: VM_NAMESPACE, releaseNamespace: RELEASE_NAMESPACE });
-  beforeAll(() => {
-    ({ cluster, helmBinary, vms, system } = bed);
+  beforeAll(async () => {
+    helmBinary = await locateHelm();
+    vms = bed.vms(VM_NAMESPACE);
+    system = bed.vms(RELEASE_NAMESPACE);
   });
+  // Before the bed deletes the namespaces: what the release made outside them goes too.
+  afterAll(() =>
+    helm('uninstall', RELEASE, '--namespace', RELEASE_NAMESPACE, '--ignore-not-found', '--wait'),
+  );
 
   it('passes helm lint, and the apiserver accepts what it renders (server-side dry run)', async () => {
     expect(await helm('lint', '--strict', CHART)).toContain('0 chart(s) failed');
@@ -92,14 +107,7 @@ describe('the Helm chart on a real node', () => {
     ].flatMap((value) => ['--set', value]);
     for (const extra of [[], ['--set', 'watchNamespaces={team-a,default}'], web]) {
       const rendered = await helm('template', RELEASE, CHART, '--namespace', RELEASE_NAMESPACE, ...extra);
-      const apply = run('kubectl', [
-        '--kubeconfig',
-        cluster.kubeconfigPath,
-        'apply',
-        '--dry-run=server',
-        '-f',
-        '-',
-      ]);
+      const apply = run('kubectl', ['--kubeconfig', bed.kubeconfig, 'apply', '--dry-run=server', '-f', '-']);
       apply.child.stdin?.end(rendered);
       const applied = (await apply).stdout;
       expect(applied).toMatch(/deployment.apps\/vmop-manager created \(server dry run\)/);
@@ -296,7 +304,7 @@ kind: Pod
 metadata: {name: impostor, labels: {app.kubernetes.io/name: vm-runner}}
 spec:
   serviceAccountName: default
-  containers: [{name: x, image: ${cluster.images.runner.ref}, imagePullPolicy: Never}]
+  containers: [{name: x, image: ${bed.state().images.runner}, imagePullPolicy: Never}]
 `;
     expect(await asManager(['create', '-f', '-'], impostor)).toMatch(
       /makes only runner, disk importer and disk export pods/,
@@ -305,7 +313,7 @@ spec:
 
   it("the seed's example VM applies unchanged and gets its runner pod (its disk waits for the PV it selects)", async () => {
     await vms.kubectl(['create', 'namespace', 'vmop-demo']);
-    const demo = clusterVms(cluster.kubeconfigPath, 'vmop-demo');
+    const demo = clusterVms(bed.kubeconfig, 'vmop-demo');
     await demo.kubectl(['apply', '-f', 'examples/local-path-test-vm.yaml']);
     await eventually(() => demo.kubectl(['get', 'pod', 'test-vm']), 60_000);
     const vm = await demo.waitForVm('test-vm', (vm) => expect(vm.status?.phase).toBe('Pending'));
@@ -316,9 +324,11 @@ spec:
   it('the test guest boots in a runner pod of the runner image, with the image repository mounted', async () => {
     await vms.kubectl(['apply', '-f', 'examples/test-guest.yaml']);
     const vm = await vms.waitForVm(VM, (vm) => expect(vms.condition(vm, 'Booted')?.status).toBe('True'));
-    expect(vm.status).toMatchObject({ phase: 'Running', cpus: 1, ram: '256Mi', node: cluster.node.name });
+    expect(vm.status).toMatchObject({ phase: 'Running', cpus: 1, ram: '256Mi' });
     const pod = JSON.parse(await vms.kubectl(['get', 'pod', VM, '-o', 'json']));
-    expect(pod.spec.containers[0].image).toBe(cluster.images.runner.ref);
+    expect(bed.state().nodes.map((node) => node.name)).toContain(vm.status?.node);
+    expect(pod.spec.nodeName).toBe(vm.status?.node);
+    expect(pod.spec.containers[0].image).toBe(bed.state().images.runner);
     expect(pod.status.qosClass).toBe('Burstable'); // never BestEffort
     expect(pod.spec.volumes.map((v: { name: string }) => v.name)).toContain('vmop-image-repository');
     await vms.waitForConsole(VM, 'VMOP-GUEST-READY');
@@ -326,11 +336,11 @@ spec:
     expect(await vms.eventReasons(VM)).toContain('Started');
   });
 
-  // A real SPICE link handshake against qemu, from inside the node's network namespace (the
+  // A real SPICE link handshake against qemu, from inside its node's network namespace (the
   // runner pod's host network), where the test guest's SPICE listens on 127.0.0.1:5930.
   const login = async (password: string): Promise<number> => {
     const { stdout } = await run('nsenter', [
-      `--net=${cluster.node.network.netnsPath}`,
+      `--net=${(await vmNode()).netns}`,
       '--',
       process.execPath,
       '--import',
@@ -346,7 +356,7 @@ spec:
   const fromNode = async (script: string): Promise<string> =>
     (
       await run('nsenter', [
-        `--net=${cluster.node.network.netnsPath}`,
+        `--net=${bed.state().nodes[0]!.netns}`,
         '--',
         ...[process.execPath, '--input-type=module', '-e', script],
       ])
@@ -381,7 +391,7 @@ spec:
     const file = path.join(dir, 'console.vv');
     const { stdout } = await run('bin/vmop', [
       ...['vm', 'console', VM, '--spice', '-o', file, '--validity', '10s'],
-      ...['--kubeconfig', cluster.kubeconfigPath, '-n', VM_NAMESPACE],
+      ...['--kubeconfig', bed.kubeconfig, '-n', VM_NAMESPACE],
     ]);
     const vv = Object.fromEntries(
       (await readFile(file, 'utf8'))
@@ -406,8 +416,7 @@ spec:
 
   it('a VM in a namespace made after the install runs too: the manager gives it its runner credential', async () => {
     await vms.kubectl(['create', 'namespace', 'team-b']);
-    await cluster.provideImageRepository('team-b');
-    const team = clusterVms(cluster.kubeconfigPath, 'team-b');
+    const team = clusterVms(bed.kubeconfig, 'team-b');
     await team.apply(testGuestManifest('late', 'team-b'));
     await team.waitForVm('late', (vm) => expect(team.condition(vm, 'Booted')?.status).toBe('True'));
     const secret = JSON.parse(await team.kubectl(['get', 'secret', 'vm-runner-redis', '-o', 'json']));
@@ -498,7 +507,7 @@ spec:
   });
 
   it("`helm upgrade` with a changed value leaves the running VM's qemu untouched", async () => {
-    const { cgroupRoot } = cluster.node;
+    const { cgroupRoot } = await vmNode();
     const pidBefore = await qemuPid(VM, cgroupRoot);
     expect(pidBefore).toBeGreaterThan(0);
     const podBefore = JSON.parse(await vms.kubectl(['get', 'pod', VM, '-o', 'json']));

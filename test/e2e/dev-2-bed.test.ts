@@ -1,0 +1,9 @@
+// The `dev-2` bed (test/support/beds.ts): `vmop dev up --nodes 2 --redis sentinel`, for what
+// happens between nodes. The node-loss suite brings its node back; the Redis suite loses the
+// whole set (it comes back empty): they run last.
+import { runOnBed } from '../support/beds.js';
+import './migration.suite.js';
+import './nodes.suite.js';
+import './redis-failover.suite.js';
+
+runOnBed('dev-2');

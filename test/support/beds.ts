@@ -1,0 +1,277 @@
+// The e2e test beds (issue 37). A whole local Kubernetes costs a minute or two to start and stop,
+// so the e2e suites share beds by kind: each bed is one test file (test/e2e/*-bed.test.ts) that
+// starts its bed, runs its suites one after the other, each in namespaces of its own (made fresh
+// before its tests, deleted and waited for after them), then stops the bed and checks that it left
+// nothing behind on the machine. Two bed files run at a time, each bed on its own network.
+//
+//   cluster  a bare two-node Kubernetes with every image on both nodes (no vmop): the Helm chart,
+//            an upgrade, and the cluster itself. Stopped by killing its owner (the orphan reaper's
+//            path).
+//   dev-2    `vmop dev up --nodes 2 --redis sentinel`: migration, drains, node and Redis loss.
+//   dev      `vmop dev up`: everything on one node; the fault suite last. Stopped by `vmop dev down`.
+//
+// A bed is a process of its own (`vmop dev`'s supervisor, or the cluster owner): should its test
+// file's process die, a watchdog (or the owner itself) stops it.
+import { execFile, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { copyFile, mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, expect } from 'vitest';
+import { VMOP_BIN, readDevState, type DevState } from '../../src/devenv/dev-environment.js';
+import { isAlive } from '../../src/util/process.js';
+import { ClusterBedState } from './cluster-owner.js';
+import { clusterVms, type ClusterVms } from './cluster-vms.js';
+import {
+  leftBehind,
+  machineTraces,
+  NOTHING_LEFT,
+  type Footprint,
+  type MachineTraces,
+} from './machine-traces.js';
+
+const run = promisify(execFile);
+
+export type BedKind = 'cluster' | 'dev-2' | 'dev';
+const DEV_BED_ARGS = { 'dev-2': ['--nodes', '2', '--redis', 'sentinel'], dev: [] } as const;
+
+/** This file's bed: one a test file (and its process). */
+let current: { kind: BedKind; dir: string } | undefined;
+
+const bed = () => {
+  if (!current) throw new Error('no test bed: suites run from a bed file (test/e2e/*-bed.test.ts)');
+  return current;
+};
+const clusterStateFile = (dir: string) => path.join(dir, 'state.json');
+
+function readClusterState(dir: string): ClusterBedState | undefined {
+  try {
+    return ClusterBedState.parse(JSON.parse(readFileSync(clusterStateFile(dir), 'utf8')));
+  } catch {
+    return undefined; // not written yet (or being replaced)
+  }
+}
+
+// The managers inherit this environment: they log at their own level (suites read their logs).
+const vmopEnv = (dir: string) => ({ ...process.env, VMOP_DEV_DIR: dir });
+
+async function start(kind: BedKind, dir: string): Promise<void> {
+  const startedAt = Date.now();
+  if (kind === 'cluster') {
+    const log = path.join(dir, 'owner.log');
+    const owner = spawn(
+      'sh',
+      [
+        '-c',
+        'exec "$0" --import tsx test/support/cluster-owner.ts "$1" 2 "$2" >>"$3" 2>&1',
+        process.execPath,
+        clusterStateFile(dir),
+        String(process.pid),
+        log,
+      ],
+      { detached: true, stdio: 'ignore' },
+    );
+    owner.unref();
+    while (!readClusterState(dir)) {
+      if (!isAlive(owner.pid!))
+        throw new Error(`the cluster bed did not start:\n${readFileSync(log, 'utf8').slice(-3000)}`);
+      await sleep(500);
+    }
+  } else {
+    await run(VMOP_BIN, ['dev', 'up', '-o', 'json', ...DEV_BED_ARGS[kind]], { env: vmopEnv(dir) });
+    // Should this process die before it stops the bed, the watchdog does. (Its arguments name
+    // nothing of the bed's: it is not one of the bed's processes.)
+    spawn(
+      'sh',
+      [
+        '-c',
+        'while kill -0 "$OWNER" 2>/dev/null; do sleep 2; done; [ -d "$BED" ] && VMOP_DEV_DIR="$BED" "$VMOP" dev down',
+      ],
+      {
+        detached: true,
+        stdio: 'ignore',
+        env: { ...process.env, OWNER: String(process.pid), BED: dir, VMOP: VMOP_BIN },
+      },
+    ).unref();
+  }
+  console.log(`test bed ${kind} up after ${Math.round((Date.now() - startedAt) / 1000)} s`);
+}
+
+/** What the bed made on this machine, from where it says things are. */
+function footprint(kind: BedKind, dir: string): Footprint | undefined {
+  if (kind === 'cluster') {
+    const state = readClusterState(dir);
+    return (
+      state && {
+        dirs: [dir, state.dir],
+        ...state.network,
+        cgroupRoots: state.nodes.map((node) => node.cgroupRoot),
+      }
+    );
+  }
+  const state = readDevState(dir);
+  return (
+    state && {
+      dirs: [dir, state.cluster.dir],
+      ...state.cluster.network,
+      cgroupRoots: state.nodeServices.map((node) => node.cgroupRoot),
+    }
+  );
+}
+
+/** Stops the bed and checks, as it stopped, that it left nothing behind. */
+async function stopAndCheck(kind: BedKind, dir: string, before: MachineTraces): Promise<void> {
+  const made = footprint(kind, dir);
+  expect(made, `the ${kind} bed was not running any more at its end`).toBeDefined();
+  const during = await machineTraces(made!);
+  // What is looked for was there while it ran: the check after it is not vacuous.
+  expect(during.processes.length, `the ${kind} bed's processes`).toBeGreaterThan(0);
+  expect(during.netns, `the ${kind} bed's network namespaces`).toEqual(made!.namespaces);
+  if (kind === 'cluster') {
+    // As a crash of its owner would: the orphan reaper must leave nothing behind.
+    process.kill(readClusterState(dir)!.ownerPid, 'SIGKILL');
+  } else {
+    await run(VMOP_BIN, ['dev', 'down'], { env: vmopEnv(dir) });
+  }
+  // The reaper takes a moment after its owner died (TERM, then KILL after 5 s, then the clean-up).
+  const nothing = JSON.stringify(NOTHING_LEFT);
+  let left = leftBehind(before, await machineTraces(made!));
+  for (let waited = 0; waited < 60_000 && JSON.stringify(left) !== nothing; waited += 1_000) {
+    await sleep(1_000);
+    left = leftBehind(before, await machineTraces(made!));
+  }
+  expect(left, `the ${kind} bed (${made!.dirs.join(', ')}) left this behind`).toEqual(NOTHING_LEFT);
+}
+
+/**
+ * Makes this test file a bed of `kind`: started before its suites, stopped after them with the
+ * check that nothing is left. Call it once, at the top of a bed file.
+ */
+export function runOnBed(kind: BedKind): void {
+  let before: MachineTraces | undefined;
+  beforeAll(async () => {
+    const dir = await mkdtemp(path.join(os.tmpdir(), `vmop-bed-${kind}-`));
+    current = { kind, dir };
+    before = await machineTraces({ dirs: [dir], namespaces: [], hostInterface: '-', cgroupRoots: [] });
+    await start(kind, dir);
+  }, 1_800_000);
+  afterAll(async () => {
+    if (!current) return;
+    try {
+      if (before) await stopAndCheck(kind, current.dir, before);
+    } finally {
+      await rm(current.dir, { recursive: true, force: true });
+      current = undefined;
+    }
+  }, 900_000);
+}
+
+export interface SuiteOptions {
+  /** The namespaces the suite uses: made fresh before its tests, deleted after them. */
+  namespaces: string[];
+  /** Namespaces the suite's tests make themselves: deleted after them too. */
+  madeByTests?: string[];
+}
+
+/** A copy of the bed's kubeconfig whose context has `namespace` (as `kubectl config set-context --namespace`). */
+const kubeconfigIn = (namespace: string) => path.join(bed().dir, `kubeconfig.${namespace}`);
+
+async function makeNamespaces(kubeconfig: string, namespaces: string[]): Promise<void> {
+  for (const namespace of namespaces) {
+    await run('kubectl', ['--kubeconfig', kubeconfig, 'create', 'namespace', namespace]);
+    await copyFile(kubeconfig, kubeconfigIn(namespace));
+    await run('kubectl', [
+      ...['--kubeconfig', kubeconfigIn(namespace), 'config', 'set-context', '--current'],
+      `--namespace=${namespace}`,
+    ]);
+  }
+}
+
+async function deleteNamespaces(kubeconfig: string, namespaces: string[]): Promise<void> {
+  if (namespaces.length === 0) return;
+  await run('kubectl', [
+    ...['--kubeconfig', kubeconfig, 'delete', 'namespace', ...namespaces],
+    ...['--ignore-not-found', '--wait', '--timeout=300s'],
+  ]);
+}
+
+/** Registers the suite's hooks: its namespaces before its tests, and gone after them. */
+function useNamespaces(kind: BedKind, options: SuiteOptions, kubeconfig: () => string): void {
+  beforeAll(async () => {
+    if (bed().kind !== kind) throw new Error(`this suite runs on the ${kind} bed, not ${bed().kind}`);
+    await makeNamespaces(kubeconfig(), options.namespaces);
+  }, 300_000);
+  afterAll(async () => {
+    if (current)
+      await deleteNamespaces(kubeconfig(), [...options.namespaces, ...(options.madeByTests ?? [])]);
+  }, 600_000);
+}
+
+export interface DevBed {
+  /** VMOP_DEV_DIR of the bed's `vmop dev`. */
+  readonly dir: string;
+  readonly kubeconfig: string;
+  /** Where things are now (pids change when `vmop dev` restarts a process). */
+  state(): DevState;
+  /** Runs `vmop …` against the bed; its stdout. */
+  vmop(...args: string[]): Promise<string>;
+  /**
+   * The environment `vmop` and kubectl run in against this bed: bin/ on the PATH (the kubectl
+   * plugin), and KUBECONFIG with `namespace` (one of the suite's) as the current one, if given.
+   */
+  env(namespace?: string): NodeJS.ProcessEnv;
+  vms(namespace: string): ClusterVms;
+}
+
+/** The `vmop dev` bed of this file, for a suite (call it inside the suite's describe). */
+export function useDevBed(kind: 'dev' | 'dev-2', options: SuiteOptions): DevBed {
+  const state = () => {
+    const found = readDevState(bed().dir);
+    if (!found) throw new Error(`the ${kind} bed is not running`);
+    return found;
+  };
+  const handle: DevBed = {
+    get dir() {
+      return bed().dir;
+    },
+    get kubeconfig() {
+      return state().kubeconfig;
+    },
+    state,
+    env: (namespace) => ({
+      ...process.env,
+      VMOP_DEV_DIR: bed().dir,
+      KUBECONFIG: namespace ? kubeconfigIn(namespace) : state().kubeconfig,
+      PATH: `${path.resolve('bin')}:${process.env.PATH}`,
+    }),
+    vmop: async (...args) => (await run(VMOP_BIN, args, { env: handle.env() })).stdout,
+    vms: (namespace) => clusterVms(state().kubeconfig, namespace),
+  };
+  useNamespaces(kind, options, () => state().kubeconfig);
+  return handle;
+}
+
+export interface ClusterBed {
+  state(): ClusterBedState;
+  readonly kubeconfig: string;
+  vms(namespace: string): ClusterVms;
+}
+
+/** The bare cluster bed of this file, for a suite (call it inside the suite's describe). */
+export function useClusterBed(options: SuiteOptions): ClusterBed {
+  const state = () => {
+    const found = readClusterState(bed().dir);
+    if (!found) throw new Error('the cluster bed is not running');
+    return found;
+  };
+  useNamespaces('cluster', options, () => state().kubeconfigPath);
+  return {
+    state,
+    get kubeconfig() {
+      return state().kubeconfigPath;
+    },
+    vms: (namespace) => clusterVms(state().kubeconfigPath, namespace),
+  };
+}
