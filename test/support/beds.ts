@@ -2,7 +2,8 @@
 // so the e2e suites share beds by kind: each bed is one test file (test/e2e/*-bed.test.ts) that
 // starts its bed, runs its suites one after the other, each in namespaces of its own (made fresh
 // before its tests, deleted and waited for after them), then stops the bed and checks that it left
-// nothing behind on the machine. Two bed files run at a time, each bed on its own network.
+// nothing behind on the machine. Beds run side by side (test/support/bed-sequencer.ts), each on
+// its own network.
 //
 //   cluster  a bare two-node Kubernetes with every image on both nodes (no vmop): the Helm chart,
 //            an upgrade, and the cluster itself. Stopped by killing its owner (the orphan reaper's

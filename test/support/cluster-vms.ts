@@ -182,9 +182,13 @@ export function clusterVms(kubeconfig: string, namespace: string) {
           (list) => list.map((e) => `${e.reason}: ${e.message}`),
           (e: Error) => [e.message],
         );
+        const guest = await exec(name, ['tail', '-c', '2000', `${DATA_DIR}/console.log`]).catch(
+          (e: Error) => `(not readable: ${e.message.split('\n')[0]})`,
+        );
         (err as Error).message +=
           `\n--- ${name} when the wait ended: spec.vm.state ${last?.spec.vm.state}, status ${JSON.stringify(last?.status)}` +
-          `\n--- its runner pod:\n${pod}\n--- its Events:\n${seen.join('\n')}`;
+          `\n--- its runner pod:\n${pod}\n--- its Events:\n${seen.join('\n')}` +
+          `\n--- the end of its console log:\n${guest}`;
         throw err;
       }
     },
