@@ -96,6 +96,23 @@ describe('live migration between two nodes', () => {
       30_000,
     );
   }
+  /**
+   * The target pod of the migration begun after `before`, once it exists. The status still names
+   * the previous migration's target (after a move, the pod the VM runs in) until the new one names
+   * its own: a test that took that one would kill the source.
+   */
+  const targetPodOf = async (name: string, before: Vm): Promise<string> => {
+    const previous = before.status?.migrationState?.targetPod;
+    for (let waited = 0; waited < 120_000; waited += 100) {
+      const state = (await vms.getVm(name)).status?.migrationState;
+      const target = state?.targetPod;
+      if (target && target !== previous && !state.result) {
+        if ((await podsOf(name)).some((pod) => pod.metadata.name === target)) return target;
+      }
+      await sleep(100);
+    }
+    throw new Error(`no target pod of a new migration of ${name} in 120 s (the last was ${previous})`);
+  };
   const runsOn = (name: string, node: string) =>
     vms.waitForVm(name, (vm) => {
       expect(vm.status?.phase).toBe('Running');
@@ -300,13 +317,8 @@ metadata: {name: ${opName}, namespace: ${NAMESPACE}}
 spec: {virtualMachineName: mover, type: Migrate}
 `);
     // The target pod is killed as soon as it exists.
-    let target: string | undefined;
-    for (let waited = 0; !target && waited < 120_000; waited += 100) {
-      target = (await vms.getVm('mover')).status?.migrationState?.targetPod;
-      if (!target) await sleep(100);
-    }
-    expect(target).toBeDefined();
-    await kubectl('delete', 'pod', target!, '--grace-period=0', '--force', '--wait=false');
+    const target = await targetPodOf('mover', before);
+    await kubectl('delete', 'pod', target, '--grace-period=0', '--force', '--wait=false');
     const op = await vms
       .waitForVm('mover', () => undefined)
       .then(async () => {
@@ -340,10 +352,7 @@ metadata: {name: ${opName}, namespace: ${NAMESPACE}}
 spec: {virtualMachineName: mover, type: Migrate}
 `);
     // Both replicas die once the target pod was made (vmop dev starts them again, as a Deployment would).
-    for (let waited = 0; waited < 120_000; waited += 100) {
-      if ((await vms.getVm('mover')).status?.migrationState?.targetPod) break;
-      await sleep(100);
-    }
+    await targetPodOf('mover', before);
     const killed = bed.state().managers.map((manager) => manager.pid);
     for (const pid of killed) process.kill(pid, 'SIGKILL');
     let op: Operation = {};
