@@ -289,6 +289,8 @@ spec: {virtualMachineName: ${name}, type: ${type}${spec}}
 
   it('Evict moves a VM with a node-local disk live: the disk is copied, the old claim goes; a RAM change made meanwhile applies after', async () => {
     await applyVm('local', placedOn(one), localDisk);
+    // Its claims exist once it runs (read at once after the apply, the manager may not have made them).
+    await runsOn('local', one);
     const before = await claimsOf('local');
     const after = await migrateAndCheck('local', 'Evict', one, two, { ramDuring: '192Mi' });
     expect(after.status?.migrationState?.copiedDisks).toEqual(['data-disk']);
