@@ -15,16 +15,17 @@
 // file's process die, a watchdog (or the owner itself) stops it.
 import { execFile, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { copyFile, mkdtemp, rm } from 'node:fs/promises';
+import { copyFile, mkdtemp, readdir, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, expect } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 import { VMOP_BIN, readDevState, type DevState } from '../../src/devenv/dev-environment.js';
 import { isAlive } from '../../src/util/process.js';
 import { ClusterBedState } from './cluster-owner.js';
 import { clusterVms, type ClusterVms } from './cluster-vms.js';
+import { failureReport } from './failure-report.js';
 import {
   leftBehind,
   machineTraces,
@@ -198,12 +199,41 @@ async function deleteNamespaces(kubeconfig: string, namespaces: string[]): Promi
   ]);
 }
 
-/** Registers the suite's hooks: its namespaces before its tests, and gone after them. */
-function useNamespaces(kind: BedKind, options: SuiteOptions, kubeconfig: () => string): void {
+/** The log files in `dir` and its folders (the control plane's, each node's; not the nodes' trees). */
+async function logFilesIn(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
+  const files = entries
+    .filter((e) => e.isFile() && e.name.endsWith('.log'))
+    .map((e) => path.join(dir, e.name));
+  for (const sub of entries.filter((e) => e.isDirectory())) {
+    const inSub = await readdir(path.join(dir, sub.name), { withFileTypes: true }).catch(() => []);
+    for (const e of inSub)
+      if (e.isFile() && e.name.endsWith('.log')) files.push(path.join(dir, sub.name, e.name));
+  }
+  return files;
+}
+
+/**
+ * Registers the suite's hooks: its namespaces before its tests, and gone after them; and when a
+ * test fails, what they held then, in the log.
+ */
+function useNamespaces(
+  kind: BedKind,
+  options: SuiteOptions,
+  kubeconfig: () => string,
+  logs: () => Promise<string[]> = async () => [],
+): void {
   beforeAll(async () => {
     if (bed().kind !== kind) throw new Error(`this suite runs on the ${kind} bed, not ${bed().kind}`);
     await makeNamespaces(kubeconfig(), options.namespaces);
   }, 300_000);
+  afterEach(async ({ task }) => {
+    if (task.result?.state !== 'fail' || !current) return;
+    const namespaces = [...options.namespaces, ...(options.madeByTests ?? [])];
+    const report = await failureReport({ kubeconfig: kubeconfig(), namespaces, logs: await logs() });
+    console.log(`=== ${task.name} failed; the bed then:
+${report}`);
+  }, 120_000);
   afterAll(async () => {
     if (current)
       await deleteNamespaces(kubeconfig(), [...options.namespaces, ...(options.madeByTests ?? [])]);
@@ -250,7 +280,16 @@ export function useDevBed(kind: 'dev' | 'dev-2', options: SuiteOptions): DevBed 
     vmop: async (...args) => (await run(VMOP_BIN, args, { env: handle.env() })).stdout,
     vms: (namespace) => clusterVms(state().kubeconfig, namespace),
   };
-  useNamespaces(kind, options, () => state().kubeconfig);
+  useNamespaces(
+    kind,
+    options,
+    () => state().kubeconfig,
+    async () => [
+      ...state().managers.map((manager) => manager.log),
+      path.join(bed().dir, 'supervisor.log'),
+      ...(await logFilesIn(state().cluster.dir)),
+    ],
+  );
   return handle;
 }
 
