@@ -77,12 +77,21 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
       expect(started.stdout).toMatch(/manual-start-\w+: Completed \(the VM runs on /);
       await bootedRun('manual');
       await vms.waitForConsole('manual', READY);
+      // Its pod was made once its runner data claim was bound: the scheduler never waited for it.
+      const unscheduled = await vms.kubectl([
+        ...['get', 'events', '-o', 'name', '--field-selector'],
+        'involvedObject.kind=Pod,involvedObject.name=manual,reason=FailedScheduling',
+      ]);
+      expect(unscheduled).toBe('');
     });
 
     it('Reset: the guest boots again in the same qemu', async () => {
       const before = await vms.getVm('manual');
       const reset = await vmopVm('reset', 'manual', '--wait');
-      expect(reset.stdout).toMatch(/Completed \(the guest was reset\)/);
+      expect(reset).toMatchObject({
+        code: 0,
+        stdout: expect.stringMatching(/Completed \(the guest was reset\)/),
+      });
       await eventually(async () => expect(await readyCount('manual')).toBe(2), 120_000);
       const after = await vms.getVm('manual');
       expect(after.status?.runner?.runId).toBe(before.status?.runner?.runId);

@@ -1,7 +1,12 @@
 // The reconcile of one VirtualMachineImage: its claim is made and filled by an importer pod (the
 // same `vmop import` and import plan as a VM disk's), then marked imported; the image is Ready and
 // VM disks naming it copy that claim. Failures are told in its status and an Event, once.
-import { type KubernetesObject, type V1PersistentVolumeClaim, type V1Pod } from '@kubernetes/client-node';
+import {
+  type KubernetesObject,
+  type V1PersistentVolumeClaim,
+  type V1Pod,
+  type V1StorageClass,
+} from '@kubernetes/client-node';
 import { isDeepStrictEqual } from 'node:util';
 import type { ImportProgress } from '../../api/import-progress.js';
 import {
@@ -19,6 +24,7 @@ import type { ObjectCache } from '../../kube/object-cache.js';
 import type { HandlerResult } from '../../queue/index.js';
 import type { Logger } from '../../util/logger.js';
 import { eventRecorder } from '../events.js';
+import { claimWait } from '../virtual-machine/claim-binding.js';
 import { carryOutImports } from '../virtual-machine/disk-import-writes.js';
 import { planImports, type ImportDisk } from '../virtual-machine/disk-imports.js';
 import { importerPod } from '../virtual-machine/importer-pod.js';
@@ -111,6 +117,11 @@ export function createImageReconciler(options: ImageReconcilerOptions) {
       importerPods: pods,
       progress,
       failedBefore: () => image.status?.phase === 'Failed',
+      claimWait: (made) =>
+        claimWait(made, true, {
+          byName: (className) => cache.get<V1StorageClass>('StorageClass', '', className),
+          byDefault: () => undefined, // the claim exists: the apiserver gave it its class
+        }),
     });
     const writes = await carryOutImports(clients, namespace, plan, {
       importerPod: (importing) =>

@@ -15,6 +15,7 @@ import {
   sourceDigest,
 } from './naming.js';
 import type { RunnerClaim } from './runner-claims.js';
+import type { ClaimWait } from './claim-binding.js';
 
 export interface ImportDisk {
   volume: string;
@@ -77,6 +78,8 @@ export interface ImportInput {
   importerPods: V1Pod[];
   /** The latest progress each importing disk sent, by volume. */
   progress: Map<string, ImportProgress>;
+  /** Why an importer pod cannot use its claim yet (claim-binding.ts); ready when absent. */
+  claimWait?: (claim: V1PersistentVolumeClaim) => ClaimWait | undefined;
 }
 
 /**
@@ -207,7 +210,8 @@ export function planImports(
       });
       importing.push(disk.volume);
     } else {
-      if (!pod) plan.startImports.push(disk);
+      const wait = pod ? undefined : input.claimWait?.(claim);
+      if (!pod && !wait) plan.startImports.push(disk);
       const progress = input.progress.get(disk.volume);
       const own = progress && current && progress.podUid === current.metadata?.uid ? progress : undefined;
       plan.statuses.set(disk.volume, {
@@ -216,7 +220,7 @@ export function planImports(
         ...(own && { importedBytes: own.bytes }),
         message: `importing ${sourceName(disk.source)}${own && own.attempt > 1 ? ` (attempt ${own.attempt})` : ''}${
           current ? stuck(current) : ''
-        }`,
+        }${wait ? `; its claim ${wait.claim} is not bound yet (${wait.why})` : ''}`,
       });
       importing.push(disk.volume);
     }

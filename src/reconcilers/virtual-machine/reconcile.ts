@@ -89,8 +89,21 @@ import { readVmMigrationRequest } from './migration/request.js';
 import { snapshotSuffixOfPod } from './migration/target.js';
 import { carryOutMigration } from './migration/writes.js';
 import { disruptionBudget, evacuation, planEviction } from './migration/eviction.js';
-import { adoptRunnerPod, createRunnerPod, isOwnedBy, retireStatefulSet } from './runner-pod-writes.js';
+import {
+  adoptRunnerPod,
+  createClaims,
+  createRunnerPod,
+  isOwnedBy,
+  retireStatefulSet,
+} from './runner-pod-writes.js';
 import { planDiskImports } from './disk-imports.js';
+import {
+  claimWait,
+  claimWaitMessage,
+  defaultStorageClass,
+  type ClaimWait,
+  type StorageClasses,
+} from './claim-binding.js';
 import { carryOutImports } from './disk-import-writes.js';
 import { desiredImporterPod, isImporterPod } from './importer-pod.js';
 import { isAttachPod } from './attach-pod.js';
@@ -188,6 +201,13 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     const own = ownWrites.get(key);
     if (own && own.metadata?.uid === cached?.metadata?.uid && isNewer(own, cached)) return own;
     return cached;
+  }
+
+  function cachedStorageClasses(): StorageClasses {
+    return {
+      byName: (className) => cache.get<V1StorageClass>('StorageClass', '', className),
+      byDefault: () => defaultStorageClass(cache.list<V1StorageClass>('StorageClass', undefined)),
+    };
   }
 
   /** The pool the VM is assigned from, if it (still) exists. */
@@ -383,9 +403,9 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       runnerDataStorageClass: options.runnerDataStorageClass,
       runnerDataAccessMode: options.runnerDataAccessMode,
     });
-    const diskSizes = planDiskSizes(claims, vmClaims, (className) =>
-      cache.get<V1StorageClass>('StorageClass', '', className),
-    );
+    const storageClasses = cachedStorageClasses();
+    const diskSizes = planDiskSizes(claims, vmClaims, storageClasses.byName);
+    const waitForClaim = (claim: V1PersistentVolumeClaim) => claimWait(claim, true, storageClasses);
     // The user's Secrets carry no vmop label, so they are not cached: read when referenced.
     const readSecret = (secretName: string | undefined) =>
       secretName
@@ -416,6 +436,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       existing: vmClaims,
       importerPods,
       progress: await readImportProgress(key, importerPods),
+      claimWait: waitForClaim,
     });
     diskSizes.statuses = diskSizes.statuses.map((disk) => {
       const imported = imports.statuses.get(disk.name);
@@ -435,8 +456,23 @@ export function createVmReconciler(options: VmReconcilerOptions) {
         return { requeueAfter: STALE_CACHE.retryMs };
       podPlan = planRunnerPods({ vm, pods: runnerPods, node, absent: new Set([named]) });
     }
-    // A runner pod waits for its disks' imports: it never boots a half-written disk.
-    if (imports.waiting) podPlan = { ...podPlan, create: undefined };
+    // A runner pod waits for its claims, made first and then bound (claim-binding.ts), and for its
+    // disks' imports: it never boots a half-written disk.
+    const claimsToMake = podPlan.create
+      ? claims.filter((claim) => !claim.exists && !imports.createClaims.includes(claim))
+      : [];
+    const claimWaits: ClaimWait[] = podPlan.create
+      ? claims.flatMap((claim) => {
+          const made = vmClaims.find((c) => c.metadata?.name === claim.claimName);
+          return (made ? waitForClaim(made) : claimWait(claim.desired, false, storageClasses)) ?? [];
+        })
+      : [];
+    const waiting =
+      imports.waiting ??
+      (claimWaits.length > 0
+        ? { reason: 'WaitingForVolumeBinding', message: claimWaitMessage('the runner pod', claimWaits) }
+        : undefined);
+    if (waiting) podPlan = { ...podPlan, create: undefined };
     let pod = podPlan.current;
     const migration = await planVmMigration(vm, runnerPods, vmClaims, pod, await snapshotRead, node);
     if (migration.plan.switchTo) pod = migration.plan.switchTo;
@@ -535,6 +571,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
           recordEvent: (event) => recordEvent(vm, event),
         })),
       );
+      writes.push(...(await createClaims(clients, namespace, claimsToMake)));
       writes.push(...(await carryOutAttachments(clients, vm, attachments, options.defaultRunnerImage)));
       for (const { claim, storage } of diskSizes.expand) {
         await expandClaim(claim, storage);
@@ -671,7 +708,7 @@ export function createVmReconciler(options: VmReconcilerOptions) {
         migratable: migration.migratable,
       },
       disks: diskSizes,
-      imports: imports.waiting,
+      waiting,
       now: now(),
     };
     const derived = deriveStatus(vm, observed);

@@ -17,6 +17,22 @@ export async function createUnlessExists(create: () => Promise<unknown>): Promis
   }
 }
 
+/** Makes `claims` unless they exist; returns what was written, for the log. */
+export async function createClaims(
+  clients: KubeClients,
+  namespace: string,
+  claims: RunnerClaim[],
+): Promise<string[]> {
+  const writes: string[] = [];
+  for (const { desired: body } of claims) {
+    if (
+      await createUnlessExists(() => clients.core.createNamespacedPersistentVolumeClaim({ namespace, body }))
+    )
+      writes.push(`PersistentVolumeClaim ${body.metadata!.name}`);
+  }
+  return writes;
+}
+
 /** Makes the claims that do not exist yet, then the pod; returns what was written, for the log. */
 export async function createRunnerPod(
   clients: KubeClients,
@@ -24,14 +40,11 @@ export async function createRunnerPod(
   pod: V1Pod,
 ): Promise<string[]> {
   const namespace = pod.metadata!.namespace!;
-  const writes: string[] = [];
-  for (const claim of claims.filter((c) => !c.exists)) {
-    const body = claim.desired;
-    if (
-      await createUnlessExists(() => clients.core.createNamespacedPersistentVolumeClaim({ namespace, body }))
-    )
-      writes.push(`PersistentVolumeClaim ${body.metadata!.name}`);
-  }
+  const writes = await createClaims(
+    clients,
+    namespace,
+    claims.filter((c) => !c.exists),
+  );
   if (await createUnlessExists(() => clients.core.createNamespacedPod({ namespace, body: pod })))
     writes.push(`Pod ${pod.metadata!.name}`);
   return writes;

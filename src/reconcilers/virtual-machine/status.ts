@@ -42,8 +42,11 @@ export interface ObservedState {
   migration?: { state?: MigrationState; migrating: boolean; migratable: Migratability };
   /** Its disks' claims and sizes (disk-sizes.ts). */
   disks?: Pick<DiskSizes, 'statuses' | 'condition'>;
-  /** Why no runner pod is made yet: its disks are being imported, or an import failed (disk-imports.ts). */
-  imports?: { reason: string; message: string };
+  /**
+   * Why no runner pod is made yet: its disks are being imported, or an import failed
+   * (disk-imports.ts), or its claims are not bound yet (claim-binding.ts).
+   */
+  waiting?: { reason: string; message: string };
   now: Date;
 }
 
@@ -98,11 +101,11 @@ function condition(
 function podPhase(
   vm: VirtualMachine,
   pod: V1Pod | undefined,
-  imports?: ObservedState['imports'],
+  noPodYet?: ObservedState['waiting'],
 ): PhaseFacts {
   const wantRunning = vm.spec.vm.state === 'Running';
   if (!pod) {
-    if (wantRunning && imports) return { phase: 'Pending', ...imports };
+    if (wantRunning && noPodYet) return { phase: 'Pending', ...noPodYet };
     return wantRunning
       ? { phase: 'Pending', reason: 'PodNotCreated', message: 'waiting for the runner pod to be created' }
       : { phase: 'Stopped', reason: 'Stopped', message: 'the VM is stopped' };
@@ -405,7 +408,7 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
         }
       : snapshot && pod
         ? runnerPhase(vm, pod, snapshot)
-        : podPhase(vm, pod, observed.imports);
+        : podPhase(vm, pod, observed.waiting);
   // A node that stopped reporting: the VM may run there or not, whatever was seen last.
   const unreachable = observed.node && observed.node.state !== 'Ready' ? observed.node : undefined;
   if (unreachable) Object.assign(facts, nodeNotReadyPhase(unreachable));

@@ -291,6 +291,69 @@ spec: {vm: {state: Stopped, maximumCpus: 2, maximumRam: 256Mi, display: {spice: 
     await eventually(() => readPod()); // the fixed spec's pod is made
   });
 
+  it('makes a runner pod only once its claims of an Immediate StorageClass are bound, saying what it waits for', async () => {
+    // No provisioner serves this class: the claim binds when a volume is made for it by hand.
+    const className = 'vmop-test-immediate';
+    const name = 'bound-first';
+    const claimName = `${name}-data-disk`;
+    await kubectl(
+      ['apply', '-f', '-'],
+      `apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: ${className}}
+provisioner: example.com/nobody
+volumeBindingMode: Immediate
+---
+apiVersion: vmoperator.jdrupes.org/v1
+kind: VirtualMachine
+metadata: {name: ${name}, namespace: ${NAMESPACE}}
+spec:
+  vm:
+    state: Running
+    maximumRam: 256Mi
+    disks:
+    - volumeClaimTemplate:
+        metadata: {name: data}
+        spec: {storageClassName: ${className}, resources: {requests: {storage: 1Mi}}}
+`,
+    );
+    const vmOf = () => custom.getNamespacedCustomObject({ ...vmRef, name });
+    const running = (vm: { status?: { conditions?: Array<{ type: string }> } }) =>
+      vm.status?.conditions?.find((c) => c.type === 'Running');
+    await eventually(async () => {
+      const vm = await vmOf();
+      expect(vm.status?.phase).toBe('Pending');
+      expect(running(vm)).toMatchObject({
+        reason: 'WaitingForVolumeBinding',
+        message: `the runner pod waits for its claims to be bound: ${claimName} (waiting for StorageClass ${className} to provide a volume)`,
+      });
+    });
+    await expect(readPod(name)).rejects.toSatisfy(isNotFound);
+    // The claim binds: the pod is made, and the scheduler never saw it with an unbound claim.
+    await kubectl(
+      ['apply', '-f', '-'],
+      `apiVersion: v1
+kind: PersistentVolume
+metadata: {name: ${claimName}}
+spec:
+  storageClassName: ${className}
+  capacity: {storage: 1Mi}
+  accessModes: [ReadWriteOnce]
+  volumeMode: Block
+  claimRef: {namespace: ${NAMESPACE}, name: ${claimName}}
+  hostPath: {path: /dev/null}
+`,
+    );
+    const pod = await eventually(() => readPod(name), 30_000);
+    expect(pod.spec?.volumes).toContainEqual(
+      expect.objectContaining({ persistentVolumeClaim: { claimName } }),
+    );
+    await kubectl(['delete', 'vm', '-n', NAMESPACE, name, '--wait']);
+    await kubectl(['delete', 'pvc', '-n', NAMESPACE, claimName, `${name}-runner-data`, '--wait=false']);
+    await kubectl(['delete', 'pv', claimName, '--wait=false']);
+    await kubectl(['delete', 'storageclass', className]);
+  });
+
   it('deleting the VM garbage-collects its pod and ConfigMap and keeps its claims', async () => {
     await kubectl(['delete', 'vm', '-n', NAMESPACE, VM, '--wait=true']);
     await eventually(async () => {

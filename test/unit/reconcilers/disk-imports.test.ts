@@ -94,6 +94,27 @@ describe('disk imports', () => {
     expect(imports.statuses.get('system-disk')).toEqual({ phase: 'Importing', message: `importing ${URL}` });
   });
 
+  it('an importer pod waits until its claim can be used, and the disk says why', () => {
+    const vm = vmWithSource();
+    const unbound = claim();
+    const imports = planDiskImports({
+      vm,
+      claims: runnerClaims(vm, [unbound]),
+      existing: [unbound],
+      importerPods: [],
+      progress: new Map(),
+      claimWait: (made) => ({
+        claim: made.metadata!.name!,
+        why: 'waiting for StorageClass fast to provide a volume',
+      }),
+    });
+    expect(imports.startImports).toEqual([]);
+    expect(imports.statuses.get('system-disk')?.message).toBe(
+      `importing ${URL}; its claim vm-system-disk is not bound yet (waiting for StorageClass fast to provide a volume)`,
+    );
+    expect(imports.waiting?.reason).toBe('ImportingDisks');
+  });
+
   it('shows the progress its own importer pod sent, not an earlier pod’s', () => {
     const own = new Map([['system-disk', { bytes: 4096, percent: 42.7, attempt: 2, podUid: 'pod-uid' }]]);
     expect(plan([claim()], [importer('Running')], own).statuses.get('system-disk')).toEqual({

@@ -283,6 +283,22 @@ describe('folding the runner snapshot into status', () => {
     });
   });
 
+  it('a runner pod not made yet says what it waits for (its claims, its imports)', () => {
+    const waiting = {
+      reason: 'WaitingForVolumeBinding',
+      message: 'the runner pod waits for its claims to be bound: vm-runner-data (it is being made)',
+    };
+    const status = deriveStatus(vmWith(), { specErrors: [], waiting, now });
+    expect(status.phase).toBe('Pending');
+    expect(byType(status).Running).toMatchObject({ status: 'False', ...waiting });
+    const stopped = deriveStatus(vmWith({ vm: { ...seed.spec.vm, state: 'Stopped' } }), {
+      specErrors: [],
+      waiting,
+      now,
+    });
+    expect(stopped.phase).toBe('Stopped');
+  });
+
   it.each([
     [
       'PvcNotFound',
