@@ -97,6 +97,37 @@ describe('the Helm chart with Redis Sentinel on two nodes', () => {
   const masterPod = async (sentinelPod = `${SET}-0`) =>
     (await redisCli(sentinelPod, 'sentinel', 'SENTINEL', 'get-master-addr-by-name', 'vmop')).split('.')[0]!;
   const role = async (pod: string) => (await redisCli(pod, 'redis', 'ROLE')).split('\n')[0];
+  /**
+   * Until every Sentinel knows the other two and both replicas: a set that can fail over (a
+   * Sentinel learns its peers from their hellos, a few seconds after the set started or changed).
+   */
+  const converged = () =>
+    eventually(async () => {
+      for (const pod of [0, 1, 2].map((i) => `${SET}-${i}`)) {
+        const fields = (await redisCli(pod, 'sentinel', 'SENTINEL', 'master', 'vmop')).split('\n');
+        const field = (name: string) => fields[fields.indexOf(name) + 1];
+        expect({ pod, sentinels: field('num-other-sentinels'), replicas: field('num-slaves') }).toEqual({
+          pod,
+          sentinels: '2',
+          replicas: '2',
+        });
+      }
+    }, 60_000);
+  /**
+   * The Sentinels' promotion of another master than `old`, asked of `sentinelPod`'s. Usually
+   * seconds after downAfterMilliseconds; should their first vote split, they vote again after
+   * twice the chart's failoverTimeoutMilliseconds (60 s): wait that long too.
+   */
+  const promotionFrom = (old: string, sentinelPod?: string) =>
+    eventually(
+      async () => {
+        const now = await masterPod(sentinelPod);
+        expect(now).not.toBe(old);
+        return now;
+      },
+      150_000,
+      250,
+    );
 
   beforeAll(async () => {
     helmBinary = await locateHelm();
@@ -145,6 +176,7 @@ describe('the Helm chart with Redis Sentinel on two nodes', () => {
   });
 
   it('the master frozen until the Sentinels fail it over, then SIGKILLed: managers and runners carry on with the new master, and the old one comes back as its replica', async () => {
+    await converged();
     const old = await masterPod();
     const pid = await redisServerPid(
       await system.kubectl(['get', 'pod', old, '-o', 'jsonpath={.metadata.uid}']),
@@ -155,11 +187,7 @@ describe('the Helm chart with Redis Sentinel on two nodes', () => {
     process.kill(pid, 'SIGSTOP');
     let promoted: string;
     try {
-      promoted = await eventually(async () => {
-        const now = await masterPod();
-        expect(now).not.toBe(old);
-        return now;
-      }, 60_000);
+      promoted = await promotionFrom(old);
     } finally {
       process.kill(pid, 'SIGKILL');
     }
@@ -175,8 +203,9 @@ describe('the Helm chart with Redis Sentinel on two nodes', () => {
     // kubelet restarts the killed Redis; it asks the Sentinels and follows the new master.
     await eventually(async () => expect(await role(old)).toBe('slave'), 120_000);
     expect(await masterPod()).toBe(promoted);
-  });
+  }, 600_000);
   it('the master cut off the network: it comes to refuse writes, managers and runners carry on with the promoted one, and healed it rejoins as replica', async () => {
+    await converged();
     const old = await masterPod();
     const pods = JSON.parse(
       await system.kubectl(['get', 'pods', '-l', 'app.kubernetes.io/component=redis', '-o', 'json']),
@@ -202,15 +231,7 @@ describe('the Helm chart with Redis Sentinel on two nodes', () => {
       // Its node keeps it (and its Sentinel): only its traffic with everything else stops.
       await isolatePod(oldPid, true);
       cutAt = Date.now();
-      promoted = await eventually(
-        async () => {
-          const now = await masterPod(witness);
-          expect(now).not.toBe(old);
-          return now;
-        },
-        60_000,
-        250,
-      );
+      promoted = await promotionFrom(old, witness);
       promotedAt = Date.now();
       // Managers and runners were connected to the old master and had no error from it: they
       // follow the promotion the Sentinels announce.
@@ -271,5 +292,5 @@ describe('the Helm chart with Redis Sentinel on two nodes', () => {
         )
       ).stdout.trim();
     await eventually(async () => expect(await probe(old)).toBe(await probe(promoted)), 30_000);
-  });
+  }, 600_000);
 });
