@@ -1,0 +1,93 @@
+// The state one VM reconcile's steps share: what was observed and planned, and what the steps
+// decided on the way (each field says which step sets it); and the I/O they write through.
+import type { KubernetesObject, V1Pod, V1Secret } from '@kubernetes/client-node';
+import type { ImportProgress } from '../../api/import-progress.js';
+import type { RunnerSnapshot } from '../../api/runner-snapshot.js';
+import type { EvictionStrategy, VirtualMachineStatus } from '../../api/virtual-machine.js';
+import type { VirtualMachineOperation } from '../../api/virtual-machine-operation.js';
+import type { KubeClients } from '../../kube/clients.js';
+import type { ObjectCache } from '../../kube/object-cache.js';
+import type { HeldAssignment } from '../../pools/assignment.js';
+import type { Logger } from '../../util/logger.js';
+import type { Observed } from './observe.js';
+import type { PipelineState } from './pipeline.js';
+import type { Plan } from './plan.js';
+import type { PolicyStop } from './run-policy.js';
+import type { RunnerPodPlan } from './runner-pods.js';
+import type { LoadBalancerState, ObservedState } from './status.js';
+import type { LoadBalancerDefaults } from './load-balancer-service.js';
+import type { Overcommit, RunnerImage } from './runner-pod.js';
+
+export interface VmReconcilerOptions {
+  clients: KubeClients;
+  /** The watches' caches: every read but of a VM's provisioning Secrets comes from here. */
+  cache: ObjectCache;
+  /** The newest generation of the VM any replica has seen (generation-marks.ts); 0 when unknown. */
+  newestGeneration?: (key: string, uid: string) => Promise<number>;
+  defaultRunnerImage: RunnerImage;
+  /** The Redis URL (with the runner's credential) runners publish to; it goes into each namespace's runner Secret. */
+  runnerRedisUrl: string;
+  overcommit?: Overcommit;
+  /** The StorageClass of new runner data claims; the default one when undefined. */
+  runnerDataStorageClass?: string;
+  /** What an eviction does to a VM without spec.evictionStrategy (default LiveMigrateIfPossible). */
+  evictionStrategy?: EvictionStrategy;
+  /** The access mode of new runner data claims (ReadWriteMany lets VMs migrate). */
+  runnerDataAccessMode?: 'ReadWriteOnce' | 'ReadWriteMany';
+  /** The manager's LoadBalancer Service setting (default: none unless a VM asks for one). */
+  loadBalancer?: LoadBalancerDefaults;
+  /** Nudge kubelet to refresh a changed config volume at once (default); off only to measure kubelet's own sync. */
+  configNudge?: boolean;
+  /** The runner's latest snapshot of a VM key (from Redis; a migration target's: `suffix`), if any. */
+  readSnapshot?: (key: string, suffix?: string) => Promise<RunnerSnapshot | undefined>;
+  /** The latest progress of a disk's import (from Redis), if any. */
+  readImportProgress?: (key: string, volume: string) => Promise<ImportProgress | undefined>;
+  logger: Logger;
+  now?: () => Date;
+}
+
+/** Writes through the manager's clients, with what a replica keeps between reconciles. */
+export interface VmIo {
+  clients: KubeClients;
+  options: VmReconcilerOptions;
+  logger: Logger;
+  now: () => Date;
+  /** Server-side applies `object` unless `current` has it already; the applied object, if written. */
+  apply<T extends KubernetesObject>(object: T, current: T | undefined): Promise<T | undefined>;
+  /** apply() for an object all the namespace's VMs need: written once when many reconciles want it. */
+  applyShared<T extends KubernetesObject>(object: T, current: T | undefined): Promise<unknown>;
+  /** Creates an operation; false when it exists already. */
+  createOperation(operation: VirtualMachineOperation): Promise<boolean>;
+  /** The VM as this replica wrote it, until its watch brings it (the next reconcile starts from it). */
+  rememberOwnWrite(vm: KubernetesObject): void;
+  /** Waits (briefly) until the cache has a newer VM than `vm`: after a status write it refused. */
+  waitForNewerVm(vm: { metadata?: { resourceVersion?: string } }): Promise<void>;
+  cache: ObjectCache;
+}
+
+export interface VmState extends PipelineState {
+  readonly seen: Observed;
+  readonly plan: Plan;
+  readonly io: VmIo;
+  /** The display Secret: the observed one, or the one the display Secret step made. */
+  displaySecret?: V1Secret;
+  /** The runner pods to have; the legacy StatefulSet step holds a new pod back. */
+  podPlan: RunnerPodPlan;
+  /** The pod that runs the guest (plan.pod). */
+  pod?: V1Pod;
+  /** Set by the load balancer step: whether the VM's Service is in place, when it wants one. */
+  loadBalancer?: LoadBalancerState;
+  /** Set by the status step: the facts it folded, and the status it wrote. */
+  observedForStatus?: ObservedState;
+  status?: VirtualMachineStatus;
+  /** The VM's resourceVersion after the last status write (guards the writes after it). */
+  resourceVersion?: string;
+  /** The status as last written (or read). */
+  statusBefore?: VirtualMachineStatus;
+  /** Set by the status step: the pool assignment the status keeps, and a release. */
+  held?: HeldAssignment;
+  /** Set by the status step: the run policy stops the VM (run-policy.ts). */
+  policyStop?: PolicyStop;
+  /** Set by the status step: a runner pod is to be made now (the status names it). */
+  creating?: boolean;
+}
