@@ -25,21 +25,21 @@ import { startControlPlane } from '../../src/devenv/control-plane.js';
 import { installCrds } from '../../src/devenv/install-crds.js';
 import { startRedis } from '../../src/devenv/redis.js';
 import { KeyQueue } from '../../src/queue/producer.js';
-import { desiredConfigMap } from '../../src/reconcilers/virtual-machine/config-map.js';
+import { desiredConfigMap } from '../../src/reconcilers/virtual-machine/runner-config/config-map.js';
 import {
   generatedDisplaySecret,
   wantsGeneratedDisplaySecret,
-} from '../../src/reconcilers/virtual-machine/display-secret.js';
+} from '../../src/reconcilers/virtual-machine/runner-config/display-secret.js';
 import { FIELD_MANAGER, vmKey } from '../../src/reconcilers/virtual-machine/naming.js';
 import {
   desiredRunnerConfig,
   renderRunnerConfig,
-} from '../../src/reconcilers/virtual-machine/runner-config.js';
+} from '../../src/reconcilers/virtual-machine/runner-config/config.js';
 import {
   desiredRunnerSecret,
   desiredRunnerServiceAccount,
-} from '../../src/reconcilers/virtual-machine/runner-identity.js';
-import { deriveStatus } from '../../src/reconcilers/virtual-machine/status.js';
+} from '../../src/reconcilers/virtual-machine/runner-config/identity.js';
+import { deriveStatus } from '../../src/reconcilers/virtual-machine/status/derive.js';
 import { createLogger } from '../../src/util/logger.js';
 import { startManagerProcess, type ManagerProcess } from '../../test/support/manager-process.js';
 import { describeCpu } from '../support/cpu-usage.js';

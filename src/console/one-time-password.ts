@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CoreV1Api, CustomObjectsApi, type V1Secret } from '@kubernetes/client-node';
 import { VirtualMachine } from '../api/virtual-machine.js';
-import { chooseDisplaySecret } from '../reconcilers/virtual-machine/display-secret.js';
+import { chooseDisplaySecret } from '../reconcilers/virtual-machine/runner-config/display-secret.js';
 import { displaySecretSelector, vmApiRef } from '../reconcilers/virtual-machine/naming.js';
 import { mergePatch } from '../kube/merge-patch.js';
 

@@ -7,7 +7,7 @@ import { makeKubeClients, readableApiError } from '../kube/clients.js';
 import { loadKubeConfig } from '../kube/config.js';
 import { TerminalError, openWorkQueue, startWorkers, type KeyHandler } from '../queue/index.js';
 import { connectRedis, RedisUrlSchema } from '../queue/connection.js';
-import { DEFAULT_OVERCOMMIT } from '../reconcilers/virtual-machine/runner-pod.js';
+import { DEFAULT_OVERCOMMIT } from '../reconcilers/virtual-machine/runner-pod/pod.js';
 import { vmKey } from '../reconcilers/virtual-machine/naming.js';
 import { createVmReconciler } from '../reconcilers/virtual-machine/reconcile.js';
 import { createOperationReconciler } from '../reconcilers/virtual-machine-operation/reconcile.js';

@@ -1,5 +1,5 @@
 // What the GUI shows of a VM and of a pool: small, flat, and only what the person may know. Pure.
-import { maximumCpus } from '../reconcilers/virtual-machine/runner-config.js';
+import { maximumCpus } from '../reconcilers/virtual-machine/runner-config/config.js';
 import type { VirtualMachine } from '../api/virtual-machine.js';
 import type { VmPool } from '../api/vm-pool.js';
 import type { Action } from './permissions.js';

@@ -3,7 +3,7 @@
 // refused with a message and changes nothing. A disk added to a running VM's spec appears in the
 // guest, one removed goes, without a restart; both outlive a restart of the managers and the VM.
 import { beforeAll, describe, expect, it } from 'vitest';
-import { attachPodName } from '../../src/reconcilers/virtual-machine/attach-pod.js';
+import { attachPodName } from '../../src/reconcilers/virtual-machine/disks/attach-pod.js';
 import { useDevBed } from '../support/beds.js';
 import { eventually } from '../support/eventually.js';
 import { testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';

@@ -12,15 +12,15 @@ import { VirtualMachine } from '../../src/api/virtual-machine.js';
 import { applyObjects } from '../../src/devenv/cluster.js';
 import { installCrds } from '../../src/devenv/install-crds.js';
 import { startRedis, type RedisServer } from '../../src/devenv/redis.js';
-import { desiredConfigMap } from '../../src/reconcilers/virtual-machine/config-map.js';
+import { desiredConfigMap } from '../../src/reconcilers/virtual-machine/runner-config/config-map.js';
 import {
   desiredRunnerConfig,
   renderRunnerConfig,
-} from '../../src/reconcilers/virtual-machine/runner-config.js';
+} from '../../src/reconcilers/virtual-machine/runner-config/config.js';
 import {
   desiredRunnerSecret,
   desiredRunnerServiceAccount,
-} from '../../src/reconcilers/virtual-machine/runner-identity.js';
+} from '../../src/reconcilers/virtual-machine/runner-config/identity.js';
 import { useClusterBed } from '../support/beds.js';
 import { testGuestManifest, type ClusterVms } from '../support/cluster-vms.js';
 import { eventually } from '../support/eventually.js';

@@ -11,8 +11,8 @@ import {
   ownerReference,
   vmLabels,
 } from '../../src/reconcilers/virtual-machine/naming.js';
-import { runnerClaims } from '../../src/reconcilers/virtual-machine/runner-claims.js';
-import { desiredRunnerPod, type RunnerImage } from '../../src/reconcilers/virtual-machine/runner-pod.js';
+import { runnerClaims } from '../../src/reconcilers/virtual-machine/disks/claims.js';
+import { desiredRunnerPod, type RunnerImage } from '../../src/reconcilers/virtual-machine/runner-pod/pod.js';
 
 export function legacyStatefulSet(
   vm: VirtualMachine,

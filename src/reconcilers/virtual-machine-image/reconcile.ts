@@ -24,10 +24,10 @@ import type { ObjectCache } from '../../kube/object-cache.js';
 import type { HandlerResult } from '../../queue/index.js';
 import type { Logger } from '../../util/logger.js';
 import { eventRecorder } from '../events.js';
-import { claimWait } from '../virtual-machine/claim-binding.js';
-import { carryOutImports } from '../virtual-machine/disk-import-writes.js';
-import { planImports, type ImportDisk } from '../virtual-machine/disk-imports.js';
-import { importerPod } from '../virtual-machine/importer-pod.js';
+import { claimWait } from '../virtual-machine/disks/claim-binding.js';
+import { carryOutImports } from '../virtual-machine/disks/import-writes.js';
+import { planImports, type ImportDisk } from '../virtual-machine/disks/imports.js';
+import { importerPod } from '../virtual-machine/disks/importer-pod.js';
 import {
   IMPORTED_ANNOTATION,
   IMPORT_SOURCE_ANNOTATION,
@@ -35,8 +35,8 @@ import {
   ownerReference,
   sourceDigest,
 } from '../virtual-machine/naming.js';
-import type { RunnerClaim } from '../virtual-machine/runner-claims.js';
-import type { RunnerImage } from '../virtual-machine/runner-pod.js';
+import type { RunnerClaim } from '../virtual-machine/disks/claims.js';
+import type { RunnerImage } from '../virtual-machine/runner-pod/pod.js';
 
 /** The volume name an image's import goes by (its progress key, its pod's label). */
 const VOLUME = 'image';

@@ -13,7 +13,7 @@ import {
 } from '../../api/virtual-machine.js';
 import { canTakeVms, type NodeFacts } from '../virtual-machine/node-facts.js';
 import { ownerReference } from '../virtual-machine/naming.js';
-import { FORCED_GRACE_SECONDS } from '../virtual-machine/runner-pod.js';
+import { FORCED_GRACE_SECONDS } from '../virtual-machine/runner-pod/pod.js';
 import { kubeTime } from '../../kube/time.js';
 
 /** On an operation: the VM it is for (to list a VM's operations). */

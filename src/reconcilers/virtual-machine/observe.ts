@@ -24,10 +24,10 @@ import { readOptional, type KubeClients } from '../../kube/clients.js';
 import type { ObjectCache } from '../../kube/object-cache.js';
 import type { HandlerResult } from '../../queue/index.js';
 import type { Logger } from '../../util/logger.js';
-import { isAttachPod } from './attach-pod.js';
-import { defaultStorageClass, type StorageClasses } from './claim-binding.js';
-import { chooseDisplaySecret } from './display-secret.js';
-import { isImporterPod } from './importer-pod.js';
+import { isAttachPod } from './disks/attach-pod.js';
+import { defaultStorageClass, type StorageClasses } from './disks/claim-binding.js';
+import { chooseDisplaySecret } from './runner-config/display-secret.js';
+import { isImporterPod } from './disks/importer-pod.js';
 import { snapshotSuffixOfPod } from './migration/target.js';
 import {
   APP_NAME,
@@ -38,10 +38,10 @@ import {
   displaySecretLabels,
 } from './naming.js';
 import { nodeFacts, type NodeFacts } from './node-facts.js';
-import { provisioningSecretNames } from './provisioning-secrets.js';
-import { planRunnerPods } from './runner-pods.js';
-import { RUNNER_SECRET, RUNNER_SERVICE_ACCOUNT } from './runner-identity.js';
-import { migrationSecretName } from './runner-pod.js';
+import { provisioningSecretNames } from './runner-config/provisioning-secrets.js';
+import { planRunnerPods } from './runner-pod/plan.js';
+import { RUNNER_SECRET, RUNNER_SERVICE_ACCOUNT } from './runner-config/identity.js';
+import { migrationSecretName } from './runner-pod/pod.js';
 
 /** How long a reconcile waits for a cache behind a seen change, and when it tries again. */
 export const STALE_CACHE = { waitMs: 1_000, pollMs: 10, retryMs: 500, attempts: 3 };

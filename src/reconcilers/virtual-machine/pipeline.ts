@@ -1,4 +1,4 @@
-// The VM reconcile as named steps in a fixed order (steps/index.ts), after Deckhouse's VM
+// The VM reconcile as named steps in a fixed order (steps.ts), after Deckhouse's VM
 // controller: one state object, each step owns one concern and says what it wrote, which Events it
 // has to tell, and when to look again; the pipeline merges that. No framework: a loop.
 import type { HandlerResult } from '../../queue/index.js';

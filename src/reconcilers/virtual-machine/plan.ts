@@ -4,25 +4,25 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import type { RunnerSnapshot } from '../../api/runner-snapshot.js';
 import type { VirtualMachine } from '../../api/virtual-machine.js';
-import { claimWait, claimWaitMessage, type ClaimWait } from './claim-binding.js';
-import { planDiskAttachments, withAttachments, type DiskAttachments } from './disk-attachments.js';
-import { planDiskImports, type DiskImports } from './disk-imports.js';
-import { planDiskSizes, type DiskSizes } from './disk-sizes.js';
-import { generatedDisplaySecretName, wantsGeneratedDisplaySecret } from './display-secret.js';
+import { claimWait, claimWaitMessage, type ClaimWait } from './disks/claim-binding.js';
+import { planDiskAttachments, withAttachments, type DiskAttachments } from './disks/attachments.js';
+import { planDiskImports, type DiskImports } from './disks/imports.js';
+import { planDiskSizes, type DiskSizes } from './disks/sizes.js';
+import { generatedDisplaySecretName, wantsGeneratedDisplaySecret } from './runner-config/display-secret.js';
 import { migratability, type Migratability } from './migration/migratable.js';
 import { planMigration, type MigrationPlan } from './migration/plan.js';
 import { readVmMigrationRequest } from './migration/request.js';
 import type { Observed } from './observe.js';
-import { provisioningSecretErrors } from './provisioning-secrets.js';
-import { runnerClaims, type RunnerClaim, type RunnerClaimOptions } from './runner-claims.js';
+import { provisioningSecretErrors } from './runner-config/provisioning-secrets.js';
+import { runnerClaims, type RunnerClaim, type RunnerClaimOptions } from './disks/claims.js';
 import {
   desiredRunnerConfig,
   maximumCpus,
   renderRunnerConfig,
   type RenderedRunnerConfig,
-} from './runner-config.js';
-import { planRunnerPods, type RunnerPodPlan } from './runner-pods.js';
-import { currentSnapshot } from './status.js';
+} from './runner-config/config.js';
+import { planRunnerPods, type RunnerPodPlan } from './runner-pod/plan.js';
+import { currentSnapshot } from './status/derive.js';
 
 export interface Plan {
   claims: RunnerClaim[];
@@ -87,7 +87,7 @@ export function planVm(seen: Observed, options: RunnerClaimOptions): Plan {
     hasKeySecret: seen.owned.hasMigrationKeys,
   });
   diskSizes.statuses = withAttachments(diskSizes.statuses, attachments, seen.claims);
-  // A generated display Secret is made before anything reads this (steps/display-secret.ts).
+  // A generated display Secret is made before anything reads this (runner-config/display-secret-step.ts).
   const displaySecretName =
     seen.displaySecret?.metadata?.name ??
     (wantsGeneratedDisplaySecret(vm) ? generatedDisplaySecretName(vm.metadata.name) : undefined);
@@ -118,7 +118,7 @@ export function planVm(seen: Observed, options: RunnerClaimOptions): Plan {
 
 /**
  * The VM's runner pods. A runner pod waits for its claims, made first and then bound
- * (claim-binding.ts), and for its disks' imports: it never boots a half-written disk.
+ * (disks/claim-binding.ts), and for its disks' imports: it never boots a half-written disk.
  */
 function planPods(seen: Observed, claims: RunnerClaim[], imports: DiskImports) {
   let podPlan = planRunnerPods({

@@ -1,5 +1,5 @@
 // The idempotent reconcile of one VirtualMachine key: observe (observe.ts), plan (plan.ts), then
-// the named steps in their order (steps/index.ts), and report. This file keeps what a replica
+// the named steps in their order (steps.ts), and report. This file keeps what a replica
 // holds between reconciles: its own newest writes of VMs, and writes shared by many reconciles.
 import { PatchStrategy, type KubernetesObject } from '@kubernetes/client-node';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -13,8 +13,8 @@ import { FIELD_MANAGER, parseVmKey } from './naming.js';
 import { observeVm, STALE_CACHE } from './observe.js';
 import { runSteps, STATUS_CONFLICT, type ReconcileEnd } from './pipeline.js';
 import { planVm } from './plan.js';
-import { rejectionMessage } from './status.js';
-import { VM_STEPS } from './steps/index.js';
+import { rejectionMessage } from './status/derive.js';
+import { VM_STEPS } from './steps.js';
 import type { VmIo, VmReconcilerOptions, VmState } from './vm-state.js';
 
 export type { VmReconcilerOptions } from './vm-state.js';

@@ -12,11 +12,11 @@ import type { Logger } from '../../util/logger.js';
 import type { Observed } from './observe.js';
 import type { PipelineState } from './pipeline.js';
 import type { Plan } from './plan.js';
-import type { PolicyStop } from './run-policy.js';
-import type { RunnerPodPlan } from './runner-pods.js';
-import type { LoadBalancerState, ObservedState } from './status.js';
-import type { LoadBalancerDefaults } from './load-balancer-service.js';
-import type { Overcommit, RunnerImage } from './runner-pod.js';
+import type { PolicyStop } from './lifecycle/run-policy.js';
+import type { RunnerPodPlan } from './runner-pod/plan.js';
+import type { LoadBalancerState, ObservedState } from './status/derive.js';
+import type { LoadBalancerDefaults } from './load-balancer/service.js';
+import type { Overcommit, RunnerImage } from './runner-pod/pod.js';
 
 export interface VmReconcilerOptions {
   clients: KubeClients;
@@ -86,7 +86,7 @@ export interface VmState extends PipelineState {
   statusBefore?: VirtualMachineStatus;
   /** Set by the status step: the pool assignment the status keeps, and a release. */
   held?: HeldAssignment;
-  /** Set by the status step: the run policy stops the VM (run-policy.ts). */
+  /** Set by the status step: the run policy stops the VM (lifecycle/run-policy.ts). */
   policyStop?: PolicyStop;
   /** Set by the status step: a runner pod is to be made now (the status names it). */
   creating?: boolean;

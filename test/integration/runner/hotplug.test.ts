@@ -25,7 +25,7 @@ import {
 const DISK_BYTES = 24 * MiB;
 const TAG = 'vmop-hotplug-disk';
 
-/** qemu-nbd as the helper pod runs it (attach-pod.ts), on this machine's loopback. */
+/** qemu-nbd as the helper pod runs it (disks/attach-pod.ts), on this machine's loopback. */
 async function exportDisk(file: string, keysDir: string, port: number): Promise<ChildProcess> {
   const nbd = spawn(
     'qemu-nbd',

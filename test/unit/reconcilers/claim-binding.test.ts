@@ -5,7 +5,7 @@ import {
   claimWaitMessage,
   defaultStorageClass,
   type StorageClasses,
-} from '../../../src/reconcilers/virtual-machine/claim-binding.js';
+} from '../../../src/reconcilers/virtual-machine/disks/claim-binding.js';
 
 const storageClass = (name: string, mode?: string, isDefault = false): V1StorageClass => ({
   metadata: {

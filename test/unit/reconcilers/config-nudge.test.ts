@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { RunnerSnapshot } from '../../../src/api/runner-snapshot.js';
-import { MAX_RENUDGES, nudgeDecision } from '../../../src/reconcilers/virtual-machine/config-nudge.js';
+import { MAX_RENUDGES, nudgeDecision } from '../../../src/reconcilers/virtual-machine/runner-config/nudge.js';
 
 const now = new Date('2026-01-01T00:00:10Z');
 const pod = (annotations: Record<string, string> = {}, phase = 'Running'): V1Pod => ({

@@ -2,15 +2,15 @@ import type { V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import type { RunnerSnapshot } from '../../../src/api/runner-snapshot.js';
 import { VirtualMachine } from '../../../src/api/virtual-machine.js';
-import { desiredAttachPod } from '../../../src/reconcilers/virtual-machine/attach-pod.js';
+import { desiredAttachPod } from '../../../src/reconcilers/virtual-machine/disks/attach-pod.js';
 import {
   attachmentEvents,
   planDiskAttachments,
   withAttachments,
-} from '../../../src/reconcilers/virtual-machine/disk-attachments.js';
-import { desiredRunnerConfig } from '../../../src/reconcilers/virtual-machine/runner-config.js';
-import { runnerClaims } from '../../../src/reconcilers/virtual-machine/runner-claims.js';
-import { desiredRunnerPod } from '../../../src/reconcilers/virtual-machine/runner-pod.js';
+} from '../../../src/reconcilers/virtual-machine/disks/attachments.js';
+import { desiredRunnerConfig } from '../../../src/reconcilers/virtual-machine/runner-config/config.js';
+import { runnerClaims } from '../../../src/reconcilers/virtual-machine/disks/claims.js';
+import { desiredRunnerPod } from '../../../src/reconcilers/virtual-machine/runner-pod/pod.js';
 import { LABEL_VOLUME } from '../../../src/reconcilers/virtual-machine/naming.js';
 
 const disk = (name: string) => ({

@@ -3,14 +3,14 @@ import { describe, expect, it } from 'vitest';
 import type { ImportProgress } from '../../../src/api/import-progress.js';
 import { VirtualMachine } from '../../../src/api/virtual-machine.js';
 import { VirtualMachineImage } from '../../../src/api/virtual-machine-image.js';
-import { planDiskImports } from '../../../src/reconcilers/virtual-machine/disk-imports.js';
-import { desiredImporterPod } from '../../../src/reconcilers/virtual-machine/importer-pod.js';
+import { planDiskImports } from '../../../src/reconcilers/virtual-machine/disks/imports.js';
+import { desiredImporterPod } from '../../../src/reconcilers/virtual-machine/disks/importer-pod.js';
 import {
   IMPORTED_ANNOTATION,
   IMPORT_SOURCE_ANNOTATION,
   sourceDigest,
 } from '../../../src/reconcilers/virtual-machine/naming.js';
-import { runnerClaims } from '../../../src/reconcilers/virtual-machine/runner-claims.js';
+import { runnerClaims } from '../../../src/reconcilers/virtual-machine/disks/claims.js';
 
 const URL = 'http://images.example/guest.qcow2';
 const source = { http: { url: URL } };

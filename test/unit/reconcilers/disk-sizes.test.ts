@@ -1,8 +1,8 @@
 import type { V1PersistentVolumeClaim, V1StorageClass } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { VirtualMachine } from '../../../src/api/virtual-machine.js';
-import { planDiskSizes } from '../../../src/reconcilers/virtual-machine/disk-sizes.js';
-import { runnerClaims } from '../../../src/reconcilers/virtual-machine/runner-claims.js';
+import { planDiskSizes } from '../../../src/reconcilers/virtual-machine/disks/sizes.js';
+import { runnerClaims } from '../../../src/reconcilers/virtual-machine/disks/claims.js';
 
 /** A VM with one disk of `size` on `storageClassName`. */
 function vmWithDisk(size: string, storageClassName = 'expandable') {

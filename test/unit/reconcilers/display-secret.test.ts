@@ -6,7 +6,7 @@ import {
   chooseDisplaySecret,
   generatedDisplaySecret,
   wantsGeneratedDisplaySecret,
-} from '../../../src/reconcilers/virtual-machine/display-secret.js';
+} from '../../../src/reconcilers/virtual-machine/runner-config/display-secret.js';
 
 const seed = parse(readFileSync('examples/local-path-test-vm.yaml', 'utf8'));
 const vmWith = (display: unknown, state = 'Running') =>

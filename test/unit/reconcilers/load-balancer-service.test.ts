@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { VirtualMachine } from '../../../src/api/virtual-machine.js';
-import { desiredLoadBalancerService } from '../../../src/reconcilers/virtual-machine/load-balancer-service.js';
+import { desiredLoadBalancerService } from '../../../src/reconcilers/virtual-machine/load-balancer/service.js';
 
 const seed = parse(readFileSync('examples/local-path-test-vm.yaml', 'utf8'));
 const vm = (loadBalancerService?: unknown, spice: unknown = { port: 5910 }) =>

@@ -10,8 +10,8 @@ import {
 import { MIGRATE_ANNOTATION } from '../../../src/reconcilers/virtual-machine/migration/request.js';
 import { isMigrationTarget } from '../../../src/reconcilers/virtual-machine/migration/target.js';
 import { nodeFacts } from '../../../src/reconcilers/virtual-machine/node-facts.js';
-import { desiredRunnerPod } from '../../../src/reconcilers/virtual-machine/runner-pod.js';
-import { runnerClaims } from '../../../src/reconcilers/virtual-machine/runner-claims.js';
+import { desiredRunnerPod } from '../../../src/reconcilers/virtual-machine/runner-pod/pod.js';
+import { runnerClaims } from '../../../src/reconcilers/virtual-machine/disks/claims.js';
 import { MIGRATION_ANNOTATION } from '../../../src/runner/migration/request.js';
 import { statusPatch } from '../../../src/kube/merge-patch.js';
 

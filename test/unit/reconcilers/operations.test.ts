@@ -14,7 +14,7 @@ import {
   signalFor,
   supersedes,
 } from '../../../src/reconcilers/virtual-machine-operation/operations.js';
-import { stopGraceSeconds } from '../../../src/reconcilers/virtual-machine/runner-pod.js';
+import { stopGraceSeconds } from '../../../src/reconcilers/virtual-machine/runner-pod/pod.js';
 
 const seed = parse(readFileSync('examples/local-path-test-vm.yaml', 'utf8'));
 

@@ -7,7 +7,7 @@ import { POD_SPEC_ANNOTATION } from '../../../src/reconcilers/virtual-machine/na
 import {
   podSpecOfVm,
   restartAwaitingChanges,
-} from '../../../src/reconcilers/virtual-machine/restart-awaiting.js';
+} from '../../../src/reconcilers/virtual-machine/lifecycle/restart-awaiting.js';
 
 const seed = parse(readFileSync('examples/local-path-test-vm.yaml', 'utf8'));
 const vmWith = (spec: Record<string, unknown> = {}) =>

@@ -8,7 +8,7 @@ import {
   type VirtualMachineStatus,
 } from '../../../src/api/virtual-machine.js';
 import { OPERATION_ANNOTATION } from '../../../src/reconcilers/virtual-machine/naming.js';
-import { afterQemuEnds, policyStop } from '../../../src/reconcilers/virtual-machine/run-policy.js';
+import { afterQemuEnds, policyStop } from '../../../src/reconcilers/virtual-machine/lifecycle/run-policy.js';
 
 const seed = parse(readFileSync('examples/local-path-test-vm.yaml', 'utf8'));
 const runningStatus: VirtualMachineStatus = {

@@ -2,7 +2,10 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { VirtualMachine } from '../../../src/api/virtual-machine.js';
 import { nodeFacts } from '../../../src/reconcilers/virtual-machine/node-facts.js';
-import { planRunnerPods, type RunnerPodFacts } from '../../../src/reconcilers/virtual-machine/runner-pods.js';
+import {
+  planRunnerPods,
+  type RunnerPodFacts,
+} from '../../../src/reconcilers/virtual-machine/runner-pod/plan.js';
 
 const readyNode = { status: { conditions: [{ type: 'Ready', status: 'True' }] } };
 /** Every node is up, unless `nodes` says otherwise. */

@@ -9,8 +9,8 @@ import {
   nextStartFailure,
   startBackoffSeconds,
   startRetryInMs,
-} from '../../../src/reconcilers/virtual-machine/start-backoff.js';
-import { deriveStatus } from '../../../src/reconcilers/virtual-machine/status.js';
+} from '../../../src/reconcilers/virtual-machine/lifecycle/start-backoff.js';
+import { deriveStatus } from '../../../src/reconcilers/virtual-machine/status/derive.js';
 
 const seed = parse(readFileSync('examples/local-path-test-vm.yaml', 'utf8'));
 const now = new Date('2026-11-23T10:00:00Z');

@@ -3,23 +3,23 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { parseRunnerConfig } from '../../../src/api/runner-config.js';
 import { VirtualMachine } from '../../../src/api/virtual-machine.js';
-import { desiredConfigMap } from '../../../src/reconcilers/virtual-machine/config-map.js';
+import { desiredConfigMap } from '../../../src/reconcilers/virtual-machine/runner-config/config-map.js';
 import {
   desiredRunnerConfig,
   renderRunnerConfig,
   validateRunnerConfig,
-} from '../../../src/reconcilers/virtual-machine/runner-config.js';
+} from '../../../src/reconcilers/virtual-machine/runner-config/config.js';
 import {
   desiredRunnerPod,
   type RunnerPodOptions,
-} from '../../../src/reconcilers/virtual-machine/runner-pod.js';
-import { runnerClaims } from '../../../src/reconcilers/virtual-machine/runner-claims.js';
+} from '../../../src/reconcilers/virtual-machine/runner-pod/pod.js';
+import { runnerClaims } from '../../../src/reconcilers/virtual-machine/disks/claims.js';
 import {
   CLOUD_INIT_SECRET_DIR,
   SYSPREP_SECRET_DIR,
 } from '../../../src/reconcilers/virtual-machine/naming.js';
-import { provisioningSecretErrors } from '../../../src/reconcilers/virtual-machine/provisioning-secrets.js';
-import { deriveStatus } from '../../../src/reconcilers/virtual-machine/status.js';
+import { provisioningSecretErrors } from '../../../src/reconcilers/virtual-machine/runner-config/provisioning-secrets.js';
+import { deriveStatus } from '../../../src/reconcilers/virtual-machine/status/derive.js';
 
 const seed = parse(readFileSync('examples/local-path-test-vm.yaml', 'utf8'));
 

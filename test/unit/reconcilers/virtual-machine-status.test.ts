@@ -4,7 +4,7 @@ import { parse } from 'yaml';
 import { formatBytes } from '../../../src/api/runner-config.js';
 import type { RunnerSnapshot } from '../../../src/api/runner-snapshot.js';
 import { VirtualMachine, type VirtualMachineStatus } from '../../../src/api/virtual-machine.js';
-import { deriveStatus, transitionEvents } from '../../../src/reconcilers/virtual-machine/status.js';
+import { deriveStatus, transitionEvents } from '../../../src/reconcilers/virtual-machine/status/derive.js';
 
 const now = new Date('2026-01-01T00:00:00Z');
 const seed = parse(readFileSync('examples/local-path-test-vm.yaml', 'utf8'));

@@ -10,7 +10,7 @@ import { API_VERSION, type EvictionStrategy, type VirtualMachine } from '../../.
 import { OPERATION_VM_LABEL } from '../../virtual-machine-operation/operations.js';
 import { LABEL_COMPONENT, OPERATION_ANNOTATION, ownerReference, vmLabels } from '../naming.js';
 import type { NodeFacts } from '../node-facts.js';
-import { RUNNER_COMPONENT } from '../runner-pod.js';
+import { RUNNER_COMPONENT } from '../runner-pod/pod.js';
 import type { Migratability } from './migratable.js';
 
 /**

@@ -5,8 +5,8 @@
 import type { V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
 import type { VirtualMachine } from '../../../api/virtual-machine.js';
 import { IMAGE_REPOSITORY_DIR, RUNNER_DATA_CLAIM, diskVolumeName } from '../naming.js';
-import { runnerPodDisks } from '../runner-pod-facts.js';
-import { POD_INFO_VOLUME } from '../runner-pod.js';
+import { runnerPodDisks } from '../runner-pod/facts.js';
+import { POD_INFO_VOLUME } from '../runner-pod/pod.js';
 
 export interface Migratability {
   migratable: boolean;

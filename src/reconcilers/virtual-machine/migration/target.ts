@@ -12,7 +12,7 @@ import type {
 import { SNAPSHOT_SUFFIX_ENV, snapshotSuffixOf } from '../../../api/runner-snapshot.js';
 import { MIGRATION_ANNOTATION, type MigrationRequest } from '../../../runner/migration/request.js';
 import { POD_SPEC_ANNOTATION } from '../naming.js';
-import { claimNames } from '../runner-claims.js';
+import { claimNames } from '../disks/claims.js';
 import { LABEL_MIGRATION } from './request.js';
 
 export const HOSTNAME_LABEL = 'kubernetes.io/hostname';

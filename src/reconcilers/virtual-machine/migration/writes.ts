@@ -7,7 +7,7 @@ import { deletePodByUid, isConflict, isNotFound, type KubeClients } from '../../
 import type { ObjectCache } from '../../../kube/object-cache.js';
 import type { VirtualMachine } from '../../../api/virtual-machine.js';
 import { LABEL_COMPONENT, ownerReference, vmLabels } from '../naming.js';
-import { migrationSecretName } from '../runner-pod.js';
+import { migrationSecretName } from '../runner-pod/pod.js';
 import type { MigrationPlan } from './plan.js';
 import { LABEL_MIGRATION } from './request.js';
 import { migrationAnnotation } from './target.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { assignmentStep } from '../../../../src/reconcilers/virtual-machine/steps/assignment.js';
+import { assignmentStep } from '../../../../src/reconcilers/virtual-machine/status/assignment-step.js';
 import { callNames, testVm, vmState } from './vm-state-fixture.js';
 
 const assignment = { pool: 'desks', user: 'alice', lastUsed: '2026-11-27T10:00:00Z' };

@@ -5,7 +5,7 @@ import {
   diskExpansionStep,
   diskImportsStep,
   runnerClaimsStep,
-} from '../../../../src/reconcilers/virtual-machine/steps/disks.js';
+} from '../../../../src/reconcilers/virtual-machine/disks/steps.js';
 import { callNames, testVm, vmState } from './vm-state-fixture.js';
 
 const immediate = { metadata: { name: 'fast' }, provisioner: 'x', volumeBindingMode: 'Immediate' };

@@ -1,6 +1,6 @@
 import { ApiException } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { displaySecretStep } from '../../../../src/reconcilers/virtual-machine/steps/display-secret.js';
+import { displaySecretStep } from '../../../../src/reconcilers/virtual-machine/runner-config/display-secret-step.js';
 import { callNames, testVm, vmState } from './vm-state-fixture.js';
 
 const spice = { display: { spice: { port: 5930, generateSecret: true } } };

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { nodeFacts } from '../../../../src/reconcilers/virtual-machine/node-facts.js';
-import { evictionStep } from '../../../../src/reconcilers/virtual-machine/steps/eviction.js';
+import { evictionStep } from '../../../../src/reconcilers/virtual-machine/migration/eviction-step.js';
 import { callNames, runningPod, testVm, vmState } from './vm-state-fixture.js';
 
 const ready = { status: { conditions: [{ type: 'Ready', status: 'True' }] } };

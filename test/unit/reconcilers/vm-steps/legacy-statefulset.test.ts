@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { legacyStatefulSetStep } from '../../../../src/reconcilers/virtual-machine/steps/legacy-statefulset.js';
+import { legacyStatefulSetStep } from '../../../../src/reconcilers/virtual-machine/runner-pod/legacy-statefulset-step.js';
 import { callNames, vmState } from './vm-state-fixture.js';
 
 describe('step: StatefulSet of vmop 0.1', () => {

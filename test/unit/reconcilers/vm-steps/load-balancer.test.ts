@@ -1,6 +1,6 @@
 import { ApiException } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { loadBalancerStep } from '../../../../src/reconcilers/virtual-machine/steps/load-balancer.js';
+import { loadBalancerStep } from '../../../../src/reconcilers/virtual-machine/load-balancer/step.js';
 import { callNames, testVm, vmState } from './vm-state-fixture.js';
 
 // A SPICE VM under a manager whose VMs get one by default.

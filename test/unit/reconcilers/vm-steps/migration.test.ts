@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { migrationStep } from '../../../../src/reconcilers/virtual-machine/steps/migration.js';
+import { migrationStep } from '../../../../src/reconcilers/virtual-machine/migration/step.js';
 import { callNames, runningPod, vmState } from './vm-state-fixture.js';
 
 describe('step: migration', () => {

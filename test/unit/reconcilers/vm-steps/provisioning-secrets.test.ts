@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { provisioningSecretsStep } from '../../../../src/reconcilers/virtual-machine/steps/provisioning-secrets.js';
+import { provisioningSecretsStep } from '../../../../src/reconcilers/virtual-machine/runner-config/provisioning-secrets-step.js';
 import { testVm, vmState } from './vm-state-fixture.js';
 
 describe('step: provisioning Secrets', () => {

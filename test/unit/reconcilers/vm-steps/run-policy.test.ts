@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { runPolicyStep } from '../../../../src/reconcilers/virtual-machine/steps/run-policy.js';
+import { runPolicyStep } from '../../../../src/reconcilers/virtual-machine/lifecycle/run-policy-step.js';
 import { callNames, testVm, vmState } from './vm-state-fixture.js';
 
 describe('step: run policy', () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { CONFIG_VERSION_ANNOTATION } from '../../../../src/reconcilers/virtual-machine/naming.js';
-import { runnerConfigStep } from '../../../../src/reconcilers/virtual-machine/steps/runner-config.js';
+import { runnerConfigStep } from '../../../../src/reconcilers/virtual-machine/runner-config/step.js';
 import { callNames, runningPod, testVm, vmState } from './vm-state-fixture.js';
 
 const vmRunningIn = (pod = runningPod()) => ({

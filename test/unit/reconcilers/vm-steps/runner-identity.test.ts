@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { runnerIdentityStep } from '../../../../src/reconcilers/virtual-machine/steps/runner-identity.js';
+import { runnerIdentityStep } from '../../../../src/reconcilers/virtual-machine/runner-config/identity-step.js';
 import { callNames, vmState } from './vm-state-fixture.js';
 
 describe('step: runner identity', () => {

@@ -1,7 +1,7 @@
 import { ApiException } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { runnerPodCreationStep } from '../../../../src/reconcilers/virtual-machine/steps/runner-pod-creation.js';
-import { statusStep } from '../../../../src/reconcilers/virtual-machine/steps/status.js';
+import { runnerPodCreationStep } from '../../../../src/reconcilers/virtual-machine/runner-pod/creation-step.js';
+import { statusStep } from '../../../../src/reconcilers/virtual-machine/status/step.js';
 import { callNames, testVm, vmState } from './vm-state-fixture.js';
 
 describe('step: runner pod creation', () => {

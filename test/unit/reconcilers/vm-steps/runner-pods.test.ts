@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { runnerPodsStep } from '../../../../src/reconcilers/virtual-machine/steps/runner-pods.js';
+import { runnerPodsStep } from '../../../../src/reconcilers/virtual-machine/runner-pod/step.js';
 import { callNames, runningPod, testVm, vmState } from './vm-state-fixture.js';
 
 const pods = (...runner: ReturnType<typeof runningPod>[]) => ({ runner, importer: [], attach: [] });

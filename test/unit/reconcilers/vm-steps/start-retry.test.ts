@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { RunnerSnapshot } from '../../../../src/api/runner-snapshot.js';
-import { startRetryStep } from '../../../../src/reconcilers/virtual-machine/steps/start-retry.js';
+import { startRetryStep } from '../../../../src/reconcilers/virtual-machine/lifecycle/start-retry-step.js';
 import { callNames, NOW, runningPod, testVm, vmState } from './vm-state-fixture.js';
 
 /** A VM whose runner in pod `vm` failed to start, its back-off ending at `retryAfter`. */

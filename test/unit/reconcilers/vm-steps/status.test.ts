@@ -1,7 +1,7 @@
 import { ApiException } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { STATUS_CONFLICT } from '../../../../src/reconcilers/virtual-machine/pipeline.js';
-import { statusStep } from '../../../../src/reconcilers/virtual-machine/steps/status.js';
+import { statusStep } from '../../../../src/reconcilers/virtual-machine/status/step.js';
 import { callNames, testVm, vmState } from './vm-state-fixture.js';
 
 describe('step: status', () => {

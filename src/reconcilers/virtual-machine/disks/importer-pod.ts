@@ -1,0 +1,124 @@
+// The pod that imports a disk's source into its claim (pure): `vmop import` from the runner image
+// (it has qemu-img and xz), the claim as a raw block device, no privileges, no Kubernetes API
+// access; progress goes to Redis with the runner credential, the outcome into its termination
+// message. It never restarts itself: the manager decides what a failed or lost import means.
+import type { V1OwnerReference, V1Pod, V1PodSpec } from '@kubernetes/client-node';
+import type { DiskSource, VirtualMachine } from '../../../api/virtual-machine.js';
+import type { ImportDisk } from './imports.js';
+import {
+  IMPORT_SOURCE_ANNOTATION,
+  LABEL_COMPONENT,
+  LABEL_VOLUME,
+  ownerReference,
+  sourceDigest,
+  vmKey,
+  vmLabels,
+} from '../naming.js';
+import { RUNNER_REDIS_URL_KEY, RUNNER_SECRET, RUNNER_SERVICE_ACCOUNT } from '../runner-config/identity.js';
+import type { RunnerImage } from '../runner-pod/pod.js';
+
+export const IMPORTER_COMPONENT = 'disk-importer';
+
+const DEVICE = '/dev/vmop-disk';
+const SCRATCH_DIR = '/scratch';
+/** A `pvc` source's claim, read-only. */
+const SOURCE_DEVICE = '/dev/vmop-source';
+
+export const importerPodName = (vmName: string, volume: string) => `${vmName}-import-${volume}`;
+
+export const isImporterPod = (pod: V1Pod) => pod.metadata?.labels?.[LABEL_COMPONENT] === IMPORTER_COMPONENT;
+
+/** Whose import it is: a VM's disk, or an image. */
+export interface ImportOwner {
+  podName: string;
+  namespace: string;
+  labels: Record<string, string>;
+  ownerReference: V1OwnerReference;
+  /** The work-queue key its progress is sent for. */
+  key: string;
+  /** Where it may run (a VM's placement). */
+  placement?: Pick<V1PodSpec, 'nodeName' | 'nodeSelector' | 'affinity' | 'tolerations'>;
+}
+
+export function desiredImporterPod(vm: VirtualMachine, disk: ImportDisk, image: RunnerImage): V1Pod {
+  const { name, namespace } = vm.metadata;
+  const { spec } = vm;
+  return importerPod(
+    {
+      podName: importerPodName(name, disk.volume),
+      namespace: namespace!,
+      labels: vmLabels(name),
+      ownerReference: ownerReference(vm),
+      key: vmKey(namespace!, name),
+      // Where the VM may run: a node-local claim binds where its first pod (this one) runs.
+      placement: {
+        ...(spec.nodeName && { nodeName: spec.nodeName }),
+        ...(spec.nodeSelector && { nodeSelector: spec.nodeSelector }),
+        ...(spec.affinity && { affinity: spec.affinity as never }),
+        ...(spec.tolerations && { tolerations: spec.tolerations }),
+      },
+    },
+    disk,
+    image,
+  );
+}
+
+export function importerPod(owner: ImportOwner, disk: ImportDisk, image: RunnerImage): V1Pod {
+  const { http, registry, pvc }: DiskSource = disk.copyFrom ?? disk.source;
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name: owner.podName,
+      namespace: owner.namespace,
+      labels: { ...owner.labels, [LABEL_COMPONENT]: IMPORTER_COMPONENT, [LABEL_VOLUME]: disk.volume },
+      annotations: { [IMPORT_SOURCE_ANNOTATION]: sourceDigest(disk.source) },
+      ownerReferences: [owner.ownerReference],
+    },
+    spec: {
+      containers: [
+        {
+          name: 'importer',
+          image: image.image,
+          ...(image.pullPolicy && { imagePullPolicy: image.pullPolicy }),
+          args: [
+            'import',
+            ...(http ? ['--url', http.url, ...(http.sha256 ? ['--sha256', http.sha256] : [])] : []),
+            ...(registry ? ['--image', registry.image, ...(registry.insecure ? ['--insecure'] : [])] : []),
+            ...(pvc ? ['--pvc', pvc.name, '--source-device', SOURCE_DEVICE] : []),
+            ...['--target', DEVICE, '--scratch', SCRATCH_DIR, '--volume', disk.volume],
+          ],
+          env: [
+            { name: 'VMOP_VM_KEY', value: owner.key },
+            { name: 'VMOP_POD_UID', valueFrom: { fieldRef: { fieldPath: 'metadata.uid' } } },
+            {
+              name: 'VMOP_REDIS_URL',
+              valueFrom: { secretKeyRef: { name: RUNNER_SECRET, key: RUNNER_REDIS_URL_KEY } },
+            },
+          ],
+          volumeDevices: [
+            { name: 'disk', devicePath: DEVICE },
+            ...(pvc ? [{ name: 'source', devicePath: SOURCE_DEVICE }] : []),
+          ],
+          volumeMounts: [{ name: 'scratch', mountPath: SCRATCH_DIR }],
+          securityContext: {
+            allowPrivilegeEscalation: false,
+            readOnlyRootFilesystem: true,
+            capabilities: { drop: ['ALL'] },
+          },
+          resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '512Mi' } },
+        },
+      ],
+      restartPolicy: 'Never',
+      volumes: [
+        { name: 'disk', persistentVolumeClaim: { claimName: disk.claimName } },
+        { name: 'scratch', emptyDir: {} },
+        ...(pvc ? [{ name: 'source', persistentVolumeClaim: { claimName: pvc.name, readOnly: true } }] : []),
+      ],
+      serviceAccountName: RUNNER_SERVICE_ACCOUNT,
+      automountServiceAccountToken: false,
+      enableServiceLinks: false,
+      ...owner.placement,
+    },
+  };
+}

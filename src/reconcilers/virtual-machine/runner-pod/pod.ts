@@ -1,0 +1,232 @@
+// The runner pod of a VM (pure), as vmop makes it: one container running `vmop runner` with the
+// VM's config, its claims, the display and provisioning Secrets, and the namespace's image
+// repository. vmop makes and deletes these pods itself (VM-Operator has since 3.4), so a VM can have
+// two of them for a live migration; a pod is never changed after it was made, but for its metadata.
+import type { V1EnvVar, V1Pod, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
+import type { VirtualMachine } from '../../../api/virtual-machine.js';
+import type { VirtualMachineOperation } from '../../../api/virtual-machine-operation.js';
+import { parseMemorySize } from '../../../api/runner-config.js';
+import {
+  CLOUD_INIT_SECRET_DIR,
+  CONFIG_DIR,
+  DATA_DIR,
+  DISPLAY_SECRET_DIR,
+  IMAGE_REPOSITORY_CLAIM,
+  IMAGE_REPOSITORY_DIR,
+  LABEL_COMPONENT,
+  POD_SPEC_ANNOTATION,
+  RUNNER_CONTAINER,
+  RUNNER_DATA_CLAIM,
+  SYSPREP_SECRET_DIR,
+  ownerReference,
+  vmKey,
+  vmLabels,
+} from '../naming.js';
+import { podSpecOfVm } from '../lifecycle/restart-awaiting.js';
+import { resourceRequirements, type RunnerClaim } from '../disks/claims.js';
+import { maximumCpus } from '../runner-config/config.js';
+import { RUNNER_REDIS_URL_KEY, RUNNER_SECRET, RUNNER_SERVICE_ACCOUNT } from '../runner-config/identity.js';
+
+export interface RunnerPodOptions {
+  name: string;
+  /** The runner image (and pull policy) when the VM does not name one. */
+  defaultRunnerImage: RunnerImage;
+  /** The claims to mount (runnerClaims()). */
+  claims: RunnerClaim[];
+  /** Name of the VM's display-password Secret, when one exists. */
+  displaySecretName?: string;
+  /** Whether the namespace has the PVC `vmop-image-repository` (mounted read-only when it does). */
+  hasImageRepository?: boolean;
+  /** Divide the VM's CPUs and RAM by these for the pod's default requests (VM-Operator's). */
+  overcommit?: Overcommit;
+}
+
+export interface Overcommit {
+  cpu: number;
+  ram: number;
+}
+
+/** VM-Operator's defaults: CPUs are shared more readily than RAM. */
+export const DEFAULT_OVERCOMMIT: Overcommit = { cpu: 2, ram: 1.25 };
+
+/** What the runner itself (node, QEMU's own memory, swtpm) needs beside the guest. */
+export const RUNNER_OVERHEAD = { cpuMillis: 100, memoryBytes: 192 * 1024 * 1024 };
+
+/** The pod's annotations as a file (downward API): how the runner learns of a migration. */
+export const POD_INFO_VOLUME = 'podinfo';
+const POD_INFO_DIR = '/etc/opt/vmrunner/podinfo';
+/** The VM's migration key (a Secret vmop makes when the VM first migrates; optional until then). */
+export const MIGRATION_KEYS_VOLUME = 'migration-keys';
+const MIGRATION_KEYS_DIR = '/etc/opt/vmrunner/migration';
+/** The Secret holding a VM's migration key. */
+export const migrationSecretName = (vmName: string) => `${vmName}-migration`;
+
+/** The value of LABEL_COMPONENT on runner pods (VM-Operator's). */
+export const RUNNER_COMPONENT = 'vm-runner';
+
+const isEmpty = (resources: VirtualMachine['spec']['resources']) =>
+  !resources ||
+  (Object.keys(resources.limits ?? {}).length === 0 && Object.keys(resources.requests ?? {}).length === 0);
+
+/**
+ * The runner container's resources: the VM's own `spec.resources` when it has any, else requests
+ * derived from the CPUs and RAM the guest runs with, so a VM pod is never BestEffort.
+ */
+export function runnerResources(vm: VirtualMachine, overcommit: Overcommit = DEFAULT_OVERCOMMIT) {
+  if (!isEmpty(vm.spec.resources)) return resourceRequirements(vm.spec.resources!);
+  const def = vm.spec.vm;
+  const cpus = def.currentCpus ?? maximumCpus(def);
+  const ramBytes = parseMemorySize(def.currentRam ?? def.maximumRam) ?? 0;
+  const cpuMillis = Math.ceil((cpus * 1000) / overcommit.cpu) + RUNNER_OVERHEAD.cpuMillis;
+  const memoryBytes = Math.floor(ramBytes / overcommit.ram) + RUNNER_OVERHEAD.memoryBytes;
+  return { requests: { cpu: `${cpuMillis}m`, memory: String(memoryBytes) } };
+}
+
+/** Seconds kubelet waits beyond powerdownTimeout before it kills the runner. */
+const GRACE_MARGIN_SECONDS = 5;
+
+export interface RunnerImage {
+  image: string;
+  pullPolicy?: PullPolicy;
+}
+
+export type PullPolicy = 'Always' | 'IfNotPresent' | 'Never';
+
+/** The VM's own `spec.image`, or the manager's default runner image (and its pull policy). */
+export function runnerImage(vm: VirtualMachine, defaultImage: RunnerImage): RunnerImage {
+  const spec = vm.spec.image;
+  if (!spec) return defaultImage;
+  const image = spec.source ?? `${spec.repository}/${spec.path}${spec.version ? `:${spec.version}` : ''}`;
+  return { image, ...(spec.pullPolicy && { pullPolicy: spec.pullPolicy }) };
+}
+
+/** The grace period covers powerdownTimeout, as the pod's spec has it when it is made. */
+export const gracePeriodSeconds = (vm: VirtualMachine) => vm.spec.vm.powerdownTimeout + GRACE_MARGIN_SECONDS;
+
+/**
+ * A forced stop's grace period: kubelet sends SIGTERM (the runner presses the power button) and
+ * kills it a second later. Kubelet keeps the grace period of the first deletion it acts on, so
+ * whoever deletes the pod of a forced stop must use this one.
+ */
+export const FORCED_GRACE_SECONDS = 1;
+
+/** The grace period of a stop, forced when the VM's operation in flight is a forced Stop or Restart. */
+export function stopGraceSeconds(vm: VirtualMachine, inFlight: VirtualMachineOperation | undefined): number {
+  const forced = inFlight?.spec.force && (inFlight.spec.type === 'Stop' || inFlight.spec.type === 'Restart');
+  return forced ? FORCED_GRACE_SECONDS : gracePeriodSeconds(vm);
+}
+
+/**
+ * The VM's own labels, which its pods carry too (so pod affinity and anti-affinity rules can name
+ * VMs, as Deckhouse's virtualMachineAndPodAntiAffinity does), under vmop's own.
+ */
+export function runnerPodLabels(vm: VirtualMachine): Record<string, string> {
+  const own = Object.fromEntries(
+    Object.entries(vm.metadata.labels ?? {}).filter(([key]) => !key.startsWith('app.kubernetes.io/')),
+  );
+  return { ...own, ...vmLabels(vm.metadata.name), [LABEL_COMPONENT]: RUNNER_COMPONENT };
+}
+
+/** A runner pod of `vm`. */
+export function desiredRunnerPod(vm: VirtualMachine, options: RunnerPodOptions): V1Pod {
+  const name = vm.metadata.name;
+  const namespace = vm.metadata.namespace!;
+  const { image, pullPolicy } = runnerImage(vm, options.defaultRunnerImage);
+  const volumes: V1Volume[] = [{ name: 'config', configMap: { name } }];
+  const volumeMounts: V1VolumeMount[] = [{ name: 'config', mountPath: CONFIG_DIR, readOnly: true }];
+  for (const claim of options.claims) {
+    volumes.push({ name: claim.volume, persistentVolumeClaim: { claimName: claim.claimName } });
+    if (claim.volume === RUNNER_DATA_CLAIM) volumeMounts.push({ name: claim.volume, mountPath: DATA_DIR });
+  }
+  if (options.displaySecretName) {
+    volumes.push({ name: 'display-secret', secret: { secretName: options.displaySecretName } });
+    volumeMounts.push({ name: 'display-secret', mountPath: DISPLAY_SECRET_DIR, readOnly: true });
+  }
+  // Provisioning Secrets reach the runner as files only: never the ConfigMap, status or the queue.
+  const secretVolumes = [
+    ['cloud-init-secret', vm.spec.cloudInit?.secretRef?.name, CLOUD_INIT_SECRET_DIR],
+    ['sysprep-secret', vm.spec.sysprep?.secretRef.name, SYSPREP_SECRET_DIR],
+  ] as const;
+  for (const [volume, secretName, mountPath] of secretVolumes) {
+    if (!secretName) continue;
+    volumes.push({ name: volume, secret: { secretName } });
+    volumeMounts.push({ name: volume, mountPath, readOnly: true });
+  }
+  // Live migration: the request arrives as an annotation, the key as a Secret made when needed.
+  volumes.push(
+    {
+      name: POD_INFO_VOLUME,
+      downwardAPI: { items: [{ path: 'annotations', fieldRef: { fieldPath: 'metadata.annotations' } }] },
+    },
+    { name: MIGRATION_KEYS_VOLUME, secret: { secretName: migrationSecretName(name), optional: true } },
+  );
+  volumeMounts.push(
+    { name: POD_INFO_VOLUME, mountPath: POD_INFO_DIR, readOnly: true },
+    { name: MIGRATION_KEYS_VOLUME, mountPath: MIGRATION_KEYS_DIR, readOnly: true },
+  );
+  if (options.hasImageRepository) {
+    volumes.push({
+      name: IMAGE_REPOSITORY_CLAIM,
+      persistentVolumeClaim: { claimName: IMAGE_REPOSITORY_CLAIM, readOnly: true },
+    });
+    volumeMounts.push({ name: IMAGE_REPOSITORY_CLAIM, mountPath: IMAGE_REPOSITORY_DIR, readOnly: true });
+  }
+  const env: V1EnvVar[] = [
+    { name: 'VMOP_VM_KEY', value: vmKey(namespace, name) },
+    { name: 'VMOP_POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+    { name: 'VMOP_POD_UID', valueFrom: { fieldRef: { fieldPath: 'metadata.uid' } } },
+    { name: 'VMOP_POD_INFO', value: `${POD_INFO_DIR}/annotations` },
+    { name: 'VMOP_MIGRATION_KEYS', value: MIGRATION_KEYS_DIR },
+    {
+      name: 'VMOP_REDIS_URL',
+      valueFrom: { secretKeyRef: { name: RUNNER_SECRET, key: RUNNER_REDIS_URL_KEY } },
+    },
+  ];
+  const { spec } = vm;
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name: options.name,
+      namespace,
+      labels: runnerPodLabels(vm),
+      // What the pod was made from: status.restartAwaitingChanges compares it with the spec.
+      annotations: { [POD_SPEC_ANNOTATION]: JSON.stringify(podSpecOfVm(vm)) },
+      // The VM controls it: `kubectl drain` evicts it like any replicated pod, and it goes with the VM.
+      ownerReferences: [ownerReference(vm)],
+    },
+    spec: {
+      containers: [
+        {
+          name: RUNNER_CONTAINER,
+          image,
+          ...(pullPolicy && { imagePullPolicy: pullPolicy }),
+          args: ['runner', '--config', `${CONFIG_DIR}/config.yaml`],
+          env,
+          volumeMounts,
+          volumeDevices: options.claims
+            .filter((claim) => claim.block)
+            .map((claim) => ({ name: claim.volume, devicePath: `/dev/${claim.volume}` })),
+          // /dev/kvm and tap devices on the bridge need it (as VM-Operator's runner pods have).
+          securityContext: { privileged: true },
+          resources: runnerResources(vm, options.overcommit),
+        },
+      ],
+      // kubelet restarts a runner that crashed (QEMU with it); vmop makes a new pod when one is lost.
+      restartPolicy: 'Always',
+      volumes,
+      hostNetwork: true,
+      // Host network, yet cluster DNS: the runner reaches Redis by its Service name.
+      dnsPolicy: 'ClusterFirstWithHostNet',
+      // The runner needs no Kubernetes API access: status flows back through Redis.
+      serviceAccountName: RUNNER_SERVICE_ACCOUNT,
+      automountServiceAccountToken: false,
+      enableServiceLinks: false,
+      terminationGracePeriodSeconds: gracePeriodSeconds(vm),
+      ...(spec.nodeName && { nodeName: spec.nodeName }),
+      ...(spec.nodeSelector && { nodeSelector: spec.nodeSelector }),
+      ...(spec.affinity && { affinity: spec.affinity as never }),
+      ...(spec.tolerations && { tolerations: spec.tolerations }),
+    },
+  };
+}

@@ -1,0 +1,47 @@
+// The VM reconcile's steps, in the order they run (pipeline.ts runs them on one state). What the
+// order guards:
+// - the display Secret is made before anything names it (the runner config, the pod);
+// - the objects the VM owns are written only while its spec is valid and nothing was refused
+//   (steps marked `owned`), the ConfigMap not while a migration runs (both runners read it);
+// - a runner pod waits for its claims and imports (plan.ts), and the claims are made first;
+// - the status is written, guarded by the VM's resourceVersion, before a pod or a migration's
+//   target is made, so two replicas never make two;
+// - the run policy acts last, on the status just written.
+import type { Step } from './pipeline.js';
+import type { VmState } from './vm-state.js';
+import { assignmentStep } from './status/assignment-step.js';
+import { displaySecretStep } from './runner-config/display-secret-step.js';
+import { diskAttachmentsStep, diskExpansionStep, diskImportsStep, runnerClaimsStep } from './disks/steps.js';
+import { evictionStep } from './migration/eviction-step.js';
+import { legacyStatefulSetStep } from './runner-pod/legacy-statefulset-step.js';
+import { loadBalancerStep } from './load-balancer/step.js';
+import { migrationStep } from './migration/step.js';
+import { provisioningSecretsStep } from './runner-config/provisioning-secrets-step.js';
+import { runPolicyStep } from './lifecycle/run-policy-step.js';
+import { runnerConfigStep } from './runner-config/step.js';
+import { runnerIdentityStep } from './runner-config/identity-step.js';
+import { runnerPodCreationStep } from './runner-pod/creation-step.js';
+import { runnerPodsStep } from './runner-pod/step.js';
+import { startRetryStep } from './lifecycle/start-retry-step.js';
+import { statusStep } from './status/step.js';
+
+export const VM_STEPS: ReadonlyArray<Step<VmState>> = [
+  displaySecretStep,
+  provisioningSecretsStep,
+  runnerConfigStep,
+  runnerIdentityStep,
+  legacyStatefulSetStep,
+  runnerPodsStep,
+  diskImportsStep,
+  runnerClaimsStep,
+  diskAttachmentsStep,
+  diskExpansionStep,
+  loadBalancerStep,
+  evictionStep,
+  statusStep,
+  assignmentStep,
+  migrationStep,
+  runnerPodCreationStep,
+  startRetryStep,
+  runPolicyStep,
+];
