@@ -360,44 +360,45 @@ function awaitingRestartCondition(vm: VirtualMachine, awaiting: RestartAwaitingC
   };
 }
 
-export function deriveStatus(vm: VirtualMachine, observed: ObservedState): VirtualMachineStatus {
-  const generation = vm.metadata.generation ?? 0;
-  const previous = vm.status;
-  const { pod, now } = observed;
-  const conditions = (facts: ConditionFacts[]) =>
-    facts.map((c) => condition(previous?.conditions, c, generation, now));
-  const container = runnerContainer(pod);
-  const ownSnapshot = currentSnapshot(observed.snapshot, pod, previous);
-  const specValid = specValidCondition(observed, ownSnapshot);
-  const runnerRestarts = container && { runnerRestarts: container.restartCount };
+type Conditions = (facts: ConditionFacts[]) => Condition[];
 
-  const wantRunning = vm.spec.vm.state === 'Running' && !pod?.metadata?.deletionTimestamp;
-  const nodeReady = !observed.node || observed.node.state === 'Ready';
-  if (!ownSnapshot && wantRunning && nodeReady && runnerWentQuiet(previous, pod)) {
-    const kept = (type: string) => previous!.conditions?.find((c) => c.type === type);
-    return {
-      ...previous,
-      observedGeneration: generation,
-      conditions: conditions([
-        specValid,
-        ...(['Running', 'Booted', AWAITING_RESTART] as const).flatMap((type) => kept(type) ?? []),
-        {
-          type: 'RunnerReporting',
-          status: 'False',
-          reason: 'NotReporting',
-          message: 'the runner still runs but its reported state is missing; showing the last known state',
-        },
-        ...(observed.loadBalancer ? [loadBalancerCondition(observed.loadBalancer)] : []),
-      ]),
-    };
-  }
+/** The runner still runs but its reported state is gone (Redis lost it): the last known status stays. */
+function lastKnownStatus(
+  vm: VirtualMachine,
+  observed: ObservedState,
+  specValid: ConditionFacts,
+  conditions: Conditions,
+): VirtualMachineStatus {
+  const previous = vm.status!;
+  const kept = (type: string) => previous.conditions?.find((c) => c.type === type);
+  return {
+    ...previous,
+    observedGeneration: vm.metadata.generation ?? 0,
+    conditions: conditions([
+      specValid,
+      ...(['Running', 'Booted', AWAITING_RESTART] as const).flatMap((type) => kept(type) ?? []),
+      {
+        type: 'RunnerReporting',
+        status: 'False',
+        reason: 'NotReporting',
+        message: 'the runner still runs but its reported state is missing; showing the last known state',
+      },
+      ...(observed.loadBalancer ? [loadBalancerCondition(observed.loadBalancer)] : []),
+    ]),
+  };
+}
 
-  const stoppedContainer = wantRunning && isStoppedContainer(container);
-  // A stopped container's last snapshot describes a qemu that is gone: only its failure message counts.
-  const snapshot = stoppedContainer ? undefined : ownSnapshot;
-  const startFailure = nextStartFailure(vm, ownSnapshot, now);
-  const facts = stoppedContainer
-    ? stoppedContainerPhase(container, ownSnapshot)
+/** The VM's phase, and whether its node stopped reporting (then the VM may run there or not). */
+function vmPhase(
+  vm: VirtualMachine,
+  observed: ObservedState,
+  facts: { stoppedContainer: boolean; ownSnapshot?: RunnerSnapshot; snapshot?: RunnerSnapshot },
+  startFailure: ReturnType<typeof nextStartFailure>,
+): PhaseFacts & { unreachable?: NodeFacts } {
+  const { pod } = observed;
+  const { snapshot } = facts;
+  const phase: PhaseFacts = facts.stoppedContainer
+    ? stoppedContainerPhase(runnerContainer(pod)!, facts.ownSnapshot)
     : isBackingOff(startFailure, snapshot) && !pod?.metadata?.deletionTimestamp
       ? {
           phase: 'Failed' as const,
@@ -409,20 +410,28 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
       : snapshot && pod
         ? runnerPhase(vm, pod, snapshot)
         : podPhase(vm, pod, observed.waiting);
-  // A node that stopped reporting: the VM may run there or not, whatever was seen last.
   const unreachable = observed.node && observed.node.state !== 'Ready' ? observed.node : undefined;
-  if (unreachable) Object.assign(facts, nodeNotReadyPhase(unreachable));
+  if (unreachable) return { ...phase, ...nodeNotReadyPhase(unreachable), unreachable };
   // The guest runs (at the source, paused at the end, then at the target) while it moves.
-  else if (observed.migration?.migrating && (facts.phase === 'Running' || snapshot?.migration))
-    Object.assign(facts, migratingPhase(observed.migration.state));
-  const guestRuns = facts.phase === 'Running' || facts.phase === 'Migrating';
+  if (observed.migration?.migrating && (phase.phase === 'Running' || snapshot?.migration))
+    return { ...phase, ...migratingPhase(observed.migration.state) };
+  return phase;
+}
+
+/** Running, Booted, AgentConnected and RunnerReporting, from the phase and the runner's report. */
+function guestConditions(
+  phase: PhaseFacts & { unreachable?: NodeFacts },
+  snapshot: RunnerSnapshot | undefined,
+  hasPod: boolean,
+): ConditionFacts[] {
+  const guestRuns = phase.phase === 'Running' || phase.phase === 'Migrating';
+  const agent = guestRuns ? snapshot?.guestAgent : undefined;
   const running: ConditionFacts = {
     type: 'Running',
-    status: guestRuns ? 'True' : unreachable ? 'Unknown' : 'False',
-    reason: facts.reason,
-    message: facts.message,
+    status: guestRuns ? 'True' : phase.unreachable ? 'Unknown' : 'False',
+    reason: phase.reason,
+    message: phase.message,
   };
-  const agent = guestRuns ? snapshot?.guestAgent : undefined;
   // Booted as VM-Operator means it (the guest agent answers), or the vmop agent port opened.
   const booted: ConditionFacts =
     guestRuns && (snapshot?.booted || agent?.connected)
@@ -451,11 +460,21 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
     : {
         type: 'RunnerReporting',
         status: 'False',
-        reason: pod ? 'NotReporting' : 'NoRunner',
-        message: pod ? 'no state from the runner of the current container yet' : 'no runner pod exists',
+        reason: hasPod ? 'NotReporting' : 'NoRunner',
+        message: hasPod ? 'no state from the runner of the current container yet' : 'no runner pod exists',
       };
-  const awaiting = restartAwaitingChanges(vm, pod, snapshot);
-  const noQemu = facts.phase === 'Stopped' || facts.phase === 'Failed';
+  return [running, booted, agentConnected, reporting];
+}
+
+/** What the runner reports of the guest and its qemu (none while no qemu runs), over what was known. */
+function reportedFields(
+  snapshot: RunnerSnapshot | undefined,
+  previous: VirtualMachineStatus | undefined,
+  phase: PhaseFacts,
+): Partial<VirtualMachineStatus> {
+  const guestRuns = phase.phase === 'Running' || phase.phase === 'Migrating';
+  const agent = guestRuns ? snapshot?.guestAgent : undefined;
+  const noQemu = phase.phase === 'Stopped' || phase.phase === 'Failed';
   const lastShutdown = snapshot?.lastShutdown
     ? {
         guestInitiated: snapshot.lastShutdown.guest,
@@ -467,25 +486,9 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
   const lastReset = snapshot?.lastReset
     ? { request: snapshot.lastReset.request, time: snapshot.lastReset.at }
     : previous?.lastReset;
-  const folded = snapshot ?? ownSnapshot;
   return {
-    phase: facts.phase,
-    observedGeneration: generation,
-    conditions: conditions([
-      specValid,
-      running,
-      booted,
-      agentConnected,
-      reporting,
-      awaitingRestartCondition(vm, awaiting),
-      ...(observed.loadBalancer ? [loadBalancerCondition(observed.loadBalancer)] : []),
-      ...(observed.node ? [nodeReachableCondition(observed.node)] : []),
-      ...(observed.migration && pod ? [migratableCondition(observed.migration.migratable)] : []),
-      ...(observed.disks?.statuses.length ? [observed.disks.condition] : []),
-    ]),
     ...(agent?.osinfo && { osinfo: agent.osinfo }),
     ...(agent?.connected && agent.addresses?.length && { ipAddresses: agent.addresses }),
-    ...(pod?.spec?.nodeName && facts.phase !== 'Stopped' && { node: pod.spec.nodeName }),
     ...(snapshot && !noQemu && { cpus: snapshot.cpus, ram: formatBytes(snapshot.ram) }),
     ...(noQemu && { cpus: 0, ram: '0' }),
     ...(snapshot?.displayPasswordSerial !== undefined && {
@@ -495,9 +498,48 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
     ...(snapshot?.loggedInUser && !noQemu && { loggedInUser: snapshot.loggedInUser }),
     ...(lastShutdown && { lastShutdown }),
     ...(lastReset && { lastReset }),
+  };
+}
+
+export function deriveStatus(vm: VirtualMachine, observed: ObservedState): VirtualMachineStatus {
+  const generation = vm.metadata.generation ?? 0;
+  const previous = vm.status;
+  const { pod, now } = observed;
+  const conditions: Conditions = (facts) =>
+    facts.map((c) => condition(previous?.conditions, c, generation, now));
+  const container = runnerContainer(pod);
+  const ownSnapshot = currentSnapshot(observed.snapshot, pod, previous);
+  const specValid = specValidCondition(observed, ownSnapshot);
+
+  const wantRunning = vm.spec.vm.state === 'Running' && !pod?.metadata?.deletionTimestamp;
+  const nodeReady = !observed.node || observed.node.state === 'Ready';
+  if (!ownSnapshot && wantRunning && nodeReady && runnerWentQuiet(previous, pod))
+    return lastKnownStatus(vm, observed, specValid, conditions);
+
+  const stoppedContainer = wantRunning && isStoppedContainer(container);
+  // A stopped container's last snapshot describes a qemu that is gone: only its failure message counts.
+  const snapshot = stoppedContainer ? undefined : ownSnapshot;
+  const startFailure = nextStartFailure(vm, ownSnapshot, now);
+  const phase = vmPhase(vm, observed, { stoppedContainer, ownSnapshot, snapshot }, startFailure);
+  const awaiting = restartAwaitingChanges(vm, pod, snapshot);
+  const folded = snapshot ?? ownSnapshot;
+  return {
+    phase: phase.phase,
+    observedGeneration: generation,
+    conditions: conditions([
+      specValid,
+      ...guestConditions(phase, snapshot, pod !== undefined),
+      awaitingRestartCondition(vm, awaiting),
+      ...(observed.loadBalancer ? [loadBalancerCondition(observed.loadBalancer)] : []),
+      ...(observed.node ? [nodeReachableCondition(observed.node)] : []),
+      ...(observed.migration && pod ? [migratableCondition(observed.migration.migratable)] : []),
+      ...(observed.disks?.statuses.length ? [observed.disks.condition] : []),
+    ]),
+    ...(pod?.spec?.nodeName && phase.phase !== 'Stopped' && { node: pod.spec.nodeName }),
+    ...reportedFields(snapshot, previous, phase),
     ...(awaiting.length > 0 && { restartAwaitingChanges: awaiting }),
     ...(startFailure && { startFailure }),
-    ...runnerRestarts,
+    ...(container && { runnerRestarts: container.restartCount }),
     ...(folded && { runner: { runId: folded.runId, seq: folded.seq, podUid: folded.podUid } }),
     ...runnerPodStatus(vm, observed),
     ...((observed.migration?.state ?? previous?.migrationState) && {
