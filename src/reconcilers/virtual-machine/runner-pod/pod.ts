@@ -127,52 +127,52 @@ export function runnerPodLabels(vm: VirtualMachine): Record<string, string> {
   return { ...own, ...vmLabels(vm.metadata.name), [LABEL_COMPONENT]: RUNNER_COMPONENT };
 }
 
-/** A runner pod of `vm`. */
-export function desiredRunnerPod(vm: VirtualMachine, options: RunnerPodOptions): V1Pod {
+/** The runner pod's volumes and where the runner container has them. */
+function runnerVolumes(vm: VirtualMachine, options: RunnerPodOptions) {
   const name = vm.metadata.name;
-  const namespace = vm.metadata.namespace!;
-  const { image, pullPolicy } = runnerImage(vm, options.defaultRunnerImage);
   const volumes: V1Volume[] = [{ name: 'config', configMap: { name } }];
   const volumeMounts: V1VolumeMount[] = [{ name: 'config', mountPath: CONFIG_DIR, readOnly: true }];
+  const mount = (volume: V1Volume, mountPath: string, readOnly = true) => {
+    volumes.push(volume);
+    volumeMounts.push({ name: volume.name, mountPath, ...(readOnly && { readOnly }) });
+  };
   for (const claim of options.claims) {
-    volumes.push({ name: claim.volume, persistentVolumeClaim: { claimName: claim.claimName } });
-    if (claim.volume === RUNNER_DATA_CLAIM) volumeMounts.push({ name: claim.volume, mountPath: DATA_DIR });
+    const volume = { name: claim.volume, persistentVolumeClaim: { claimName: claim.claimName } };
+    if (claim.volume === RUNNER_DATA_CLAIM) mount(volume, DATA_DIR, false);
+    else volumes.push(volume); // a disk: a block device (volumeDevices)
   }
-  if (options.displaySecretName) {
-    volumes.push({ name: 'display-secret', secret: { secretName: options.displaySecretName } });
-    volumeMounts.push({ name: 'display-secret', mountPath: DISPLAY_SECRET_DIR, readOnly: true });
-  }
+  if (options.displaySecretName)
+    mount({ name: 'display-secret', secret: { secretName: options.displaySecretName } }, DISPLAY_SECRET_DIR);
   // Provisioning Secrets reach the runner as files only: never the ConfigMap, status or the queue.
   const secretVolumes = [
     ['cloud-init-secret', vm.spec.cloudInit?.secretRef?.name, CLOUD_INIT_SECRET_DIR],
     ['sysprep-secret', vm.spec.sysprep?.secretRef.name, SYSPREP_SECRET_DIR],
   ] as const;
-  for (const [volume, secretName, mountPath] of secretVolumes) {
-    if (!secretName) continue;
-    volumes.push({ name: volume, secret: { secretName } });
-    volumeMounts.push({ name: volume, mountPath, readOnly: true });
-  }
+  for (const [volume, secretName, mountPath] of secretVolumes)
+    if (secretName) mount({ name: volume, secret: { secretName } }, mountPath);
   // Live migration: the request arrives as an annotation, the key as a Secret made when needed.
-  volumes.push(
+  mount(
     {
       name: POD_INFO_VOLUME,
       downwardAPI: { items: [{ path: 'annotations', fieldRef: { fieldPath: 'metadata.annotations' } }] },
     },
-    { name: MIGRATION_KEYS_VOLUME, secret: { secretName: migrationSecretName(name), optional: true } },
+    POD_INFO_DIR,
   );
-  volumeMounts.push(
-    { name: POD_INFO_VOLUME, mountPath: POD_INFO_DIR, readOnly: true },
-    { name: MIGRATION_KEYS_VOLUME, mountPath: MIGRATION_KEYS_DIR, readOnly: true },
+  mount(
+    { name: MIGRATION_KEYS_VOLUME, secret: { secretName: migrationSecretName(name), optional: true } },
+    MIGRATION_KEYS_DIR,
   );
   if (options.hasImageRepository) {
-    volumes.push({
-      name: IMAGE_REPOSITORY_CLAIM,
-      persistentVolumeClaim: { claimName: IMAGE_REPOSITORY_CLAIM, readOnly: true },
-    });
-    volumeMounts.push({ name: IMAGE_REPOSITORY_CLAIM, mountPath: IMAGE_REPOSITORY_DIR, readOnly: true });
+    const claim = { claimName: IMAGE_REPOSITORY_CLAIM, readOnly: true };
+    mount({ name: IMAGE_REPOSITORY_CLAIM, persistentVolumeClaim: claim }, IMAGE_REPOSITORY_DIR);
   }
-  const env: V1EnvVar[] = [
-    { name: 'VMOP_VM_KEY', value: vmKey(namespace, name) },
+  return { volumes, volumeMounts };
+}
+
+/** The runner's environment: its VM's key, its pod, where migration requests and keys are, Redis. */
+function runnerEnv(vm: VirtualMachine): V1EnvVar[] {
+  return [
+    { name: 'VMOP_VM_KEY', value: vmKey(vm.metadata.namespace!, vm.metadata.name) },
     { name: 'VMOP_POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
     { name: 'VMOP_POD_UID', valueFrom: { fieldRef: { fieldPath: 'metadata.uid' } } },
     { name: 'VMOP_POD_INFO', value: `${POD_INFO_DIR}/annotations` },
@@ -182,6 +182,14 @@ export function desiredRunnerPod(vm: VirtualMachine, options: RunnerPodOptions):
       valueFrom: { secretKeyRef: { name: RUNNER_SECRET, key: RUNNER_REDIS_URL_KEY } },
     },
   ];
+}
+
+/** A runner pod of `vm`. */
+export function desiredRunnerPod(vm: VirtualMachine, options: RunnerPodOptions): V1Pod {
+  const namespace = vm.metadata.namespace!;
+  const { image, pullPolicy } = runnerImage(vm, options.defaultRunnerImage);
+  const { volumes, volumeMounts } = runnerVolumes(vm, options);
+  const env = runnerEnv(vm);
   const { spec } = vm;
   return {
     apiVersion: 'v1',
