@@ -42,6 +42,81 @@ const isEnded = (pod: V1Pod) => pod.status?.phase === 'Succeeded' || pod.status?
 const isReady = (pod: V1Pod) =>
   pod.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
 
+/** What planning one disk's attachment needs: the plan it adds to, and the guest's side. */
+interface AttachContext {
+  plan: DiskAttachments;
+  existing: V1PersistentVolumeClaim[];
+  /** The VM's attach pods that are not being deleted. */
+  live: V1Pod[];
+  nodeName: string;
+  /** What the runner holds attached, by volume. */
+  held: NonNullable<RunnerSnapshot['hotplugDisks']>;
+  hasKeySecret: boolean;
+  /** Attach pods still needed. */
+  wanted: Set<V1Pod>;
+}
+
+/** A disk of the spec that is not the pod's own: claim, export pod, then the runner attaches it. */
+function planAttachment(disk: RunnerClaim, ctx: AttachContext): void {
+  const { plan, nodeName } = ctx;
+  const set = (phase: DiskAttachment['phase'], reason: string, message?: string) =>
+    plan.statuses.set(disk.volume, { phase, reason, ...(message && { message }) });
+  const claim = ctx.existing.find((c) => c.metadata?.name === disk.claimName);
+  if (!claim) {
+    plan.createClaims.push(disk);
+    set('Pending', 'ClaimPending', `making claim ${disk.claimName}`);
+    return;
+  }
+  const annotations = claim.metadata?.annotations ?? {};
+  if (annotations[IMPORT_SOURCE_ANNOTATION] !== undefined && annotations[IMPORTED_ANNOTATION] === undefined) {
+    set('Pending', 'Importing', 'waiting for its import');
+    return;
+  }
+  if (!ctx.hasKeySecret) plan.ensureSecret = true;
+  const helper = ctx.live.find((p) => p.metadata?.labels?.[LABEL_VOLUME] === disk.volume);
+  if (helper && (isEnded(helper) || (helper.spec?.nodeName && helper.spec.nodeName !== nodeName))) {
+    // Its export ended, or serves another node (the VM moved): a new one.
+    plan.deletePods.push(helper);
+    set('Pending', 'ExportRestarting', `the export of claim ${disk.claimName} ended; starting it again`);
+    return;
+  }
+  if (!helper) {
+    plan.createPods.push({ volume: disk.volume, claimName: disk.claimName, nodeName });
+    set('Pending', 'ExportStarting', `exporting claim ${disk.claimName} on node ${nodeName}`);
+    return;
+  }
+  ctx.wanted.add(helper);
+  const address = helper.status?.podIP;
+  if (!isReady(helper) || !address) {
+    const why = stuck(helper);
+    if (why.includes('volume node affinity conflict'))
+      set('Failed', 'ClaimOnAnotherNode', `claim ${disk.claimName} cannot be used on node ${nodeName}${why}`);
+    else set('Pending', 'ExportStarting', `exporting claim ${disk.claimName} on node ${nodeName}${why}`);
+    return;
+  }
+  plan.config.push({ volume: disk.volume, host: address, port: NBD_PORT, export: NBD_EXPORT });
+  const state = ctx.held[disk.volume];
+  if (state?.state === 'attached')
+    set('Attached', 'Attached', `attached over NBD from pod ${helper.metadata?.name}`);
+  else if (state?.state === 'failed') set('Failed', 'AttachFailed', state.message);
+  else set('InProgress', 'Attaching', 'the runner attaches it');
+}
+
+/** Disks attached at runtime that the spec lost: detached by the runner, then their export goes. */
+function planDetachments(specVolumes: Set<string>, ctx: AttachContext): void {
+  for (const [volume, state] of Object.entries(ctx.held)) {
+    if (specVolumes.has(volume)) continue;
+    const helper = ctx.live.find((p) => p.metadata?.labels?.[LABEL_VOLUME] === volume);
+    if (helper) ctx.wanted.add(helper);
+    ctx.plan.statuses.set(
+      volume,
+      state.state === 'failed'
+        ? { phase: 'Failed', reason: 'DetachFailed', ...(state.message && { message: state.message }) }
+        : { phase: 'Detaching', reason: 'Detaching', message: 'the guest lets it go' },
+    );
+  }
+}
+
 export function planDiskAttachments(input: {
   /** The spec's disk claims (runnerClaims(); the runner data claim is ignored). */
   claims: RunnerClaim[];
@@ -74,76 +149,23 @@ export function planDiskAttachments(input: {
     if (!input.pod) plan.deletePods.push(...live);
     return plan;
   }
-  const held = input.snapshot?.hotplugDisks ?? {};
+  const ctx: AttachContext = {
+    plan,
+    existing: input.existing,
+    live,
+    nodeName,
+    held: input.snapshot?.hotplugDisks ?? {},
+    hasKeySecret: input.hasKeySecret,
+    wanted: new Set(),
+  };
   const disks = input.claims.filter((claim) => claim.block);
-  const wanted = new Set<V1Pod>();
-  for (const disk of disks.filter((d) => !inPod.has(d.volume))) {
-    const set = (phase: DiskAttachment['phase'], reason: string, message?: string) =>
-      plan.statuses.set(disk.volume, { phase, reason, ...(message && { message }) });
-    const claim = input.existing.find((c) => c.metadata?.name === disk.claimName);
-    if (!claim) {
-      plan.createClaims.push(disk);
-      set('Pending', 'ClaimPending', `making claim ${disk.claimName}`);
-      continue;
-    }
-    const annotations = claim.metadata?.annotations ?? {};
-    if (
-      annotations[IMPORT_SOURCE_ANNOTATION] !== undefined &&
-      annotations[IMPORTED_ANNOTATION] === undefined
-    ) {
-      set('Pending', 'Importing', 'waiting for its import');
-      continue;
-    }
-    if (!input.hasKeySecret) plan.ensureSecret = true;
-    const helper = live.find((p) => p.metadata?.labels?.[LABEL_VOLUME] === disk.volume);
-    if (helper && (isEnded(helper) || (helper.spec?.nodeName && helper.spec.nodeName !== nodeName))) {
-      // Its export ended, or serves another node (the VM moved): a new one.
-      plan.deletePods.push(helper);
-      set('Pending', 'ExportRestarting', `the export of claim ${disk.claimName} ended; starting it again`);
-      continue;
-    }
-    if (!helper) {
-      plan.createPods.push({ volume: disk.volume, claimName: disk.claimName, nodeName });
-      set('Pending', 'ExportStarting', `exporting claim ${disk.claimName} on node ${nodeName}`);
-      continue;
-    }
-    wanted.add(helper);
-    const address = helper.status?.podIP;
-    if (!isReady(helper) || !address) {
-      const why = stuck(helper);
-      if (why.includes('volume node affinity conflict'))
-        set(
-          'Failed',
-          'ClaimOnAnotherNode',
-          `claim ${disk.claimName} cannot be used on node ${nodeName}${why}`,
-        );
-      else set('Pending', 'ExportStarting', `exporting claim ${disk.claimName} on node ${nodeName}${why}`);
-      continue;
-    }
-    plan.config.push({ volume: disk.volume, host: address, port: NBD_PORT, export: NBD_EXPORT });
-    const state = held[disk.volume];
-    if (state?.state === 'attached')
-      set('Attached', 'Attached', `attached over NBD from pod ${helper.metadata?.name}`);
-    else if (state?.state === 'failed') set('Failed', 'AttachFailed', state.message);
-    else set('InProgress', 'Attaching', 'the runner attaches it');
-  }
-  // Disks attached at runtime that the spec lost: detached by the runner, then their export goes.
+  for (const disk of disks.filter((d) => !inPod.has(d.volume))) planAttachment(disk, ctx);
   const specVolumes = new Set(disks.map((d) => d.volume));
-  for (const [volume, state] of Object.entries(held)) {
-    if (specVolumes.has(volume)) continue;
-    const helper = live.find((p) => p.metadata?.labels?.[LABEL_VOLUME] === volume);
-    if (helper) wanted.add(helper);
-    plan.statuses.set(
-      volume,
-      state.state === 'failed'
-        ? { phase: 'Failed', reason: 'DetachFailed', ...(state.message && { message: state.message }) }
-        : { phase: 'Detaching', reason: 'Detaching', message: 'the guest lets it go' },
-    );
-  }
+  planDetachments(specVolumes, ctx);
   for (const [volume, claim] of inPod)
     if (!specVolumes.has(volume)) plan.keptUntilRestart.push({ volume, claim });
   for (const helper of live)
-    if (!wanted.has(helper) && !plan.deletePods.includes(helper)) plan.deletePods.push(helper);
+    if (!ctx.wanted.has(helper) && !plan.deletePods.includes(helper)) plan.deletePods.push(helper);
   return plan;
 }
 
