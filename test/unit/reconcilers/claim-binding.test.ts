@@ -1,9 +1,10 @@
-import type { V1PersistentVolumeClaim, V1StorageClass } from '@kubernetes/client-node';
+import type { V1PersistentVolumeClaim, V1Pod, V1StorageClass } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import {
   claimWait,
   claimWaitMessage,
   defaultStorageClass,
+  stuckOnBoundClaims,
   type StorageClasses,
 } from '../../../src/reconcilers/virtual-machine/disks/claim-binding.js';
 
@@ -73,5 +74,46 @@ describe('whether a pod may be made that uses a claim', () => {
     newer.metadata!.creationTimestamp = new Date('2026-02-01T00:00:00Z');
     expect(defaultStorageClass([older, immediate, newer])?.metadata?.name).toBe('newer');
     expect(defaultStorageClass([immediate])).toBeUndefined();
+  });
+});
+
+describe('a runner pod kube-scheduler left unschedulable for claims that are bound', () => {
+  const now = new Date('2026-11-27T12:00:40Z');
+  const pod = (message: string, since = '2026-11-27T12:00:00Z'): V1Pod => ({
+    metadata: { name: 'vm' },
+    spec: {
+      containers: [],
+      volumes: [{ name: 'runner-data', persistentVolumeClaim: { claimName: 'vm-runner-data' } }],
+    },
+    status: {
+      conditions: [
+        {
+          type: 'PodScheduled',
+          status: 'False',
+          reason: 'Unschedulable',
+          message,
+          lastTransitionTime: new Date(since),
+        },
+      ],
+    },
+  });
+  const unbound = '0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found';
+  const boundClaim = { metadata: { name: 'vm-runner-data' }, status: { phase: 'Bound' } };
+
+  it('is made again 30 s after it became unschedulable, its claims bound', () => {
+    expect(stuckOnBoundClaims(pod(unbound), [boundClaim], now)).toEqual({ stuck: true });
+    expect(stuckOnBoundClaims(pod(unbound, '2026-11-27T12:00:30Z'), [boundClaim], now)).toEqual({
+      recheckInMs: 20_000,
+    });
+  });
+
+  it('not while a claim is still unbound, for another reason, or once scheduled', () => {
+    const pending = { metadata: { name: 'vm-runner-data' }, status: { phase: 'Pending' } };
+    expect(stuckOnBoundClaims(pod(unbound), [pending], now)).toBeUndefined();
+    expect(
+      stuckOnBoundClaims(pod('0/1 nodes are available: 1 Insufficient cpu.'), [boundClaim], now),
+    ).toBeUndefined();
+    const scheduled = { ...pod(unbound), spec: { ...pod(unbound).spec!, nodeName: 'node-1' } };
+    expect(stuckOnBoundClaims(scheduled, [boundClaim], now)).toBeUndefined();
   });
 });

@@ -7,7 +7,7 @@
 // A claim of a WaitForFirstConsumer class binds for the pod, and one without a (known) class is
 // bound by hand whenever that happens: for those the pod is made at once, and the scheduler says
 // what it waits for.
-import type { V1PersistentVolumeClaim, V1StorageClass } from '@kubernetes/client-node';
+import type { V1PersistentVolumeClaim, V1Pod, V1StorageClass } from '@kubernetes/client-node';
 
 export interface ClaimWait {
   claim: string;
@@ -60,3 +60,29 @@ export function claimWait(
 /** The status message of a pod that waits for `waits`. */
 export const claimWaitMessage = (what: string, waits: ClaimWait[]) =>
   `${what} waits for its claims to be bound: ${waits.map((w) => `${w.claim} (${w.why})`).join(', ')}`;
+
+/** How long a pod may stay unschedulable for claims that are bound before it is made again. */
+export const STUCK_ON_BOUND_CLAIMS_MS = 30_000;
+
+/**
+ * A pod that has not started, unschedulable for "unbound immediate PersistentVolumeClaims" while
+ * all its claims are bound: kube-scheduler saw the pod before its own cache had the binding, and
+ * it retries such a pod when the claim's update arrives, within its back-off (at most 10 s) —
+ * unless it missed that update, and then only after five minutes. Past STUCK_ON_BOUND_CLAIMS_MS
+ * the pod is made again (it never ran: nothing is lost); before, when to look again.
+ */
+export function stuckOnBoundClaims(
+  pod: V1Pod | undefined,
+  claims: V1PersistentVolumeClaim[],
+  now: Date,
+): { stuck: true } | { recheckInMs: number } | undefined {
+  if (!pod || pod.spec?.nodeName || pod.metadata?.deletionTimestamp) return undefined;
+  const unscheduled = pod.status?.conditions?.find((c) => c.type === 'PodScheduled' && c.status === 'False');
+  if (!unscheduled?.message?.includes('unbound immediate PersistentVolumeClaims')) return undefined;
+  const names = (pod.spec?.volumes ?? []).flatMap((v) => v.persistentVolumeClaim?.claimName ?? []);
+  const bound = (name: string) => claims.find((c) => c.metadata?.name === name)?.status?.phase === 'Bound';
+  if (!names.every(bound)) return undefined;
+  const since = new Date(unscheduled.lastTransitionTime ?? now).getTime();
+  const left = since + STUCK_ON_BOUND_CLAIMS_MS - now.getTime();
+  return left <= 0 ? { stuck: true } : { recheckInMs: left };
+}
