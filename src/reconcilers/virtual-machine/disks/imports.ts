@@ -144,14 +144,94 @@ export function planDiskImports(
   return plan;
 }
 
+type ImportsInput = ImportInput & {
+  disks: ImportDisk[];
+  /** Whether the disk's status said Failed already (its Event was told). */
+  failedBefore: (volume: string) => boolean;
+};
+
+/** The importer pod `current` is running or about to: start it if missing, show its progress. */
+function importUnderWay(
+  disk: ImportDisk,
+  claim: V1PersistentVolumeClaim,
+  pod: V1Pod | undefined,
+  input: ImportsInput,
+  plan: DiskImports,
+) {
+  const current = pod && !pod.metadata?.deletionTimestamp ? pod : undefined;
+  const wait = pod ? undefined : input.claimWait?.(claim);
+  if (!pod && !wait) plan.startImports.push(disk);
+  const progress = input.progress.get(disk.volume);
+  const own = progress && current && progress.podUid === current.metadata?.uid ? progress : undefined;
+  plan.statuses.set(disk.volume, {
+    phase: 'Importing',
+    ...(own?.percent !== undefined && { progress: `${Math.floor(own.percent)}%` }),
+    ...(own && { importedBytes: own.bytes }),
+    message: `importing ${sourceName(disk.source)}${own && own.attempt > 1 ? ` (attempt ${own.attempt})` : ''}${
+      current ? stuck(current) : ''
+    }${wait ? `; its claim ${wait.claim} is not bound yet (${wait.why})` : ''}`,
+  });
+}
+
+/**
+ * One disk's import, added to `plan`: 'importing' while it is under way, `failed` with why when it
+ * failed for good, undefined when its claim holds what it holds (imported, or never to be).
+ */
+function planDiskImport(
+  disk: ImportDisk,
+  input: ImportsInput,
+  plan: DiskImports,
+  wanted: Set<V1Pod>,
+): 'importing' | { failed: string } | undefined {
+  const digest = sourceDigest(disk.source);
+  const claim = input.existing.find((c) => c.metadata?.name === disk.claimName);
+  const annotations = claim?.metadata?.annotations ?? {};
+  const importing = (message = `importing ${sourceName(disk.source)}`) => {
+    plan.statuses.set(disk.volume, { phase: 'Importing', message });
+    return 'importing' as const;
+  };
+  if (!claim) {
+    plan.createClaims.push(input.claims.find((c) => c.volume === disk.volume)!);
+    return importing();
+  }
+  // Imported, or never to be imported: the claim holds what it holds.
+  if (annotations[IMPORTED_ANNOTATION] !== undefined || annotations[IMPORT_SOURCE_ANNOTATION] === undefined)
+    return undefined;
+  const pod = input.importerPods.find((p) => p.metadata?.labels?.[LABEL_VOLUME] === disk.volume);
+  const current = pod && !pod.metadata?.deletionTimestamp ? pod : undefined;
+  if (current && current.metadata?.annotations?.[IMPORT_SOURCE_ANNOTATION] !== digest) {
+    // The source changed before its import succeeded: the new one is imported instead.
+    plan.deletePods.push(current);
+    return importing();
+  }
+  if (current) wanted.add(current);
+  const outcome = current && importOutcome(current);
+  const phase = current?.status?.phase;
+  if (outcome?.result === 'Succeeded' && phase === 'Succeeded') {
+    plan.markImported.push({ claim: disk.claimName, digest });
+    plan.ended.push({ volume: disk.volume, outcome });
+    plan.statuses.set(disk.volume, { phase: 'Importing', progress: '100%', message: outcome.message });
+    return 'importing';
+  }
+  if (outcome?.result === 'Failed' && phase === 'Failed') {
+    // For good: trying again gives the same answer. A changed source starts over (above).
+    plan.statuses.set(disk.volume, { phase: 'Failed', message: `${outcome.reason}: ${outcome.message}` });
+    if (!input.failedBefore(disk.volume)) plan.ended.push({ volume: disk.volume, outcome });
+    return { failed: `${disk.volume}: ${outcome.message}` };
+  }
+  if (phase === 'Failed' || phase === 'Succeeded') {
+    // Ended without an outcome (killed, evicted, out of memory): a new pod starts over.
+    plan.deletePods.push(current!);
+    return importing(
+      `the importer pod ${current!.metadata!.name} ended without a result (${current!.status?.reason ?? 'killed'}); starting over`,
+    );
+  }
+  importUnderWay(disk, claim, pod, input, plan);
+  return 'importing';
+}
+
 /** Imports of `disks` into their claims (a VM's disks, an image's claim). */
-export function planImports(
-  input: ImportInput & {
-    disks: ImportDisk[];
-    /** Whether the disk's status said Failed already (its Event was told). */
-    failedBefore: (volume: string) => boolean;
-  },
-): DiskImports {
+export function planImports(input: ImportsInput): DiskImports {
   const plan: DiskImports = {
     createClaims: [],
     startImports: [],
@@ -162,68 +242,11 @@ export function planImports(
   };
   const importing: string[] = [];
   const failed: string[] = [];
-  const podOf = (volume: string) =>
-    input.importerPods.find((pod) => pod.metadata?.labels?.[LABEL_VOLUME] === volume);
   const wanted = new Set<V1Pod>();
   for (const disk of input.disks) {
-    const digest = sourceDigest(disk.source);
-    const claim = input.existing.find((c) => c.metadata?.name === disk.claimName);
-    const annotations = claim?.metadata?.annotations ?? {};
-    const runnerClaim = input.claims.find((c) => c.volume === disk.volume)!;
-    if (!claim) {
-      plan.createClaims.push(runnerClaim);
-      plan.statuses.set(disk.volume, { phase: 'Importing', message: `importing ${sourceName(disk.source)}` });
-      importing.push(disk.volume);
-      continue;
-    }
-    // Imported, or never to be imported: the claim holds what it holds.
-    if (annotations[IMPORTED_ANNOTATION] !== undefined || annotations[IMPORT_SOURCE_ANNOTATION] === undefined)
-      continue;
-    const pod = podOf(disk.volume);
-    const current = pod && !pod.metadata?.deletionTimestamp ? pod : undefined;
-    if (current && current.metadata?.annotations?.[IMPORT_SOURCE_ANNOTATION] !== digest) {
-      // The source changed before its import succeeded: the new one is imported instead.
-      plan.deletePods.push(current);
-      plan.statuses.set(disk.volume, { phase: 'Importing', message: `importing ${sourceName(disk.source)}` });
-      importing.push(disk.volume);
-      continue;
-    }
-    if (current) wanted.add(current);
-    const outcome = current && importOutcome(current);
-    const phase = current?.status?.phase;
-    if (outcome?.result === 'Succeeded' && phase === 'Succeeded') {
-      plan.markImported.push({ claim: disk.claimName, digest });
-      plan.ended.push({ volume: disk.volume, outcome });
-      plan.statuses.set(disk.volume, { phase: 'Importing', progress: '100%', message: outcome.message });
-      importing.push(disk.volume);
-    } else if (outcome?.result === 'Failed' && phase === 'Failed') {
-      // For good: trying again gives the same answer. A changed source starts over (above).
-      plan.statuses.set(disk.volume, { phase: 'Failed', message: `${outcome.reason}: ${outcome.message}` });
-      failed.push(`${disk.volume}: ${outcome.message}`);
-      if (!input.failedBefore(disk.volume)) plan.ended.push({ volume: disk.volume, outcome });
-    } else if (phase === 'Failed' || phase === 'Succeeded') {
-      // Ended without an outcome (killed, evicted, out of memory): a new pod starts over.
-      plan.deletePods.push(current!);
-      plan.statuses.set(disk.volume, {
-        phase: 'Importing',
-        message: `the importer pod ${current!.metadata!.name} ended without a result (${current!.status?.reason ?? 'killed'}); starting over`,
-      });
-      importing.push(disk.volume);
-    } else {
-      const wait = pod ? undefined : input.claimWait?.(claim);
-      if (!pod && !wait) plan.startImports.push(disk);
-      const progress = input.progress.get(disk.volume);
-      const own = progress && current && progress.podUid === current.metadata?.uid ? progress : undefined;
-      plan.statuses.set(disk.volume, {
-        phase: 'Importing',
-        ...(own?.percent !== undefined && { progress: `${Math.floor(own.percent)}%` }),
-        ...(own && { importedBytes: own.bytes }),
-        message: `importing ${sourceName(disk.source)}${own && own.attempt > 1 ? ` (attempt ${own.attempt})` : ''}${
-          current ? stuck(current) : ''
-        }${wait ? `; its claim ${wait.claim} is not bound yet (${wait.why})` : ''}`,
-      });
-      importing.push(disk.volume);
-    }
+    const state = planDiskImport(disk, input, plan, wanted);
+    if (state === 'importing') importing.push(disk.volume);
+    else if (state) failed.push(state.failed);
   }
   // Importer pods no disk needs any more (imported, source removed): they go.
   for (const pod of input.importerPods)
