@@ -64,12 +64,10 @@ class Aborted extends Error {
   }
 }
 
-/** Runs the source's part; resolves with how it ended (the guest runs here unless 'completed'). */
-export async function migrateAway(
-  context: SourceContext,
-  request: MigrationRequest,
-): Promise<'completed' | 'failed'> {
-  const { qmp, logger } = context;
+type WaitFor = (match: (event: QmpEvent) => boolean) => Promise<QmpEvent>;
+
+/** QMP events as they come, to wait for one (past or future); an abort rejects every wait. */
+function qmpEvents(qmp: QmpClient, abortedSignal: Promise<void>) {
   const events: QmpEvent[] = [];
   const waiters = new Set<() => void>();
   const onEvent = (event: QmpEvent) => {
@@ -77,19 +75,19 @@ export async function migrateAway(
     for (const wake of waiters) wake();
   };
   qmp.on('event', onEvent);
-  let aborted = false;
-  context.aborted.then(
+  const state = { aborted: false };
+  abortedSignal.then(
     () => {
-      aborted = true;
+      state.aborted = true;
       for (const wake of waiters) wake();
     },
     () => undefined,
   );
   /** Resolves with the first event (past or future) that matches. */
-  const waitFor = (match: (event: QmpEvent) => boolean) =>
+  const waitFor: WaitFor = (match) =>
     new Promise<QmpEvent>((resolve, reject) => {
       const check = () => {
-        if (aborted) return done(() => reject(new Aborted()));
+        if (state.aborted) return done(() => reject(new Aborted()));
         const found = events.find(match);
         if (found) done(() => resolve(found));
       };
@@ -100,104 +98,151 @@ export async function migrateAway(
       waiters.add(check);
       check();
     });
-  const migrationStatus = (status: string) => (e: QmpEvent) =>
-    e.event === 'MIGRATION' && (e.data as { status?: string } | undefined)?.status === status;
-  const ended = (e: QmpEvent) =>
-    e.event === 'MIGRATION' &&
-    ['completed', 'failed', 'cancelled'].includes(String((e.data as { status?: string })?.status));
+  return { waitFor, isAborted: () => state.aborted, stop: () => qmp.off('event', onEvent) };
+}
 
+const migrationStatus = (status: string) => (e: QmpEvent) =>
+  e.event === 'MIGRATION' && (e.data as { status?: string } | undefined)?.status === status;
+const ended = (e: QmpEvent) =>
+  e.event === 'MIGRATION' &&
+  ['completed', 'failed', 'cancelled'].includes(String((e.data as { status?: string })?.status));
+
+/** Opens the side channel once the key is there, and waits for this migration's target to connect. */
+async function connectTarget(
+  context: SourceContext,
+  request: MigrationRequest,
+  isAborted: () => boolean,
+  opened: (listener: Awaited<ReturnType<typeof listenForTarget>>) => void,
+) {
+  const keys = path.join(context.keysDir, 'keys.psk');
+  await waitForFile(keys, 60_000, isAborted);
+  const psk = await readPsk(keys);
+  const listener = await listenForTarget(psk);
+  opened(listener);
+  context.progress({ state: 'listening', port: listener.port });
+  context.logger.info({ migration: request.id, port: listener.port }, 'waiting for the migration target');
+  const channel = await Promise.race([
+    listener.accepted,
+    new Promise<never>((_, reject) =>
+      setTimeout(
+        () => reject(new Error('the target did not connect in time')),
+        TARGET_CONNECT_TIMEOUT_MS,
+      ).unref(),
+    ),
+    context.aborted.then(() => Promise.reject(new Aborted())),
+  ]);
+  return { channel, psk };
+}
+
+/** Tells the target how QEMU runs here (hot-plugged CPUs, media, disks to copy); its answer. */
+async function sendBundle(context: SourceContext, request: MigrationRequest, channel: Channel) {
+  const hello = await channel.next();
+  if (hello.type !== 'hello' || hello.id !== request.id)
+    throw new Error('the target is of another migration');
+  const cpus = (await queryHotpluggableCpus(context.qmp))
+    .filter((slot) => slot['qom-path']?.startsWith(PERIPHERAL))
+    .map((slot) => ({
+      driver: slot.type,
+      id: slot['qom-path']!.slice(PERIPHERAL.length),
+      props: slot.props,
+    }));
+  channel.send({
+    type: 'bundle',
+    qemu: context.launched.qemu,
+    ...(context.launched.swtpm && { swtpm: context.launched.swtpm }),
+    cpus,
+    media: context.media(),
+    mirror: request.mirror,
+    booted: context.booted,
+    runtimeDir: context.runtimeDir,
+  });
+  context.progress({ state: 'preparing' });
+  const ready = (await channel.next()) as Extract<ChannelMessage, { type: 'ready' }>;
+  if (ready.type !== 'ready') throw new Error(`the target sent ${ready.type}, not ready`);
+  return ready;
+}
+
+type Job = { node: string; job: string; bytes?: number };
+
+/** Copies the disks the target does not share into its NBD exports; mirroring goes on after. */
+async function mirrorDisks(
+  context: SourceContext,
+  request: MigrationRequest,
+  target: { host: string; ready: Extract<ChannelMessage, { type: 'ready' }> },
+  waitFor: WaitFor,
+  jobs: Job[],
+): Promise<void> {
+  const { qmp } = context;
+  context.progress({ state: 'mirroring' });
+  for (const file of request.mirror) {
+    const node = await blockNodeOf(qmp, file);
+    if (!node) throw new Error(`no disk of ${file} to copy`);
+    const exported = target.ready.exports[file];
+    if (!exported || !target.ready.nbdPort) throw new Error(`the target exports no disk for ${file}`);
+    const job = await mirrorTo(qmp, node, {
+      host: target.host,
+      port: target.ready.nbdPort,
+      export: exported,
+    });
+    jobs.push({ node, job });
+  }
+  for (const entry of jobs) {
+    const readyEvent = await waitFor(
+      (e) => e.event === 'BLOCK_JOB_READY' && (e.data as { device?: string })?.device === entry.job,
+    );
+    entry.bytes = (readyEvent.data as { len?: number }).len ?? 0;
+  }
+  context.logger.info({ migration: request.id, disks: jobs.length }, 'disks copied; mirroring on');
+}
+
+/**
+ * The point of no return: the guest is paused here, its state about to go. A restarted runner
+ * must not boot it again (the marker says it left), whatever happens next.
+ */
+async function switchOver(qmp: QmpClient, left: string, jobs: Job[], waitFor: WaitFor): Promise<void> {
+  await setMarker(left);
+  for (const { job } of jobs) {
+    await finishMirror(qmp, job);
+    await waitFor(
+      (e) => e.event === 'BLOCK_JOB_COMPLETED' && (e.data as { device?: string })?.device === job,
+    );
+  }
+  await migrateContinue(qmp);
+  const end = await waitFor(ended);
+  if (!migrationStatus('completed')(end)) {
+    await clearMarker(left);
+    throw new Error(await failureOf(qmp));
+  }
+}
+
+/** Runs the source's part; resolves with how it ended (the guest runs here unless 'completed'). */
+export async function migrateAway(
+  context: SourceContext,
+  request: MigrationRequest,
+): Promise<'completed' | 'failed'> {
+  const { qmp, logger } = context;
+  const events = qmpEvents(qmp, context.aborted);
   let channel: Channel | undefined;
   let listener: Awaited<ReturnType<typeof listenForTarget>> | undefined;
-  const jobs: Array<{ node: string; job: string; bytes?: number }> = [];
-  const left = leftMarker(context.dataDir, request.id);
+  const jobs: Job[] = [];
   try {
-    const keys = path.join(context.keysDir, 'keys.psk');
-    await waitForFile(keys, 60_000, () => aborted);
-    const psk = await readPsk(keys);
-    listener = await listenForTarget(psk);
-    context.progress({ state: 'listening', port: listener.port });
-    logger.info({ migration: request.id, port: listener.port }, 'waiting for the migration target');
-    channel = await Promise.race([
-      listener.accepted,
-      new Promise<never>((_, reject) =>
-        setTimeout(
-          () => reject(new Error('the target did not connect in time')),
-          TARGET_CONNECT_TIMEOUT_MS,
-        ).unref(),
-      ),
-      context.aborted.then(() => Promise.reject(new Aborted())),
-    ]);
-    const hello = await channel.next();
-    if (hello.type !== 'hello' || hello.id !== request.id)
-      throw new Error('the target is of another migration');
-    const targetHost = channel.remoteAddress;
-
-    const cpus = (await queryHotpluggableCpus(qmp))
-      .filter((slot) => slot['qom-path']?.startsWith(PERIPHERAL))
-      .map((slot) => ({
-        driver: slot.type,
-        id: slot['qom-path']!.slice(PERIPHERAL.length),
-        props: slot.props,
-      }));
-    channel.send({
-      type: 'bundle',
-      qemu: context.launched.qemu,
-      ...(context.launched.swtpm && { swtpm: context.launched.swtpm }),
-      cpus,
-      media: context.media(),
-      mirror: request.mirror,
-      booted: context.booted,
-      runtimeDir: context.runtimeDir,
-    });
-    context.progress({ state: 'preparing' });
-    const ready = (await channel.next()) as Extract<ChannelMessage, { type: 'ready' }>;
-    if (ready.type !== 'ready') throw new Error(`the target sent ${ready.type}, not ready`);
-
-    await addPskCredentials(qmp, 'client', context.keysDir, psk.identity);
+    const connected = await connectTarget(context, request, events.isAborted, (l) => (listener = l));
+    channel = connected.channel;
+    const host = channel.remoteAddress;
+    const ready = await sendBundle(context, request, channel);
+    await addPskCredentials(qmp, 'client', context.keysDir, connected.psk.identity);
     await setCapabilities(qmp, ['events', 'pause-before-switchover']);
     await setParameters(qmp, {
       'tls-creds': TLS_CREDS_ID,
-      'tls-hostname': targetHost,
+      'tls-hostname': host,
       'downtime-limit': DOWNTIME_LIMIT_MS,
     });
-    if (request.mirror.length > 0) {
-      context.progress({ state: 'mirroring' });
-      for (const file of request.mirror) {
-        const node = await blockNodeOf(qmp, file);
-        if (!node) throw new Error(`no disk of ${file} to copy`);
-        const exported = ready.exports[file];
-        if (!exported || !ready.nbdPort) throw new Error(`the target exports no disk for ${file}`);
-        const job = await mirrorTo(qmp, node, { host: targetHost, port: ready.nbdPort, export: exported });
-        jobs.push({ node, job });
-      }
-      for (const entry of jobs) {
-        const readyEvent = await waitFor(
-          (e) => e.event === 'BLOCK_JOB_READY' && (e.data as { device?: string })?.device === entry.job,
-        );
-        entry.bytes = (readyEvent.data as { len?: number }).len ?? 0;
-      }
-      logger.info({ migration: request.id, disks: jobs.length }, 'disks copied; mirroring on');
-    }
+    if (request.mirror.length > 0) await mirrorDisks(context, request, { host, ready }, events.waitFor, jobs);
     context.progress({ state: 'transferring' });
-    await migrate(qmp, targetHost, ready.migrationPort);
-    const stage = await waitFor((e) => migrationStatus('pre-switchover')(e) || ended(e));
+    await migrate(qmp, host, ready.migrationPort);
+    const stage = await events.waitFor((e) => migrationStatus('pre-switchover')(e) || ended(e));
     if (!migrationStatus('pre-switchover')(stage)) throw new Error(await failureOf(qmp));
-
-    // The point of no return: the guest is paused here, its state about to go. A restarted runner
-    // must not boot it again (the marker says it left), whatever happens next.
-    await setMarker(left);
-    for (const { job } of jobs) {
-      await finishMirror(qmp, job);
-      await waitFor(
-        (e) => e.event === 'BLOCK_JOB_COMPLETED' && (e.data as { device?: string })?.device === job,
-      );
-    }
-    await migrateContinue(qmp);
-    const end = await waitFor(ended);
-    if (!migrationStatus('completed')(end)) {
-      await clearMarker(left);
-      throw new Error(await failureOf(qmp));
-    }
+    await switchOver(qmp, leftMarker(context.dataDir, request.id), jobs, events.waitFor);
     // The guest is the target's now (it runs once it hears this): nothing here may resume it.
     channel.send({ type: 'ended', result: 'completed' });
     const info = await finalFigures(qmp).catch((err: unknown) => {
@@ -224,7 +269,7 @@ export async function migrateAway(
     context.progress({ state: 'failed', message });
     return 'failed';
   } finally {
-    qmp.off('event', onEvent);
+    events.stop();
     listener?.close();
     channel?.close();
   }
