@@ -1,9 +1,13 @@
 #!/usr/bin/env node
+import { realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 
-const program = new Command('vmop')
-  .description('Runs QEMU virtual machines declared by VirtualMachine custom resources')
-  .showHelpAfterError();
+function newProgram(): Command {
+  return new Command('vmop')
+    .description('Runs QEMU virtual machines declared by VirtualMachine custom resources')
+    .showHelpAfterError();
+}
 
 // Each subcommand lives in its own module under src/cli/ and registers itself here. Only the one
 // asked for is loaded (the Kubernetes client alone takes half a second to load, which an importer
@@ -16,7 +20,31 @@ const commands: Record<string, () => Promise<{ register: (program: Command) => v
   vm: () => import('./vm.js'),
   import: () => import('./import.js'),
 };
-const asked = commands[process.argv[2] ?? ''];
-for (const load of asked ? [asked] : Object.values(commands)) (await load()).register(program);
 
-await program.parseAsync(process.argv);
+/** The program with every subcommand registered, parsing nothing (scripts/gen-docs.ts reads it). */
+export async function buildProgram(): Promise<Command> {
+  const program = newProgram();
+  for (const load of Object.values(commands)) (await load()).register(program);
+  return program;
+}
+
+/**
+ * Run as the CLI (bin/vmop, the images' entrypoint), not imported by another module. When in
+ * doubt it is the CLI: an entrypoint that did nothing would be worse.
+ */
+function isEntryPoint(): boolean {
+  const script = process.argv[1];
+  if (script === undefined) return true;
+  try {
+    return realpathSync(script) === realpathSync(fileURLToPath(import.meta.url));
+  } catch {
+    return true;
+  }
+}
+
+if (isEntryPoint()) {
+  const program = newProgram();
+  const asked = commands[process.argv[2] ?? ''];
+  for (const load of asked ? [asked] : Object.values(commands)) (await load()).register(program);
+  await program.parseAsync(process.argv);
+}
