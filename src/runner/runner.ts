@@ -12,36 +12,22 @@ import type { Logger } from '../util/logger.js';
 import { describeExit } from '../util/process.js';
 import { spawnChild, type Child, type ChildExit } from './child.js';
 import { buildNoCloudImage } from './cloud-init.js';
-import { liveChanges, restartChanges } from './config-diff.js';
-import { CdromController } from './controllers/cdrom.js';
-import { CpuController } from './controllers/cpus.js';
-import { DisplayController, displaySecretFiles } from './controllers/display.js';
+import { displaySecretFiles } from './controllers/display.js';
 import { ConfigError } from './config-error.js';
 import { cdDrives } from './drives.js';
 import { renderProcesses, type ProcessLaunch } from './processes.js';
 import { watchFiles, type FileWatch } from './file-watch.js';
 import { runnerPaths, type RunnerPaths } from './paths.js';
 import { QmpClient, type QmpEvent } from './qmp/client.js';
-import {
-  balloon,
-  cont,
-  queryBalloon,
-  queryCpuCount,
-  quit,
-  systemPowerdown,
-  systemReset,
-} from './qmp/commands.js';
-import { DeviceDeletedData, TrayMovedData, VserportChangeData, type VmEvent } from './qmp/events.js';
-import { GuestAgentController } from './guest-agent/controller.js';
-import { AgentLogin } from './vmop-agent/login.js';
-import { DiskController } from './controllers/disks.js';
-import { HotplugController } from './controllers/hotplug.js';
+import { balloon, cont, queryBalloon, queryCpuCount, quit, systemPowerdown } from './qmp/commands.js';
+import type { VmEvent } from './qmp/events.js';
 import { foldEvent, type SnapshotState } from './snapshot/fold.js';
 import { SnapshotStore, type PublishSnapshot } from './snapshot/store.js';
+import { RuntimeControls } from './runtime-controls.js';
 import { startSwtpm } from './swtpm.js';
 import { adoptArrivedTpmState } from './migration/tpm-state.js';
 import { buildSysprepImage } from './sysprep.js';
-import { AGENT_PORT_ID, GUEST_AGENT_PORT_ID } from './template/context.js';
+import { AGENT_PORT_ID } from './template/context.js';
 import { keepSerialLogSmall, runMarker, startRunInSerialLog } from './serial-log.js';
 import { OutgoingMigrations } from './migration/outgoing.js';
 import { contactSource, incomingProcesses, type Incoming } from './migration/target.js';
@@ -107,17 +93,11 @@ export class VmRunner {
   private qemu?: Child;
   private swtpm?: Child;
   private qmp?: QmpClient;
-  private cpus?: CpuController;
-  private cdroms?: CdromController;
-  private display?: DisplayController;
-  private disks?: DiskController;
-  private hotplug?: HotplugController;
-  private guestAgent?: GuestAgentController;
-  private agentLogin?: AgentLogin;
+  /** What changes the running VM; made once QEMU answers on QMP. */
+  private controls?: RuntimeControls;
   private serialLog?: { close(): void };
   private watch?: FileWatch;
   private startedWithDisplayPassword = false;
-  private displayPasswordNeedsRestart = false;
   private powerdownTimeoutSeconds = 0;
   private stopRequested = false;
   private stopping: Promise<void> = Promise.resolve();
@@ -407,10 +387,10 @@ export class VmRunner {
   private async configure(settings: RunnerSettings, secret: { password?: string; expiry?: string }) {
     const { vm } = settings;
     const qmp = this.qmp!;
-    this.makeControllers(qmp);
-    await this.cpus!.setCpus(vm.currentCpus);
+    const controls = this.makeControls(qmp);
+    await controls.cpus.setCpus(vm.currentCpus);
     await balloon(qmp, vm.currentRam ?? vm.maximumRam);
-    if (this.startedWithDisplayPassword) await this.applyDisplayPassword(secret.password, secret.expiry);
+    if (this.startedWithDisplayPassword) await controls.applyDisplayPassword(secret.password, secret.expiry);
     const cpus = await queryCpuCount(qmp);
     const ram = await queryBalloon(qmp);
     this.checkStop();
@@ -419,7 +399,7 @@ export class VmRunner {
     this.store.update((state) => ({ ...state, phase: 'booting', cpus, ram }), { event: 'RUNNER_RESUMED' });
     this.logger.info({ cpus, ram }, 'VM running');
     // Disks attached while an earlier QEMU of this pod ran: the guest gets them again.
-    this.enqueue('attaching disks', () => this.hotplug!.apply(vm.hotplugDisks));
+    this.enqueue('attaching disks', () => controls.hotplug.apply(vm.hotplugDisks));
   }
 
   private async shutDown(): Promise<void> {
@@ -437,7 +417,7 @@ export class VmRunner {
     const pressPowerButton = () =>
       systemPowerdown(qmp).catch((err: unknown) => this.logger.warn({ err }, 'system_powerdown failed'));
     let buttonPressed = false;
-    if (await this.guestAgent?.shutdown()) {
+    if (await this.controls?.guestAgent.shutdown()) {
       this.logger.info('asked the guest agent to power the guest down');
     } else {
       await pressPowerButton();
@@ -471,9 +451,7 @@ export class VmRunner {
 
   private async cleanUp(): Promise<void> {
     this.watch?.close();
-    this.hotplug?.close();
-    this.guestAgent?.close();
-    this.agentLogin?.close();
+    this.controls?.close();
     this.serialLog?.close();
     await this.serial;
     await this.qmp?.close();
@@ -526,39 +504,7 @@ export class VmRunner {
     // qemu quits once the guest left: no shutdown of the guest's.
     if (this.migratedAway && event.event === 'SHUTDOWN') return;
     this.store.update((state) => foldEvent(state, event, eventTime(event), AGENT_PORT_ID), event);
-    switch (event.event) {
-      case 'VSERPORT_CHANGE': {
-        const data = VserportChangeData.safeParse(event.data);
-        if (data.success && data.data.id === AGENT_PORT_ID) this.agentLogin?.portChanged(data.data.open);
-        if (data.success && data.data.id === GUEST_AGENT_PORT_ID) {
-          this.guestAgent
-            ?.portChanged(data.data.open)
-            .catch((err: unknown) => this.logger.warn({ err }, 'the guest agent does not answer'));
-        }
-        return;
-      }
-      case 'DEVICE_TRAY_MOVED': {
-        const data = TrayMovedData.safeParse(event.data);
-        if (data.success)
-          this.enqueue('CD change', () => this.cdroms!.trayMoved(data.data.id, data.data['tray-open']));
-        return;
-      }
-      case 'DEVICE_DELETED': {
-        const data = DeviceDeletedData.safeParse(event.data);
-        if (data.success) this.cpus?.deviceDeleted(data.data.device);
-        this.enqueue('CPU count', () => this.refreshCpuCount(event));
-        return;
-      }
-      case 'ACPI_DEVICE_OST':
-        this.enqueue('CPU count', () => this.refreshCpuCount(event));
-        return;
-    }
-  }
-
-  private async refreshCpuCount(event: VmEvent) {
-    if (!this.qmp || this.qmp.closed) return;
-    const cpus = await queryCpuCount(this.qmp);
-    this.store.update((state) => ({ ...state, cpus }), event);
+    this.controls?.onEvent(event);
   }
 
   private onFileChanged(file: string) {
@@ -569,7 +515,7 @@ export class VmRunner {
     if (file === this.options.configPath) {
       this.enqueue('applying the changed config', () => this.applyConfigFile());
     } else {
-      this.enqueue('applying the display secret', () => this.applyDisplaySecret());
+      this.enqueue('applying the display secret', async () => this.controls?.applyDisplaySecret());
     }
   }
 
@@ -584,35 +530,11 @@ export class VmRunner {
       this.logger.error({ errors: parsed.errors }, 'the changed config is invalid; keeping the current one');
       return;
     }
-    const next = parsed.config;
-    const changes = liveChanges(this.started, this.applied, next);
-    const resetRequest = next['/Runner'].resetRequest;
-    const reset = resetRequest !== undefined && resetRequest !== this.applied['/Runner'].resetRequest;
-    this.applied = next;
-    this.logger.info({ changes }, 'config changed');
-    const attempt = async (what: string, action: () => Promise<void>) =>
-      action().catch((err: unknown) => this.logger.warn({ err }, `${what} failed`));
-    if (changes.currentCpus !== undefined) {
-      const cpus = changes.currentCpus;
-      await attempt('changing the CPUs', () => this.cpus!.setCpus(cpus));
-    }
-    if (changes.currentRam !== undefined) {
-      const ram = changes.currentRam;
-      await attempt('changing the RAM', () => balloon(this.qmp!, ram));
-    }
-    if (changes.powerdownTimeout !== undefined) this.powerdownTimeoutSeconds = changes.powerdownTimeout;
-    for (const { id, image } of changes.cdMedia) {
-      await attempt(`changing the medium of ${id}`, () => this.cdroms!.change(id, image));
-    }
-    for (const { id, bytes } of changes.diskSizes) {
-      await attempt(`growing disk ${id}`, () => this.disks!.grow(id, bytes));
-    }
-    await attempt('attaching and detaching disks', () =>
-      this.hotplug!.apply(next['/Runner'].vm.hotplugDisks),
-    );
-    if ('loggedInUser' in changes) this.agentLogin?.setUser(changes.loggedInUser);
-    if (reset) await attempt('resetting the guest', () => this.reset(resetRequest));
-    this.publishRestartChanges({ event: 'RUNNER_CONFIG_CHANGED', data: { ...changes } }, configDigest(text));
+    const previous = this.applied;
+    this.applied = parsed.config;
+    // A shutdown under way looks at it every second.
+    this.powerdownTimeoutSeconds = parsed.config['/Runner'].vm.powerdownTimeout;
+    await this.controls!.applyConfig(previous, parsed.config, text);
   }
 
   private keysDir(): string {
@@ -621,7 +543,7 @@ export class VmRunner {
 
   /** The target: takes the guest in (migration/incoming.ts), then runs it as if it had started it. */
   private async takeOver(secret: { password?: string; expiry?: string }, incoming: Incoming): Promise<void> {
-    const guestAgent = this.makeControllers(this.qmp!);
+    const controls = this.makeControls(this.qmp!);
     await arriveIn(incoming, {
       qmp: this.qmp!,
       store: this.store,
@@ -632,109 +554,33 @@ export class VmRunner {
       runtimeDir: this.paths.runtimeDir,
       qemuExited: this.qemu!.exited,
       setDisplayPassword: async () => {
-        if (this.startedWithDisplayPassword) await this.applyDisplayPassword(secret.password, secret.expiry);
+        if (this.startedWithDisplayPassword)
+          await controls.applyDisplayPassword(secret.password, secret.expiry);
       },
       running: () => (this.guestRan = true),
     });
     // No port event tells a migrated-in runner that the agent's port is open (it was before);
     // not awaited: the start must not wait for the agent.
     if (!this.store.snapshot.guestAgent?.connected)
-      void guestAgent
+      void controls.guestAgent
         .portChanged(true)
         .catch((err: unknown) =>
           this.logger.debug({ err: String(err) }, 'the guest agent does not answer (yet)'),
         );
   }
 
-  /** What applies runtime changes to this QEMU (and speaks to the guest's agent). */
-  private makeControllers(qmp: QmpClient): GuestAgentController {
-    this.cpus = new CpuController(qmp, this.logger);
-    this.cdroms = new CdromController(qmp, this.store, this.paths.imageRepository, this.logger);
-    this.display = new DisplayController(qmp, this.logger);
-    this.disks = new DiskController(qmp, this.logger);
-    this.hotplug?.close();
-    this.hotplug = new HotplugController(
+  /** What applies runtime changes to this QEMU (and speaks to the guest's agents). */
+  private makeControls(qmp: QmpClient): RuntimeControls {
+    return (this.controls = new RuntimeControls({
       qmp,
-      this.keysDir(),
-      (volume, disk) =>
-        this.store.update(
-          (state) => {
-            const { [volume]: _gone, ...others } = state.hotplugDisks ?? {};
-            const hotplugDisks = disk ? { ...others, [volume]: disk } : others;
-            return {
-              ...state,
-              hotplugDisks: Object.keys(hotplugDisks).length > 0 ? hotplugDisks : undefined,
-            };
-          },
-          { event: 'RUNNER_DISK_HOTPLUG', data: { volume, ...disk } },
-        ),
-      (what, task) => this.enqueue(what, task),
-      this.logger,
-    );
-    this.agentLogin?.close();
-    this.agentLogin = new AgentLogin(
-      this.paths.agentSocket,
-      () => this.store.snapshot.booted,
-      (user) =>
-        this.store.update((state) => ({ ...state, loggedInUser: user }), {
-          event: 'RUNNER_AGENT_LOGIN',
-          data: { user },
-        }),
-      this.logger,
-    );
-    this.agentLogin.setUser(this.applied['/Runner'].vm.display.loggedInUser);
-    return (this.guestAgent = new GuestAgentController(this.paths.guestAgentSocket, this.store, this.logger));
-  }
-
-  private async reset(request: string): Promise<void> {
-    this.logger.info({ request }, 'resetting the guest');
-    await systemReset(this.qmp!);
-    this.store.update((state) => ({ ...state, lastReset: { request, at: new Date().toISOString() } }), {
-      event: 'RUNNER_RESET',
-      data: { request },
-    });
-  }
-
-  /** Publishes what waits for a restart, and `config`, the digest of a config just applied. */
-  private publishRestartChanges(event: VmEvent, config?: string) {
-    const pending = restartChanges(this.started, this.applied);
-    if (this.displayPasswordNeedsRestart && !pending.some((change) => change.field === 'displaySecretDir')) {
-      // qemu cannot switch SPICE ticketing on or off while it runs.
-      const state = (locked: boolean) => (locked ? 'password set' : 'no password');
-      pending.push({
-        field: 'displaySecretDir',
-        current: state(this.startedWithDisplayPassword),
-        desired: state(!this.startedWithDisplayPassword),
-      });
-    }
-    if (pending.length > 0)
-      this.logger.info({ pending: pending.map((c) => c.field) }, 'changes that need a restart');
-    this.store.update(
-      (state) => ({
-        ...state,
-        config: config ?? state.config,
-        restartChanges: pending.length > 0 ? pending : undefined,
-      }),
-      event,
-    );
-  }
-
-  private async applyDisplaySecret(): Promise<void> {
-    if (!this.started['/Runner'].vm.display.spice) return;
-    const secret = displaySecretFiles(this.paths.displaySecretDir);
-    const password = await readOptional(secret.password);
-    // qemu cannot switch ticketing on or off while it runs.
-    this.displayPasswordNeedsRestart = this.startedWithDisplayPassword !== (password !== undefined);
-    if (!this.displayPasswordNeedsRestart)
-      await this.applyDisplayPassword(password, await readOptional(secret.expiry));
-    this.publishRestartChanges({ event: 'RUNNER_DISPLAY_SECRET_CHANGED' });
-  }
-
-  private async applyDisplayPassword(password: string | undefined, expiry: string | undefined) {
-    if (!(await this.display!.apply(password, expiry))) return;
-    this.store.update(
-      (state) => ({ ...state, displayPasswordSerial: (state.displayPasswordSerial ?? 0) + 1 }),
-      { event: 'RUNNER_DISPLAY_PASSWORD_SET' },
-    );
+      store: this.store,
+      paths: this.paths,
+      logger: this.logger,
+      keysDir: this.keysDir(),
+      started: this.started,
+      applied: () => this.applied,
+      startedWithDisplayPassword: this.startedWithDisplayPassword,
+      enqueue: (what, task) => this.enqueue(what, task),
+    }));
   }
 }
