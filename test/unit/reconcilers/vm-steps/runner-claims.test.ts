@@ -1,0 +1,35 @@
+import { describe, expect, it } from 'vitest';
+import { runnerClaimsStep } from '../../../../src/reconcilers/virtual-machine/disks/steps.js';
+import { callNames, testVm, vmState } from './vm-state-fixture.js';
+
+const immediate = { metadata: { name: 'fast' }, provisioner: 'x', volumeBindingMode: 'Immediate' };
+const disk = (source?: object) => ({
+  volumeClaimTemplate: {
+    metadata: { name: 'system' },
+    spec: { storageClassName: 'fast', resources: { requests: { storage: '1Gi' } } },
+  },
+  ...(source && { source }),
+});
+
+describe('step: runner pod claims', () => {
+  it("the runner pod's claims of an Immediate class are made before it, and it waits for them", async () => {
+    const { state, calls } = vmState({
+      vm: testVm({ disks: [disk()] }),
+      seen: {
+        storageClasses: { byName: (n) => (n === 'fast' ? immediate : undefined), byDefault: () => undefined },
+      },
+    });
+    expect(state.podPlan.create).toBeUndefined();
+    expect(state.plan.waiting).toEqual({
+      reason: 'WaitingForVolumeBinding',
+      message: 'the runner pod waits for its claims to be bound: vm-system-disk (it is being made)',
+    });
+    expect(await runnerClaimsStep.run(state)).toEqual({
+      writes: ['PersistentVolumeClaim vm-runner-data', 'PersistentVolumeClaim vm-system-disk'],
+    });
+    expect(callNames(calls)).toEqual([
+      'core.createNamespacedPersistentVolumeClaim',
+      'core.createNamespacedPersistentVolumeClaim',
+    ]);
+  });
+});
