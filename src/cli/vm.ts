@@ -17,6 +17,7 @@ import {
 } from '../api/virtual-machine-operation.js';
 import { API_VERSION, GROUP, PLURAL, VERSION, VirtualMachine } from '../api/virtual-machine.js';
 import { readableApiError } from '../kube/clients.js';
+import { CliFailure, fail, reportFailure } from './failure.js';
 import { loadKubeConfig } from '../kube/config.js';
 import { OPERATION_VM_LABEL } from '../reconcilers/virtual-machine-operation/operations.js';
 import { formatDuration, renderTable } from '../util/table.js';
@@ -82,7 +83,7 @@ function context(options: VmCliOptions) {
   };
 }
 
-async function createOperation(name: string, type: OperationType, options: VmCliOptions, command: Command) {
+async function createOperation(name: string, type: OperationType, options: VmCliOptions) {
   const { api, namespace } = context(options);
   const created = VirtualMachineOperation.parse(
     await api.createNamespacedCustomObject({
@@ -111,12 +112,12 @@ async function createOperation(name: string, type: OperationType, options: VmCli
     const phase = op.status?.phase ?? 'Pending';
     if (isFinished(op) || (!options.wait && phase === 'InProgress')) {
       const line = `${opName}: ${phase}${op.status?.message ? ` (${op.status.message})` : ''}`;
-      if (phase === 'Failed' || phase === 'Superseded') command.error(line, { exitCode: 1 });
+      if (phase === 'Failed' || phase === 'Superseded') fail(line);
       console.log(line);
       return;
     }
     if (Date.now() > deadline) {
-      command.error(`${opName}: still ${phase} after ${formatDuration(options.timeout)}`, { exitCode: 1 });
+      fail(`${opName}: still ${phase} after ${formatDuration(options.timeout)}`);
     }
     await sleep(500);
   }
@@ -190,16 +191,14 @@ async function list(options: VmCliOptions) {
  * `vmop vm console NAME --spice`: a one-time password (the user's own right to patch the VM's
  * display Secret), then a `.vv` file for remote-viewer. The password is never printed.
  */
-async function spiceConsole(name: string, options: ConsoleOptions, command: Command) {
+async function spiceConsole(name: string, options: ConsoleOptions) {
   const { api, core, namespace } = context(options);
   const vm = VirtualMachine.parse(await api.getNamespacedCustomObject(vmApiRef(namespace, name)));
   const pod = await core.readNamespacedPod({ name: runnerPodOf(vm), namespace }).catch(() => undefined);
   const endpoint = spiceEndpoint(vm, pod);
-  if (typeof endpoint === 'string') command.error(`vmop vm: ${endpoint}`, { exitCode: 1 });
+  if (typeof endpoint === 'string') fail(`vmop vm: ${endpoint}`);
   if (vm.status?.phase !== 'Running') {
-    command.error(`vmop vm: VM ${name} is ${vm.status?.phase ?? 'not running'}, not Running`, {
-      exitCode: 1,
-    });
+    fail(`vmop vm: VM ${name} is ${vm.status?.phase ?? 'not running'}, not Running`);
   }
   const secret = await displaySecretOf(core, namespace, name);
   let password: string | undefined;
@@ -218,7 +217,7 @@ async function spiceConsole(name: string, options: ConsoleOptions, command: Comm
   console.log(`${file} written (${endpoint.host}:${endpoint.port})${valid}`);
   if (options.open) {
     const viewer = findExecutable(['remote-viewer'], process.env.PATH);
-    if (!viewer) command.error('vmop vm: remote-viewer (virt-viewer) is not installed', { exitCode: 1 });
+    if (!viewer) fail('vmop vm: remote-viewer (virt-viewer) is not installed');
     spawn(viewer, [file], { stdio: 'ignore', detached: true }).unref();
   }
 }
@@ -277,12 +276,14 @@ async function serialConsole(name: string, options: ConsoleOptions) {
 }
 
 /** Runs a subcommand, turning the apiserver's refusals into one readable line. */
-function action<A extends unknown[]>(command: Command, run: (...args: A) => Promise<void>) {
+function action<A extends unknown[]>(run: (...args: A) => Promise<void>) {
   return async (...args: A) => {
     try {
       await run(...args);
     } catch (err) {
-      command.error(`vmop vm: ${(readableApiError(err) as Error).message}`, { exitCode: 1 });
+      // Refused or failed: its reason, not the usage text (the command was typed right).
+      if (err instanceof CliFailure) reportFailure(err.message);
+      else reportFailure(`vmop vm: ${(readableApiError(err) as Error).message}`);
     }
   };
 }
@@ -304,9 +305,7 @@ export function register(program: Command): void {
           .default(5 * 60_000, '5m')
           .argParser(parseTimeout),
       )
-      .action(
-        action(sub, (name: string) => createOperation(name, type, sub.optsWithGlobals<VmCliOptions>(), sub)),
-      );
+      .action(action((name: string) => createOperation(name, type, sub.optsWithGlobals<VmCliOptions>())));
   }
   const listCommand = vm
     .command('list')
@@ -317,7 +316,7 @@ export function register(program: Command): void {
     .addOption(
       new Option('-o, --output <format>', 'output format').choices(['table', 'json']).default('table'),
     );
-  listCommand.action(action(listCommand, () => list(listCommand.optsWithGlobals<VmCliOptions>())));
+  listCommand.action(action(() => list(listCommand.optsWithGlobals<VmCliOptions>())));
 
   const consoleCommand = vm
     .command('console <name>')
@@ -338,9 +337,9 @@ export function register(program: Command): void {
         .argParser(parseTimeout),
     );
   consoleCommand.action(
-    action(consoleCommand, (name: string) => {
+    action((name: string) => {
       const options = consoleCommand.optsWithGlobals<ConsoleOptions>();
-      return options.spice ? spiceConsole(name, options, consoleCommand) : serialConsole(name, options);
+      return options.spice ? spiceConsole(name, options) : serialConsole(name, options);
     }),
   );
 }

@@ -2,6 +2,11 @@
 // node: admission rules, refusals with their reasons, the one-at-a-time rule and superseding.
 // (That operations complete on running guests is shown end to end: test/e2e/operations.test.ts.)
 import { CustomObjectsApi } from '@kubernetes/client-node';
+import { execFile } from 'node:child_process';
+import { mkdtemp } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { installCrds } from '../../../src/devenv/install-crds.js';
 import { startRedis, type RedisServer } from '../../../src/devenv/redis.js';
@@ -15,6 +20,7 @@ import {
 } from '../../support/kube.js';
 import { startManagerProcess, type ManagerProcess } from '../../support/manager-process.js';
 
+const run = promisify(execFile);
 const kubeConfig = sharedKubeConfig();
 const custom = kubeConfig.makeApiClient(CustomObjectsApi);
 
@@ -194,5 +200,32 @@ spec: {virtualMachineName: ${vm}, type: ${type}${extra}}
         'OperationFailed: Stop (VirtualMachineOperation stop-always-on): Stop is not applicable to a VM with runPolicy AlwaysOn',
       );
     }, 30_000);
+  });
+
+  it('`vmop vm` says why an operation was refused and exits 1, without the usage text; without a kubeconfig it says so', async () => {
+    const vmop = (args: string[], env: NodeJS.ProcessEnv) =>
+      run('bin/vmop', ['vm', ...args], { env }).then(
+        ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+        (err: { code: number; stdout: string; stderr: string }) => err,
+      );
+    const withKubeconfig = { ...process.env, KUBECONFIG: inject('kubeconfigPath') };
+    const refused = await vmop(['migrate', 'manual', '-n', ns(), '--to', 'nope', '--wait'], withKubeconfig);
+    expect(refused).toMatchObject({
+      code: 1,
+      stderr: expect.stringMatching(
+        /manual-migrate-\w+: Failed \(the VM is Stopped .*only a running VM migrates\)\n$/,
+      ),
+    });
+    expect(refused.stderr).not.toMatch(/Usage:/);
+    const { KUBECONFIG: _none, ...noKubeconfig } = process.env;
+    const lost = await vmop(['list'], {
+      ...noKubeconfig,
+      HOME: await mkdtemp(path.join(os.tmpdir(), 'no-home-')),
+    });
+    expect(lost).toMatchObject({
+      code: 1,
+      stderr:
+        'vmop vm: no kubeconfig found: give --kubeconfig, set KUBECONFIG, or write ~/.kube/config (nor does this run in a pod)\n',
+    });
   });
 });
