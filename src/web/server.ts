@@ -20,6 +20,7 @@ import type { Logger } from '../util/logger.js';
 import { createAccess } from './access.js';
 import { apiRouter } from './api.js';
 import { TICKET_COOKIE, consoles, refuseUpgrade } from './consoles.js';
+import { fixedSpiceTicket } from './spice-ticket-fix.js';
 import { liveViews } from './live.js';
 import { LOOPBACK, LoginError, oidcLogin, type OidcLogin } from './oidc.js';
 import { WebOptions, type WebSettings } from './options.js';
@@ -43,6 +44,7 @@ const VENDOR: Record<string, string> = {
 };
 /** spice-html5 (LGPL-3.0-or-later), its ES modules as they are. */
 const SPICE_DIR = join(dirname(require.resolve('@spice-project/spice-html5/package.json')), 'src');
+export { SPICE_DIR };
 
 export interface WebServerDeps {
   options: WebOptions;
@@ -210,6 +212,8 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
     if (!file) return void res.status(404).end();
     res.type(file.endsWith('.css') ? 'text/css' : 'text/javascript').sendFile(file);
   });
+  const spiceTicket = fixedSpiceTicket(readFileSync(join(SPICE_DIR, 'ticket.js'), 'utf8'));
+  app.get('/vendor/spice/ticket.js', (_req, res) => void res.type('text/javascript').send(spiceTicket));
   app.use('/vendor/spice', express.static(SPICE_DIR, { index: false }));
   app.get(['/', '/admin', '/console/:namespace/:name'], (_req, res) => void res.type('html').send(page));
   app.use(express.static(PAGES_DIR, { index: false }));
