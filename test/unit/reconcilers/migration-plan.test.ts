@@ -253,6 +253,85 @@ describe('planMigration', () => {
     expect(plan.migrating).toBe(false);
   });
 
+  it.each([
+    [
+      'its QEMU could not start',
+      {
+        snapshot: {
+          phase: 'failed',
+          message: 'qemu exited with code 1 during start: failed to initialize spice server',
+        },
+      },
+      'the target cannot take the VM: qemu exited with code 1 during start: failed to initialize spice server',
+    ],
+    [
+      'its runner image cannot be pulled',
+      { waiting: { reason: 'ImagePullBackOff', message: 'Back-off pulling image "nope/runner:1"' } },
+      'the target\'s runner cannot start: Back-off pulling image "nope/runner:1"',
+    ],
+    [
+      'its runner was restarted',
+      { restarted: { exitCode: 137, reason: 'Error' } },
+      "the target's runner was restarted (Error)",
+    ],
+  ])('fails at once when the target cannot take the guest: %s, in its own words', (_what, how, message) => {
+    const state = { ...started, targetPod: 'vm-m1', targetNode: 'node-2' };
+    const vm = vmWith({ request: true, state });
+    const source = sourcePod(vm, { id: 'm1', role: 'source', mirror: [] });
+    const target = { ...sourcePod(vm), metadata: { name: 'vm-m1', uid: 'target-uid' } } as V1Pod;
+    target.spec = { ...target.spec!, nodeName: 'node-2' };
+    const container = { name: 'runner', image: 'runner', imageID: '', ready: false };
+    if ('waiting' in how)
+      target.status = {
+        phase: 'Pending',
+        containerStatuses: [{ ...container, restartCount: 0, state: { waiting: how.waiting } }],
+      };
+    if ('restarted' in how)
+      target.status = {
+        phase: 'Running',
+        containerStatuses: [
+          { ...container, restartCount: 1, lastState: { terminated: how.restarted }, state: { running: {} } },
+        ],
+      };
+    const plan = planMigration(
+      facts(vm, {
+        current: source,
+        pods: [source, target],
+        sourceSnapshot: snapshot({ id: 'm1', role: 'source', state: 'transferring' }),
+        ...('snapshot' in how && {
+          targetSnapshot: { ...snapshot(undefined, 'failed'), message: how.snapshot.message },
+        }),
+      }),
+    );
+    expect(plan.state).toMatchObject({ result: 'Failed', message });
+    expect(plan.deletePods).toEqual([target]);
+    expect(plan.annotate?.request).toMatchObject({ abort: true });
+  });
+
+  it('a target still starting is waited for', () => {
+    const state = { ...started, targetPod: 'vm-m1', targetNode: 'node-2' };
+    const vm = vmWith({ request: true, state });
+    const source = sourcePod(vm, { id: 'm1', role: 'source', mirror: [] });
+    const target = { ...sourcePod(vm), metadata: { name: 'vm-m1', uid: 'target-uid' } } as V1Pod;
+    target.spec = { ...target.spec!, nodeName: 'node-2' };
+    const waiting = { reason: 'ContainerCreating' };
+    target.status = {
+      phase: 'Pending',
+      containerStatuses: [
+        { name: 'runner', image: 'runner', imageID: '', ready: false, restartCount: 0, state: { waiting } },
+      ],
+    };
+    const plan = planMigration(
+      facts(vm, {
+        current: source,
+        pods: [source, target],
+        sourceSnapshot: snapshot({ id: 'm1', role: 'source', state: 'listening' }),
+      }),
+    );
+    expect(plan.state?.result).toBeUndefined();
+    expect(plan.migrating).toBe(true);
+  });
+
   it('gives up after the deadline, and when its operation ended', () => {
     const old = { ...started, startTimestamp: '2026-11-25T09:40:00Z' };
     expect(planMigration(facts(vmWith({ request: true, state: old }))).state?.message).toMatch(

@@ -10,6 +10,7 @@ import type { MigrationRequest } from '../../../runner/migration/request.js';
 import { kubeTime } from '../../../kube/time.js';
 import { LABEL_VOLUME } from '../naming.js';
 import type { NodeFacts } from '../node-facts.js';
+import { runnerContainer } from '../runner-pod/facts.js';
 import { podClaims, volumesToCopy, type Migratability } from './migratable.js';
 import { LABEL_MIGRATION, targetPodName, type VmMigrationRequest } from './request.js';
 import { podMigrationRequest, targetClaim, targetClaimName, targetPod } from './target.js';
@@ -105,6 +106,27 @@ function begin(facts: MigrationFacts, request: VmMigrationRequest): MigrationPla
   return { ...nothing(true), state: base, ensureSecret: true, requeueAfterMs: 0 };
 }
 
+/**
+ * Why the target cannot take the guest, when it cannot: its runner failed (e.g. QEMU did not
+ * start), its container cannot start (its image cannot be pulled…), or its runner was restarted
+ * (the QEMU waiting for the guest went with it). Then the migration fails at once, in the words
+ * of the runner or kubelet, instead of at its deadline.
+ */
+function targetBroken(target: V1Pod, snapshot: RunnerSnapshot | undefined): string | undefined {
+  if (snapshot?.phase === 'failed')
+    return `the target cannot take the VM: ${snapshot.message ?? 'its runner failed'}`;
+  const container = runnerContainer(target);
+  const waiting = container?.state?.waiting;
+  if (waiting?.reason && !['ContainerCreating', 'PodInitializing'].includes(waiting.reason))
+    return `the target's runner cannot start: ${waiting.message ?? waiting.reason}`;
+  if ((container?.restartCount ?? 0) > 0) {
+    const ended = container?.lastState?.terminated;
+    const why = ended?.message ?? ended?.reason ?? `exit code ${ended?.exitCode ?? 'unknown'}`;
+    return `the target's runner was restarted (${why.trim()})`;
+  }
+  return undefined;
+}
+
 function goOn(facts: MigrationFacts, state: MigrationState): MigrationPlan {
   const { vm, request, pods, now } = facts;
   const source = byName(pods, state.sourcePod);
@@ -128,6 +150,8 @@ function goOn(facts: MigrationFacts, state: MigrationState): MigrationPlan {
       return fail(`the target pod ${state.targetPod} went away`);
     const node = target.spec?.nodeName && facts.node(target.spec.nodeName);
     if (node && node.state !== 'Ready') return fail(`the target node ${node.name} does not report`);
+    const broken = targetBroken(target, facts.targetSnapshot);
+    if (broken) return fail(broken);
     const scheduled = target.status?.conditions?.find((c) => c.type === 'PodScheduled');
     const since = scheduled?.lastTransitionTime && new Date(scheduled.lastTransitionTime).getTime();
     if (scheduled?.reason === 'Unschedulable' && since && now.getTime() - since > UNSCHEDULABLE_TARGET_MS)
