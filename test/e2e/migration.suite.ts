@@ -345,6 +345,35 @@ spec: {virtualMachineName: mover, type: Migrate}
     expect(await vms.eventReasons('mover')).toContain('MigrationFailed');
   });
 
+  it("a target whose QEMU cannot start (its SPICE port is taken on that node): the move fails at once in QEMU's words; the guest runs on at the source", async () => {
+    const before = await runsOn('mover', one);
+    // Another VM with the mover's SPICE port on the other node: both would bind that node's loopback.
+    await vms.apply(
+      testGuestManifest('blocker', NAMESPACE, { extraSpec: `  nodeName: ${two}\n`, spicePort: SPICE_PORT }),
+    );
+    await runsOn('blocker', two);
+    const asked = Date.now();
+    const op = await operate('mover', 'Migrate', `, migrate: {nodeName: ${two}}`);
+    // Before, it waited for the 10-minute deadline (operate() gives up after 5).
+    expect(op.status, JSON.stringify(op.status)).toMatchObject({
+      phase: 'Failed',
+      message: expect.stringMatching(/spice.*; the VM runs on where it was$/is),
+    });
+    console.log(
+      `a target whose QEMU cannot start: the move failed ${Date.now() - asked} ms after it was asked for`,
+    );
+    const after = await runsOn('mover', one);
+    expect(after.status?.runner?.runId).toBe(before.status?.runner?.runId);
+    expect(after.status?.migrationState?.message).toMatch(/spice/i);
+    expect(await vms.eventMessages('mover')).toEqual(
+      expect.arrayContaining([expect.stringMatching(/^MigrationFailed: .*spice/is)]),
+    );
+    for (let waited = 0; (await podsOf('mover')).length > 1 && waited < 30_000; waited += 500)
+      await sleep(500);
+    expect((await podsOf('mover')).map((pod) => pod.metadata.name)).toEqual([before.status?.runnerPod?.name]);
+    await kubectl('delete', 'vm', 'blocker', '--wait');
+  });
+
   it('the managers SIGKILLed mid-way: the restarted ones take the migration up where it stands; the guest runs once, nothing is left', async () => {
     const before = await runsOn('mover', one);
     const opName = `mover-migrate-managers-killed-${Date.now()}`;
