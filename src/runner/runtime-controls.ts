@@ -52,7 +52,9 @@ export class RuntimeControls {
   constructor(private readonly ctx: RuntimeContext) {
     const { qmp, store, paths, logger } = ctx;
     this.cpus = new CpuController(qmp, logger);
-    this.cdroms = new CdromController(qmp, store, paths.imageRepository, logger);
+    this.cdroms = new CdromController(qmp, store, paths.imageRepository, logger, (what, task) =>
+      ctx.enqueue(what, task),
+    );
     this.display = new DisplayController(qmp, logger);
     this.disks = new DiskController(qmp, logger);
     this.hotplug = new HotplugController(
@@ -88,6 +90,7 @@ export class RuntimeControls {
   }
 
   close(): void {
+    this.cdroms.close();
     this.hotplug.close();
     this.guestAgent.close();
     this.agentLogin.close();

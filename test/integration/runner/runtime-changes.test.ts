@@ -145,6 +145,18 @@ describe('runner: a running VM follows its config', () => {
     ).toBe(0);
   });
 
+  it('changes a CD the guest has locked once the guest lets go of it, without an eject (no udev)', async () => {
+    expect(await guestConsole.run('mount -r /dev/sr0 /mnt && grep -qx disc-b /mnt/id.txt')).toBe(0);
+    await changeVm({ drives: cd('a.iso') });
+    await waitForSnapshot((snapshot) => snapshot.drives.cd0?.pendingMedium === 'a.iso', 'pending');
+    expect(await guestConsole.run('umount /mnt')).toBe(0);
+    const changed = await waitForSnapshot((snapshot) => snapshot.drives.cd0?.medium === 'a.iso', 'medium a');
+    expect(changed.drives.cd0).toEqual({ tray: 'closed', medium: 'a.iso' });
+    expect(
+      await guestConsole.run('mount -r /dev/sr0 /mnt && grep -qx disc-a /mnt/id.txt && umount /mnt'),
+    ).toBe(0);
+  });
+
   it('ejects with an empty image and inserts into an unlocked drive at once', async () => {
     await changeVm({ drives: cd('') });
     const ejected = await waitForSnapshot(
