@@ -1,16 +1,7 @@
 import type { V1PersistentVolumeClaim } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { diskExpansionStep } from '../../../../src/reconcilers/virtual-machine/disks/steps.js';
-import { testVm, vmState } from './vm-state-fixture.js';
-
-const immediate = { metadata: { name: 'fast' }, provisioner: 'x', volumeBindingMode: 'Immediate' };
-const disk = (source?: object) => ({
-  volumeClaimTemplate: {
-    metadata: { name: 'system' },
-    spec: { storageClassName: 'fast', resources: { requests: { storage: '1Gi' } } },
-  },
-  ...(source && { source }),
-});
+import { fastDisk, immediateClass, testVm, vmState } from './vm-state-fixture.js';
 
 describe('step: disk expansion', () => {
   it('a claim raised in the spec grows, when its StorageClass allows it', async () => {
@@ -19,9 +10,9 @@ describe('step: disk expansion', () => {
       spec: { storageClassName: 'fast', resources: { requests: { storage: '512Mi' } } },
       status: { phase: 'Bound', capacity: { storage: '512Mi' } },
     };
-    const expandable = { ...immediate, allowVolumeExpansion: true };
+    const expandable = { ...immediateClass, allowVolumeExpansion: true };
     const { state, calls } = vmState({
-      vm: testVm({ disks: [disk()] }),
+      vm: testVm({ disks: [fastDisk()] }),
       seen: { claims: [claim], storageClasses: { byName: () => expandable, byDefault: () => undefined } },
     });
     expect(await diskExpansionStep.run(state)).toEqual({

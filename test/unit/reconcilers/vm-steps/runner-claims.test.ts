@@ -1,22 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import { runnerClaimsStep } from '../../../../src/reconcilers/virtual-machine/disks/steps.js';
-import { callNames, testVm, vmState } from './vm-state-fixture.js';
-
-const immediate = { metadata: { name: 'fast' }, provisioner: 'x', volumeBindingMode: 'Immediate' };
-const disk = (source?: object) => ({
-  volumeClaimTemplate: {
-    metadata: { name: 'system' },
-    spec: { storageClassName: 'fast', resources: { requests: { storage: '1Gi' } } },
-  },
-  ...(source && { source }),
-});
+import { callNames, fastDisk, immediateClass, testVm, vmState } from './vm-state-fixture.js';
 
 describe('step: runner pod claims', () => {
   it("the runner pod's claims of an Immediate class are made before it, and it waits for them", async () => {
     const { state, calls } = vmState({
-      vm: testVm({ disks: [disk()] }),
+      vm: testVm({ disks: [fastDisk()] }),
       seen: {
-        storageClasses: { byName: (n) => (n === 'fast' ? immediate : undefined), byDefault: () => undefined },
+        storageClasses: {
+          byName: (n) => (n === 'fast' ? immediateClass : undefined),
+          byDefault: () => undefined,
+        },
       },
     });
     expect(state.podPlan.create).toBeUndefined();

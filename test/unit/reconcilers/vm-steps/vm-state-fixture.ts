@@ -131,3 +131,19 @@ export function vmState(fixture: FixtureOptions = {}): { state: VmState; calls: 
 
 /** The calls' names, in order. */
 export const callNames = (calls: Call[]) => calls.map((c) => c.call);
+
+/** A StorageClass that binds its claims at once (they are made before the pod that uses them). */
+export const immediateClass = {
+  metadata: { name: 'fast' },
+  provisioner: 'x',
+  volumeBindingMode: 'Immediate',
+};
+
+/** A disk of 1Gi on class `fast`, filled from `source` when given. */
+export const fastDisk = (source?: object) => ({
+  volumeClaimTemplate: {
+    metadata: { name: 'system' },
+    spec: { storageClassName: 'fast', resources: { requests: { storage: '1Gi' } } },
+  },
+  ...(source && { source }),
+});
