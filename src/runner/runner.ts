@@ -34,6 +34,7 @@ import { contactSource, incomingProcesses, type Incoming } from './migration/tar
 import { arriveIn } from './migration/incoming.js';
 import { roleAtStart, type MigrationRequest } from './migration/request.js';
 import path from 'node:path';
+import { readOptional } from './read-optional.js';
 
 export const EXIT_CLEAN = 0;
 export const EXIT_FAILED = 1;
@@ -67,8 +68,6 @@ class StopRequested extends Error {
     super('stop requested');
   }
 }
-
-const readOptional = (file: string) => readFile(file, 'utf8').catch(() => undefined);
 
 function eventTime(event: VmEvent): string {
   const timestamp = (event as Partial<QmpEvent>).timestamp;

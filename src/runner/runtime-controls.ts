@@ -2,7 +2,6 @@
 // secret or reset request applied to the running QEMU, QEMU's device events followed, and the
 // guest's agents spoken to. VmRunner owns the VM's lifecycle (start, stop, exit) and makes one of
 // these once QEMU answers on QMP.
-import { readFile } from 'node:fs/promises';
 import { configDigest, type RunnerConfig } from '../api/runner-config.js';
 import type { Logger } from '../util/logger.js';
 import { liveChanges, restartChanges, type LiveChanges } from './config-diff.js';
@@ -19,8 +18,7 @@ import { DeviceDeletedData, TrayMovedData, VserportChangeData, type VmEvent } fr
 import type { SnapshotStore } from './snapshot/store.js';
 import { AGENT_PORT_ID, GUEST_AGENT_PORT_ID } from './template/context.js';
 import { AgentLogin } from './vmop-agent/login.js';
-
-const readOptional = (file: string) => readFile(file, 'utf8').catch(() => undefined);
+import { readOptional } from './read-optional.js';
 
 export interface RuntimeContext {
   qmp: QmpClient;
