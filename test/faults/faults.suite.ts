@@ -4,10 +4,8 @@
 // as a crash or the OOM killer would. After each: the status tells the truth, nothing stalls, no
 // key or process is lost or left over, and the recovery time is printed. Bounds are deadlines for
 // a recovery that must happen, stated per fault; they are not performance thresholds.
-import { execFile } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunnerSnapshot, snapshotRedisKey } from '../../src/api/runner-snapshot.js';
@@ -16,9 +14,9 @@ import { WATCHED } from '../../src/operator/watch-edge.js';
 import { useDevBed } from '../support/beds.js';
 import { testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
 import { eventually } from '../support/eventually.js';
+import { nodePids, runnerPids } from '../support/qemu-process.js';
 import { firstWrite, parseManagerLog, startedAfter } from '../support/manager-logs.js';
 
-const run = promisify(execFile);
 const NAMESPACE = 'faults';
 const VM = 'faulty';
 const KEY = `vm:${NAMESPACE}/${VM}`;
@@ -88,18 +86,15 @@ describe('faults on a real single-node vmop', { timeout: 600_000 }, () => {
       return samples;
     };
   };
-  /** Host pids (a snapshot's qemuPid is one of the container's pid namespace). */
-  const pids = async (pattern: string) => {
-    const { stdout } = await run('pgrep', ['-f', pattern]).catch(() => ({ stdout: '' }));
-    return stdout.split('\n').filter(Boolean).map(Number);
-  };
-  const onePid = async (pattern: string) => {
-    const found = await pids(pattern);
-    expect(found, pattern).toHaveLength(1);
+  /** The one runner and the one qemu on this bed's node (host pids: a snapshot's qemuPid is the container's). */
+  const cgroupRoot = () => bed.state().nodeServices[0]!.cgroupRoot;
+  const onlyOne = (found: number[], what: string) => {
+    expect(found, what).toHaveLength(1);
     return found[0]!;
   };
-  const RUNNER = 'main.js runner --config';
-  const QEMU = `guest=${VM},`;
+  const runnerPid = async () => onlyOne(await runnerPids(cgroupRoot()), 'runners on the node');
+  const guestQemuPid = async () =>
+    onlyOne(await nodePids(cgroupRoot(), (argv) => argv.includes(`\0guest=${VM},`)), 'qemus on the node');
   const waitBooted = () => vms.waitForVm(VM, (vm) => expect(isBooted(vm)).toBe(true), BOOT_BOUND_MS);
 
   beforeAll(async () => {
@@ -211,11 +206,11 @@ describe('faults on a real single-node vmop', { timeout: 600_000 }, () => {
   });
 
   it('the runner killed: status says Failed at once, counts the restart, and the VM boots again', async () => {
-    const runnerPid = await onePid(RUNNER);
-    const qemuPid = await onePid(QEMU);
+    const runner = await runnerPid();
+    const qemuPid = await guestQemuPid();
     const restartsBefore = (await vms.getVm(VM)).status?.runnerRestarts ?? 0;
     const killedAt = Date.now();
-    process.kill(runnerPid, 'SIGKILL');
+    process.kill(runner, 'SIGKILL');
     // Bound: kubelet's next pod status update (PLEG relists every second).
     const failedMs = await recoveredAfter(killedAt, 60_000, async () => {
       const vm = await vms.getVm(VM);
@@ -235,7 +230,7 @@ describe('faults on a real single-node vmop', { timeout: 600_000 }, () => {
   });
 
   it('qemu killed: Failed with a clean message and no CPUs, the restart counted, and the VM boots again', async () => {
-    const qemuPid = await onePid(QEMU);
+    const qemuPid = await guestQemuPid();
     const restartsBefore = (await vms.getVm(VM)).status?.runnerRestarts ?? 0;
     const killedAt = Date.now();
     process.kill(qemuPid, 'SIGKILL');

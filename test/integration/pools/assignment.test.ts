@@ -63,6 +63,7 @@ async function assignInProcess(redisUrl: string, users: string[]): Promise<Array
 
 const assignOne = async (redisUrl: string, user: string) => (await assignInProcess(redisUrl, [user]))[0]![1];
 
+/** The messages of the VM's Events of `reason`. */
 async function eventsOf(vm: string, reason: string) {
   const list = await core.listNamespacedEvent({
     namespace: NAMESPACE,
@@ -70,6 +71,9 @@ async function eventsOf(vm: string, reason: string) {
   });
   return list.items.filter((e) => e.reason === reason).map((e) => e.message);
 }
+/** A step writes the status before it posts its Event: the Event may follow the status just seen. */
+const expectEvents = (vm: string, reason: string, check: (messages: Array<string | undefined>) => void) =>
+  eventually(async () => check(await eventsOf(vm, reason)), 10_000);
 
 describe("VM pools (VM-Operator's VmPool), real apiserver, Redis and manager", () => {
   let redis: RedisServer;
@@ -144,9 +148,9 @@ describe("VM pools (VM-Operator's VmPool), real apiserver, Redis and manager", (
     );
     for (const vm of assignedVms) {
       expect(vm.spec.vm.state).toBe('Running');
-      expect(await eventsOf(vm.metadata.name, 'Assigned')).toEqual([
-        `assigned to ${vm.status!.assignment!.user} from pool ${POOL}`,
-      ]);
+      await expectEvents(vm.metadata.name, 'Assigned', (messages) =>
+        expect(messages).toEqual([`assigned to ${vm.status!.assignment!.user} from pool ${POOL}`]),
+      );
     }
     // the sixth VM is the last free one; then there is none
     const sixth = await assignOne(redis.url, 'u6');
@@ -166,9 +170,11 @@ describe("VM pools (VM-Operator's VmPool), real apiserver, Redis and manager", (
       return vms;
     }, 20_000);
     for (const vm of released)
-      expect(await eventsOf(vm.metadata.name, 'AssignmentReleased')).toEqual([
-        expect.stringMatching(/^u\d did not use it for the retention of pool test-vms \(PT4S\)$/),
-      ]);
+      await expectEvents(vm.metadata.name, 'AssignmentReleased', (messages) =>
+        expect(messages).toEqual([
+          expect.stringMatching(/^u\d did not use it for the retention of pool test-vms \(PT4S\)$/),
+        ]),
+      );
     // free again: a new user gets one, and keeps it within the retention
     const again = await assignOne(redis.url, 'u7');
     expect(again).toMatchObject({ assignedNow: true, started: false });
@@ -181,11 +187,15 @@ describe("VM pools (VM-Operator's VmPool), real apiserver, Redis and manager", (
     const [v1Vm, v2Vm] = outcomes.map(([, outcome]) => outcome.vm!);
     await kubectl(['patch', 'vm', v1Vm!, '-n', NAMESPACE, '--type', 'merge', '-p', '{"spec":{"pools":[]}}']);
     await eventually(async () => expect((await readVm(v1Vm!)).status?.assignment).toBeUndefined());
-    expect(await eventsOf(v1Vm!, 'AssignmentReleased')).toContain(`the VM left pool ${POOL}`);
+    await expectEvents(v1Vm!, 'AssignmentReleased', (messages) =>
+      expect(messages).toContain(`the VM left pool ${POOL}`),
+    );
     expect((await readVm(v2Vm!)).status?.assignment?.user).toBe('v2');
     await kubectl(['delete', 'vmpool', POOL, '-n', NAMESPACE]);
     await eventually(async () => expect((await poolVms()).filter((vm) => vm.status?.assignment)).toEqual([]));
-    expect(await eventsOf(v2Vm!, 'AssignmentReleased')).toContain(`its pool ${POOL} is gone`);
+    await expectEvents(v2Vm!, 'AssignmentReleased', (messages) =>
+      expect(messages).toContain(`its pool ${POOL} is gone`),
+    );
     const noPool = await assignOne(redis.url, 'v3');
     expect(noPool).toEqual({ reason: 'NoSuchPool', message: `there is no pool ${POOL} in ${NAMESPACE}` });
   });
