@@ -5,6 +5,9 @@ import { createLogger } from '../util/logger.js';
 import { logPublisher, redisPublisher } from '../runner/publish.js';
 import { EXIT_BAD_CONFIG, VmRunner } from '../runner/runner.js';
 import { relaySerialConsole } from '../console/serial-relay.js';
+import { openRedis } from '../queue/connection.js';
+import { watchRunnerRequests } from '../runner/migration/request-channel.js';
+import type { MigrationRequest } from '../runner/migration/request.js';
 
 export const DEFAULT_CONFIG_PATH = '/etc/opt/vmrunner/config.yaml';
 
@@ -43,6 +46,16 @@ async function runRunner(options: RunnerCliOptions): Promise<number> {
     pod: options.pod,
     podUid: options.podUid,
     ...(options.podInfo && { migration: { podInfoFile: options.podInfo } }),
+    ...(options.redis &&
+      options.podUid && {
+        watchRequests: (onRequest: (request: MigrationRequest) => void) =>
+          watchRunnerRequests({
+            redis: openRedis(options.redis!),
+            podUid: options.podUid!,
+            logger,
+            onRequest,
+          }),
+      }),
     ...(options.migrationKeys && { keysDir: options.migrationKeys }),
   });
   const stop = (signal: NodeJS.Signals) => {

@@ -17,6 +17,7 @@ import { createImageReconciler } from '../reconcilers/virtual-machine-image/reco
 import { createLogger } from '../util/logger.js';
 import { serveHttpEndpoints } from './http-endpoints.js';
 import { importProgressReader, snapshotReader } from './snapshots.js';
+import { runnerRequestSender } from './runner-requests.js';
 import { generationMarks, markingSink } from './generation-marks.js';
 import { createWatchEdge, type WatchEventSummary } from './watch-edge.js';
 import { WebOptions } from '../web/options.js';
@@ -111,6 +112,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     newestGeneration: (key, uid) => marks.newest(key, uid),
     readSnapshot: snapshotReader(redis, logger),
     readImportProgress: importProgressReader(redis),
+    sendRunnerRequest: runnerRequestSender(redis),
     defaultRunnerImage: runnerImage,
     runnerRedisUrl: options.runnerRedisUrl ?? options.redisUrl,
     overcommit: { cpu: options.cpuOvercommit, ram: options.ramOvercommit },

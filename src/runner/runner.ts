@@ -32,7 +32,8 @@ import { keepSerialLogSmall, runMarker, startRunInSerialLog } from './serial-log
 import { OutgoingMigrations } from './migration/outgoing.js';
 import { contactSource, incomingProcesses, type Incoming } from './migration/target.js';
 import { arriveIn } from './migration/incoming.js';
-import { roleAtStart, type MigrationRequest } from './migration/request.js';
+import { readMigrationRequest, roleAtStart, type MigrationRequest } from './migration/request.js';
+import type { RequestChannel } from './migration/request-channel.js';
 import path from 'node:path';
 import { readOptional } from './read-optional.js';
 
@@ -49,6 +50,8 @@ export interface RunnerOptions {
   env?: NodeJS.ProcessEnv;
   /** Live migration: where the pod's annotations appear (downward API). */
   migration?: { podInfoFile: string };
+  /** Live migration: the requests the manager sends at once (request-channel.ts). */
+  watchRequests?: (onRequest: (request: MigrationRequest) => void) => RequestChannel;
   /** Where the VM's key file appears (live migration, attached disks); beside the config when absent. */
   keysDir?: string;
 }
@@ -96,6 +99,7 @@ export class VmRunner {
   private controls?: RuntimeControls;
   private serialLog?: { close(): void };
   private watch?: FileWatch;
+  private requests?: RequestChannel;
   private startedWithDisplayPassword = false;
   private powerdownTimeoutSeconds = 0;
   private stopRequested = false;
@@ -297,7 +301,6 @@ export class VmRunner {
       store: this.store,
       qmp: () => this.qmp!,
       launched: () => this.launched!,
-      podInfoFile: this.options.migration?.podInfoFile,
       keysDir: this.keysDir(),
       runtimeDir: paths.runtimeDir,
       dataDir: paths.dataDir,
@@ -315,6 +318,7 @@ export class VmRunner {
     this.watch = watchFiles([...watched.keys()], watched, (file) => this.onFileChanged(file), {
       logger: this.logger,
     });
+    this.requests = this.options.watchRequests?.((request) => this.outgoing?.requestChanged(request));
   }
 
   /** Starts swtpm, builds the cloud-init image, starts qemu (paused) and connects to its QMP socket. */
@@ -450,6 +454,7 @@ export class VmRunner {
 
   private async cleanUp(): Promise<void> {
     this.watch?.close();
+    this.requests?.close();
     this.controls?.close();
     this.serialLog?.close();
     await this.serial;
@@ -508,7 +513,7 @@ export class VmRunner {
 
   private onFileChanged(file: string) {
     if (file === this.options.migration?.podInfoFile) {
-      void this.outgoing?.requestChanged();
+      void readMigrationRequest(file).then((request) => this.outgoing?.requestChanged(request));
       return;
     }
     if (file === this.options.configPath) {

@@ -1,5 +1,6 @@
 // The runner's Redis credential as the Helm chart defines it (helm/vmop/files/runner-acl-rules.txt),
-// on a real Redis: a runner can publish its snapshot and enqueue its VM, and nothing else.
+// on a real Redis: a runner can publish its snapshot, enqueue its VM and read the requests sent
+// to it, and nothing else.
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,6 +14,10 @@ import { snapshotReader } from '../../src/operator/snapshots.js';
 import { DEFAULT_QUEUE_NAME } from '../../src/queue/index.js';
 import { redisPublisher } from '../../src/runner/publish.js';
 import { createLogger } from '../../src/util/logger.js';
+import { runnerRequestKey } from '../../src/api/runner-request.js';
+import { runnerRequestSender } from '../../src/operator/runner-requests.js';
+import { watchRunnerRequests } from '../../src/runner/migration/request-channel.js';
+import type { MigrationRequest } from '../../src/runner/migration/request.js';
 import { eventually } from '../support/eventually.js';
 
 const VM_KEY = 'vm:team-a/web';
@@ -76,6 +81,33 @@ describe("the runner's Redis ACL user", () => {
     } finally {
       await queue.close();
     }
+  });
+
+  it('reads the requests the manager sends to its pod, the one already there first, and cannot send one', async () => {
+    const send = runnerRequestSender(manager);
+    const first: MigrationRequest = { id: 'm1', role: 'source', mirror: [] };
+    await send('pod-uid-1', first);
+    await send('pod-uid-2', { id: 'other', role: 'source', mirror: [] }); // another pod's
+    const received: MigrationRequest[] = [];
+    const channel = watchRunnerRequests({
+      redis: new Redis(url(REDIS_USERS.runner, PASSWORDS.runner)),
+      podUid: 'pod-uid-1',
+      logger: createLogger('acl-test'),
+      onRequest: (request) => received.push(request),
+    });
+    try {
+      await eventually(() => expect(received).toEqual([first]));
+      // Sent right after the first, as an abort follows a start: it comes too.
+      await send('pod-uid-1', { ...first, abort: true });
+      await eventually(() => expect(received).toEqual([first, { ...first, abort: true }]));
+    } finally {
+      channel.close();
+    }
+    // Only the latest request is kept; the runner may read it, not write one.
+    expect(await manager.xlen(runnerRequestKey('pod-uid-1'))).toBe(1);
+    expect(await asRunner('XREVRANGE', runnerRequestKey('pod-uid-1'), '+', '-', 'COUNT', '1')).toBe('OK');
+    expect(await asRunner('XADD', runnerRequestKey('pod-uid-1'), '*', 'request', '{}')).toMatch(/NOPERM/);
+    expect(await asRunner('DEL', runnerRequestKey('pod-uid-1'))).toMatch(/NOPERM/);
   });
 
   it('may touch no other key and run no administrative command', async () => {

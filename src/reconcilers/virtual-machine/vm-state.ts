@@ -9,6 +9,7 @@ import type { KubeClients } from '../../kube/clients.js';
 import type { ObjectCache } from '../../kube/object-cache.js';
 import type { HeldAssignment } from '../../pools/assignment.js';
 import type { Logger } from '../../util/logger.js';
+import type { MigrationRequest } from '../../runner/migration/request.js';
 import type { Observed } from './observe.js';
 import type { PipelineState } from './pipeline.js';
 import type { Plan } from './plan.js';
@@ -40,11 +41,15 @@ export interface VmReconcilerOptions {
   configNudge?: boolean;
   /** The runner's latest snapshot of a VM key (from Redis; a migration target's: `suffix`), if any. */
   readSnapshot?: (key: string, suffix?: string) => Promise<RunnerSnapshot | undefined>;
+  /** Sends a request to a runner pod's runner at once (through Redis: api/runner-request.ts). */
+  sendRunnerRequest?: SendRunnerRequest;
   /** The latest progress of a disk's import (from Redis), if any. */
   readImportProgress?: (key: string, volume: string) => Promise<ImportProgress | undefined>;
   logger: Logger;
   now?: () => Date;
 }
+
+export type SendRunnerRequest = (podUid: string, request: MigrationRequest) => Promise<void>;
 
 /** Writes through the manager's clients, with what a replica keeps between reconciles. */
 export interface VmIo {

@@ -1,12 +1,12 @@
-// The runner's side of being a migration's source: it takes the requests its pod's annotation
-// brings (start, or give up), runs one migration at a time after the QMP work queued before it,
+// The runner's side of being a migration's source: it takes the requests the manager sends (its
+// request stream, or its pod's annotation: start, or give up), runs one migration at a time after the QMP work queued before it,
 // reports progress into the snapshot, and once the guest left, ends this QEMU.
 import type { MigrationProgress } from '../../api/runner-snapshot.js';
 import type { Logger } from '../../util/logger.js';
 import type { QmpClient } from '../qmp/client.js';
 import { quit } from '../qmp/commands.js';
 import type { SnapshotStore } from '../snapshot/store.js';
-import { readMigrationRequest, type MigrationRequest } from './request.js';
+import type { MigrationRequest } from './request.js';
 import { migrateAway, type Launch } from './source.js';
 
 export interface OutgoingContext {
@@ -15,7 +15,6 @@ export interface OutgoingContext {
   qmp(): QmpClient;
   /** How this runner's QEMU (and swtpm) were started. */
   launched(): { qemu: Launch; swtpm?: Launch };
-  podInfoFile?: string;
   keysDir: string;
   runtimeDir: string;
   dataDir: string;
@@ -30,9 +29,11 @@ export class OutgoingMigrations {
 
   constructor(private readonly context: OutgoingContext) {}
 
-  /** The pod's migration annotation changed: a migration to start as its source, or to give up. */
-  async requestChanged(): Promise<void> {
-    const request = await readMigrationRequest(this.context.podInfoFile);
+  /**
+   * A request came (it may repeat one already taken: both channels bring each): a migration to
+   * start as its source, or to give up.
+   */
+  requestChanged(request: MigrationRequest | undefined): void {
     if (!request || request.role !== 'source') return;
     if (request.abort) {
       if (this.current?.id === request.id) this.current.abort();

@@ -126,6 +126,33 @@ describe('planMigration', () => {
     expect(local.annotate?.request).toEqual({ id: 'm1', role: 'source', mirror: ['/dev/data-disk'] });
     const shared = planMigration(facts(vmWith({ request: true, state: started, disk: 'shared' })));
     expect(shared.annotate?.request).toEqual({ id: 'm1', role: 'source', mirror: [] });
+    // The annotation is the record; the runner is sent the request at once.
+    expect(shared.send).toEqual(shared.annotate);
+  });
+
+  it('sends the source its request again until its runner acts on it, then no more', () => {
+    const vm = vmWith({ request: true, state: started, disk: 'shared' });
+    const source = sourcePod(vm, { id: 'm1', role: 'source', mirror: [] });
+    const notYet = planMigration(facts(vm, { current: source, pods: [source] }));
+    expect(notYet.annotate).toBeUndefined();
+    expect(notYet.send).toEqual({ pod: source, request: { id: 'm1', role: 'source', mirror: [] } });
+    // A previous migration's progress is no answer to this one.
+    const previous = planMigration(
+      facts(vm, {
+        current: source,
+        pods: [source],
+        sourceSnapshot: snapshot({ id: 'm0', role: 'source', state: 'completed' }),
+      }),
+    );
+    expect(previous.send?.request.id).toBe('m1');
+    const acted = planMigration(
+      facts(vm, {
+        current: source,
+        pods: [source],
+        sourceSnapshot: snapshot({ id: 'm1', role: 'source', state: 'listening', port: 7000 }),
+      }),
+    );
+    expect(acted.send).toBeUndefined();
   });
 
   it('makes the target once the source listens: off the source node, its own claim for the copied disk', () => {
@@ -249,6 +276,21 @@ describe('planMigration', () => {
     expect(plan.state).toMatchObject({ result: 'Failed', message: 'the target pod vm-m1 went away' });
     expect(plan.switchTo).toBeUndefined();
     expect(plan.annotate?.request).toMatchObject({ id: 'm1', role: 'source', abort: true });
+    expect(plan.send).toEqual(plan.annotate);
+    // Recorded, it is sent again while the source's migration is under way; not once it gave up.
+    const aborting = sourcePod(vm, { id: 'm1', role: 'source', mirror: [], abort: true });
+    const failedState = plan.state!;
+    const later = (state: 'transferring' | 'failed') =>
+      planMigration(
+        facts(vmWith({ request: true, state: failedState }), {
+          current: aborting,
+          pods: [aborting],
+          sourceSnapshot: snapshot({ id: 'm1', role: 'source', state }),
+        }),
+      );
+    expect(later('transferring').annotate).toBeUndefined();
+    expect(later('transferring').send?.request).toMatchObject({ id: 'm1', abort: true });
+    expect(later('failed').send).toBeUndefined();
     expect(plan.deleteClaims).toEqual([copy]);
     expect(plan.migrating).toBe(false);
   });

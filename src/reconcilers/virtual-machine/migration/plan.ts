@@ -49,8 +49,13 @@ export interface MigrationPlan {
   switchTo?: V1Pod;
   /** The migration's key Secret must exist. */
   ensureSecret?: boolean;
-  /** The runner migration request to set on a pod (the source's; abort to give up). */
+  /** The runner migration request to set on a pod (the source's; abort to give up): its record. */
   annotate?: { pod: V1Pod; request: MigrationRequest };
+  /**
+   * The request to send the pod's runner at once (api/runner-request.ts): again on every look
+   * until its runner reports it acted, as Redis may have lost it.
+   */
+  send?: { pod: V1Pod; request: MigrationRequest };
   createTarget?: { pod: V1Pod; claims: V1PersistentVolumeClaim[] };
   deletePods: V1Pod[];
   /** Deleted first (the source's copied disks after a success, the target's after a failure). */
@@ -179,12 +184,14 @@ function goOn(facts: MigrationFacts, state: MigrationState): MigrationPlan {
   const plan: MigrationPlan = { ...nothing(true), ensureSecret: true, requeueAfterMs: CHECK_EVERY_MS };
   const copied = volumesToCopy(source, facts.claims);
   const asked = podMigrationRequest(source);
-  if (asked?.id !== state.id || asked.role !== 'source') {
-    plan.annotate = {
-      pod: source,
-      request: { id: state.id, role: 'source', mirror: copied.map((volume) => `/dev/${volume}`) },
-    };
-  }
+  const sourceRequest: MigrationRequest = {
+    id: state.id,
+    role: 'source',
+    mirror: copied.map((volume) => `/dev/${volume}`),
+  };
+  if (asked?.id !== state.id || asked.role !== 'source')
+    plan.annotate = { pod: source, request: sourceRequest };
+  if (!sourceProgress) plan.send = { pod: source, request: sourceRequest };
   if (target) {
     // Where it landed, once scheduled (also tells a gone target from a lagging cache).
     if (target.spec?.nodeName && state.targetNode !== target.spec.nodeName)
@@ -253,8 +260,13 @@ function cleanUp(facts: MigrationFacts, state: MigrationState, justFailed = fals
   const source = byName(pods, state.sourcePod);
   const asked = podMigrationRequest(source);
   const progress = progressOf(facts.sourceSnapshot, state.id);
-  if (source && asked?.id === state.id && !asked.abort && progress?.state !== 'failed') {
-    plan.annotate = { pod: source, request: { ...asked, abort: true } };
+  if (source && asked?.id === state.id && progress?.state !== 'failed') {
+    const abort = { ...asked, abort: true };
+    if (!asked.abort) plan.annotate = { pod: source, request: abort };
+    // Sent with the record (it replaces the start the runner may not have read yet), and again
+    // while the runner's migration is under way.
+    if (!asked.abort || (progress && progress.state !== 'completed'))
+      plan.send = { pod: source, request: abort };
   }
   return plan;
 }

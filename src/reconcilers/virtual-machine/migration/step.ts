@@ -11,7 +11,9 @@ export const migrationStep: Step<VmState> = {
     const migration = plan.migration.plan;
     const valid = state.specErrors.length === 0 && state.rejected === undefined;
     return {
-      writes: valid ? await carryOutMigration(io.clients, io.cache, seen.vm, migration) : [],
+      writes: valid
+        ? await carryOutMigration(io.clients, io.cache, seen.vm, migration, io.options.sendRunnerRequest)
+        : [],
       requeueAfterMs: migration.requeueAfterMs,
     };
   },

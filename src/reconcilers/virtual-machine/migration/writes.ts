@@ -1,5 +1,5 @@
 // Carries out a migration plan's writes (plan.ts decides them): the key Secret, the runner
-// migration requests on pods, the target pod and its claims, and the tidying up. Each is safe to
+// migration requests (on pods, and sent to their runners), the target pod and its claims, and the tidying up. Each is safe to
 // repeat: creates that find their object made are fine, deletes are by uid.
 import { randomBytes } from 'node:crypto';
 import { type V1PersistentVolumeClaim, type V1Pod, type V1Secret } from '@kubernetes/client-node';
@@ -12,6 +12,7 @@ import type { MigrationPlan } from './plan.js';
 import { LABEL_MIGRATION } from './request.js';
 import { migrationAnnotation } from './target.js';
 import { mergePatch } from '../../../kube/merge-patch.js';
+import type { SendRunnerRequest } from '../vm-state.js';
 
 /** The key QEMU's TLS-PSK credentials and the runners' side channel use (`identity:hex`). */
 export function migrationSecret(vm: VirtualMachine): V1Secret {
@@ -41,6 +42,7 @@ export async function carryOutMigration(
   cache: ObjectCache,
   vm: VirtualMachine,
   plan: MigrationPlan,
+  sendRunnerRequest?: SendRunnerRequest,
 ): Promise<string[]> {
   const writes: string[] = [];
   const namespace = vm.metadata.namespace!;
@@ -63,6 +65,13 @@ export async function carryOutMigration(
       .then(() =>
         writes.push(`Pod ${pod.metadata!.name} (migration ${request.abort ? 'abort' : request.role})`),
       );
+  }
+  if (plan.send && sendRunnerRequest) {
+    const { pod, request } = plan.send;
+    await sendRunnerRequest(pod.metadata!.uid!, request);
+    writes.push(
+      `request to Pod ${pod.metadata!.name}'s runner (migration ${request.abort ? 'abort' : request.role})`,
+    );
   }
   if (plan.createTarget) {
     for (const claim of plan.createTarget.claims) {
