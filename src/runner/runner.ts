@@ -115,8 +115,6 @@ export class VmRunner {
   private releaseLinger: (() => void) | undefined;
   /** What in the config keeps the VM from starting, when that is why it failed. */
   private configError?: RunnerConfigError;
-  /** How qemu (and swtpm) were started: a migration target starts the very same. */
-  private launched?: { qemu: ProcessLaunch; swtpm?: ProcessLaunch };
   /** The live migrations this runner is the source of. */
   private outgoing?: OutgoingMigrations;
   /** The guest left for another pod: qemu's end is no shutdown, and the runner waits to be stopped. */
@@ -277,22 +275,20 @@ export class VmRunner {
     this.startedWithDisplayPassword =
       settings.vm.display.spice !== undefined && secret.password !== undefined;
 
-    // A migration's target starts the source's very QEMU (and swtpm), waiting for its state.
+    // A migration's target renders its own QEMU (and swtpm) the same way, waiting for the state.
     const incoming = migration && (await contactSource(migration, this.keysDir(), this.logger));
-    const processes = incoming
-      ? incomingProcesses(incoming, paths)
-      : await renderProcesses(settings, {
-          paths,
-          env: this.env,
-          hasDisplayPassword: this.startedWithDisplayPassword,
-          logger: this.logger,
-        });
+    const rendered = await renderProcesses(settings, {
+      paths,
+      env: this.env,
+      hasDisplayPassword: this.startedWithDisplayPassword,
+      logger: this.logger,
+    });
+    const processes = incoming ? incomingProcesses(rendered, incoming.request, paths.dataDir) : rendered;
     if (!incoming && processes.swtpm) {
       const adopted = await adoptArrivedTpmState(paths.dataDir, paths.swtpmStateDir);
       if (adopted)
         this.logger.info({ migration: adopted }, 'the TPM state the guest arrived with is its own now');
     }
-    this.launched = { qemu: processes.qemu, ...(processes.swtpm && { swtpm: processes.swtpm }) };
     await this.launch(settings, processes);
     if (incoming) await this.takeOver(secret, incoming);
     else await this.configure(settings, secret);
@@ -300,9 +296,7 @@ export class VmRunner {
       logger: this.logger,
       store: this.store,
       qmp: () => this.qmp!,
-      launched: () => this.launched!,
       keysDir: this.keysDir(),
-      runtimeDir: paths.runtimeDir,
       dataDir: paths.dataDir,
       enqueue: (what, task) => this.enqueue(what, task),
       left: () => (this.migratedAway = true),
@@ -555,7 +549,6 @@ export class VmRunner {
       keysDir: this.keysDir(),
       imageRepository: this.paths.imageRepository,
       dataDir: this.paths.dataDir,
-      runtimeDir: this.paths.runtimeDir,
       qemuExited: this.qemu!.exited,
       setDisplayPassword: async () => {
         if (this.startedWithDisplayPassword)

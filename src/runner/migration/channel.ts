@@ -1,43 +1,38 @@
 // The side channel of a live migration between the source and the target runner: one TLS
 // connection authenticated by the migration's pre-shared key (the same key QEMU's own migration
 // and block export use), carrying JSON lines. The target asks; the source tells it how its QEMU
-// runs; the target says where it listens; each tells the other how it ended.
+// runs now (what changed since its start); the target says where it listens; each tells the other
+// how it ended.
 import { once } from 'node:events';
 import { readFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { createInterface } from 'node:readline';
 import tls from 'node:tls';
 import { z } from 'zod';
-
-/** The launch of a process as the source made it (the target starts the very same). */
-const Launch = z.object({
-  executable: z.string(),
-  args: z.array(z.string()),
-  environment: z.record(z.string(), z.string()),
-});
+import { MachineFingerprint } from './fingerprint.js';
 
 export const ChannelMessage = z.discriminatedUnion('type', [
   z.object({ type: z.literal('hello'), id: z.string() }),
+  // What changed at the source since its start, and what its QEMU is: never how to start a
+  // process (the target renders its own from its own config and image; anything else sent is dropped).
   z.object({
     type: z.literal('bundle'),
-    qemu: Launch,
-    swtpm: Launch.optional(),
+    /** The source's QEMU as it runs (with the CPUs below): the target's must match it. */
+    fingerprint: MachineFingerprint,
     /** CPUs the source plugged in after its start: the target adds them before the state arrives. */
     cpus: z.array(z.object({ driver: z.string(), id: z.string(), props: z.record(z.string(), z.number()) })),
     /** CD drives' media as they are now (changed at runtime, so not in the arguments). */
     media: z.record(z.string(), z.string().nullable()),
-    /** The host files of the disks the source mirrors to the target (not shared). */
+    /** The block nodes of the disks the source mirrors to the target (not shared). */
     mirror: z.array(z.string()),
     /** The guest had booted (it opened the vmop agent port): no port event tells the target. */
     booted: z.boolean(),
-    /** The source's runtime directory: where its arguments name it, the target puts its own. */
-    runtimeDir: z.string(),
   }),
   z.object({
     type: z.literal('ready'),
     migrationPort: z.number().int(),
     nbdPort: z.number().int().optional(),
-    /** Export name of each mirrored disk's host file. */
+    /** Export name of each mirrored disk's block node. */
     exports: z.record(z.string(), z.string()),
   }),
   z.object({

@@ -14,7 +14,6 @@ export interface ArrivalContext {
   keysDir: string;
   imageRepository: string;
   dataDir: string;
-  runtimeDir: string;
   qemuExited: Promise<unknown>;
   /** Sets this QEMU's display password (it is not part of the migrated state). */
   setDisplayPassword(): Promise<void>;

@@ -7,16 +7,13 @@ import type { QmpClient } from '../qmp/client.js';
 import { quit } from '../qmp/commands.js';
 import type { SnapshotStore } from '../snapshot/store.js';
 import type { MigrationRequest } from './request.js';
-import { migrateAway, type Launch } from './source.js';
+import { migrateAway } from './source.js';
 
 export interface OutgoingContext {
   logger: Logger;
   store: SnapshotStore;
   qmp(): QmpClient;
-  /** How this runner's QEMU (and swtpm) were started. */
-  launched(): { qemu: Launch; swtpm?: Launch };
   keysDir: string;
-  runtimeDir: string;
   dataDir: string;
   /** Runs `task` after the QMP operations queued before it (CPU, RAM or CD changes wait for it). */
   enqueue(what: string, task: () => Promise<void>): void;
@@ -64,11 +61,9 @@ export class OutgoingMigrations {
       {
         qmp,
         logger,
-        launched: this.context.launched(),
         media: () =>
           Object.fromEntries(Object.entries(store.snapshot.drives).map(([id, d]) => [id, d.medium ?? null])),
         booted: store.snapshot.booted,
-        runtimeDir: this.context.runtimeDir,
         keysDir: this.context.keysDir,
         dataDir: this.context.dataDir,
         progress,

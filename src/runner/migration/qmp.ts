@@ -92,13 +92,23 @@ export async function migrateCancel(qmp: QmpExecutor): Promise<void> {
 
 const NamedBlockNode = z.object({ 'node-name': z.string(), file: z.string(), drv: z.string() });
 
-/** The format node (the one devices attach to) whose host-side file or device is `file`. */
-export async function blockNodeOf(qmp: QmpExecutor, file: string): Promise<string | undefined> {
+const FORMATS = new Set(['raw', 'qcow2']);
+
+/** The format nodes (those devices attach to). */
+async function namedFormatNodes(qmp: QmpExecutor) {
   const nodes = z.array(NamedBlockNode).parse(await qmp.execute('query-named-block-nodes', { flat: true }));
-  return nodes.find((node) => node.file === file && FORMATS.has(node.drv))?.['node-name'];
+  return nodes.filter((node) => FORMATS.has(node.drv));
 }
 
-const FORMATS = new Set(['raw', 'qcow2']);
+/** The format node whose host-side file or device is `file`. */
+export async function blockNodeOf(qmp: QmpExecutor, file: string): Promise<string | undefined> {
+  return (await namedFormatNodes(qmp)).find((node) => node.file === file)?.['node-name'];
+}
+
+/** The names of the format nodes. */
+export async function formatNodes(qmp: QmpExecutor): Promise<string[]> {
+  return (await namedFormatNodes(qmp)).map((node) => node['node-name']);
+}
 
 /** The target: an NBD server (with the TLS credentials) exporting `nodes` writable. */
 export async function exportForMirror(qmp: QmpExecutor, port: number, nodes: string[]): Promise<void> {

@@ -1,5 +1,5 @@
-// The source runner's part of a live migration: it opens the side channel, tells the target how
-// its QEMU runs, copies the disks the target does not share (block mirrors into the target's NBD
+// The source runner's part of a live migration: it opens the side channel, tells the target what
+// its QEMU is and what changed since its start, copies the disks the target does not share (block mirrors into the target's NBD
 // exports), sends the guest's memory and device state (QEMU over TLS), and only at the point of no
 // return, paused before the switch-over, notes that the guest left. Until then any failure leaves
 // the guest running here as it was.
@@ -9,6 +9,7 @@ import type { MigrationProgress } from '../../api/runner-snapshot.js';
 import type { Logger } from '../../util/logger.js';
 import { cont, queryHotpluggableCpus } from '../qmp/commands.js';
 import type { QmpClient, QmpEvent } from '../qmp/client.js';
+import { machineFingerprint } from './fingerprint.js';
 import { listenForTarget, readPsk, type Channel, type ChannelMessage } from './channel.js';
 import {
   TLS_CREDS_ID,
@@ -32,20 +33,12 @@ const DOWNTIME_LIMIT_MS = 300;
 /** How long the source waits for its target to connect (the target pod is scheduled and starts). */
 const TARGET_CONNECT_TIMEOUT_MS = 5 * 60_000;
 
-export interface Launch {
-  executable: string;
-  args: string[];
-  environment: Record<string, string>;
-}
-
 export interface SourceContext {
   qmp: QmpClient;
   logger: Logger;
-  launched: { qemu: Launch; swtpm?: Launch };
   /** CD drives' media now, by drive id. */
   media(): Record<string, string | null>;
   booted: boolean;
-  runtimeDir: string;
   /** Where the migration's key file (keys.psk) appears. */
   keysDir: string;
   dataDir: string;
@@ -134,7 +127,7 @@ async function connectTarget(
   return { channel, psk };
 }
 
-/** Tells the target how QEMU runs here (hot-plugged CPUs, media, disks to copy); its answer. */
+/** Tells the target what its QEMU must match and what changed here (CPUs, media, disks to copy); its answer. */
 async function sendBundle(context: SourceContext, request: MigrationRequest, channel: Channel) {
   const hello = await channel.next();
   if (hello.type !== 'hello' || hello.id !== request.id)
@@ -146,20 +139,26 @@ async function sendBundle(context: SourceContext, request: MigrationRequest, cha
       id: slot['qom-path']!.slice(PERIPHERAL.length),
       props: slot.props,
     }));
+  // The disks to copy by their block node (the template names them from the config, so the
+  // target's are named alike, whatever their host files are called there).
+  const mirror: string[] = [];
+  for (const file of request.mirror) {
+    const node = await blockNodeOf(context.qmp, file);
+    if (!node) throw new Error(`no disk of ${file} to copy`);
+    mirror.push(node);
+  }
   channel.send({
     type: 'bundle',
-    qemu: context.launched.qemu,
-    ...(context.launched.swtpm && { swtpm: context.launched.swtpm }),
+    fingerprint: await machineFingerprint(context.qmp),
     cpus,
     media: context.media(),
-    mirror: request.mirror,
+    mirror,
     booted: context.booted,
-    runtimeDir: context.runtimeDir,
   });
   context.progress({ state: 'preparing' });
   const ready = (await channel.next()) as Extract<ChannelMessage, { type: 'ready' }>;
   if (ready.type !== 'ready') throw new Error(`the target sent ${ready.type}, not ready`);
-  return ready;
+  return { ready, mirror };
 }
 
 type Job = { node: string; job: string; bytes?: number };
@@ -168,17 +167,15 @@ type Job = { node: string; job: string; bytes?: number };
 async function mirrorDisks(
   context: SourceContext,
   request: MigrationRequest,
-  target: { host: string; ready: Extract<ChannelMessage, { type: 'ready' }> },
+  target: { host: string; ready: Extract<ChannelMessage, { type: 'ready' }>; mirror: string[] },
   waitFor: WaitFor,
   jobs: Job[],
 ): Promise<void> {
   const { qmp } = context;
   context.progress({ state: 'mirroring' });
-  for (const file of request.mirror) {
-    const node = await blockNodeOf(qmp, file);
-    if (!node) throw new Error(`no disk of ${file} to copy`);
-    const exported = target.ready.exports[file];
-    if (!exported || !target.ready.nbdPort) throw new Error(`the target exports no disk for ${file}`);
+  for (const node of target.mirror) {
+    const exported = target.ready.exports[node];
+    if (!exported || !target.ready.nbdPort) throw new Error(`the target exports no disk for ${node}`);
     const job = await mirrorTo(qmp, node, {
       host: target.host,
       port: target.ready.nbdPort,
@@ -229,7 +226,7 @@ export async function migrateAway(
     const connected = await connectTarget(context, request, events.isAborted, (l) => (listener = l));
     channel = connected.channel;
     const host = channel.remoteAddress;
-    const ready = await sendBundle(context, request, channel);
+    const { ready, mirror } = await sendBundle(context, request, channel);
     await addPskCredentials(qmp, 'client', context.keysDir, connected.psk.identity);
     await setCapabilities(qmp, ['events', 'pause-before-switchover']);
     await setParameters(qmp, {
@@ -237,7 +234,7 @@ export async function migrateAway(
       'tls-hostname': host,
       'downtime-limit': DOWNTIME_LIMIT_MS,
     });
-    if (request.mirror.length > 0) await mirrorDisks(context, request, { host, ready }, events.waitFor, jobs);
+    if (mirror.length > 0) await mirrorDisks(context, request, { host, ready, mirror }, events.waitFor, jobs);
     context.progress({ state: 'transferring' });
     await migrate(qmp, host, ready.migrationPort);
     const stage = await events.waitFor((e) => migrationStatus('pre-switchover')(e) || ended(e));

@@ -1,7 +1,8 @@
-// The target runner's part of a live migration: it asks the source how its QEMU runs, starts the
-// very same (swtpm too) waiting for the incoming state, adds the CPUs the source plugged in and
-// its CD media, exports the disks the source copies (NBD over TLS), takes the state and lets the
-// guest run. It never boots the guest itself: a target that fails just ends.
+// The target runner's part of a live migration: its QEMU (and swtpm), rendered from its own config
+// and image, waits for the incoming state; it asks the source what changed since the source's
+// start (CPUs plugged in, CD media, disks to copy), makes the same changes, checks that its QEMU
+// matches the source's, exports the disks the source copies (NBD over TLS), takes the state and
+// lets the guest run. It never boots the guest itself: a target that fails just ends.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from '../../util/logger.js';
 import { resolveCdImage } from '../drives.js';
@@ -18,7 +19,7 @@ import { connectToSource, readPsk, type Channel, type ChannelMessage, type Psk }
 import {
   TLS_CREDS_ID,
   addPskCredentials,
-  blockNodeOf,
+  formatNodes,
   exportForMirror,
   migrateIncoming,
   setCapabilities,
@@ -28,6 +29,8 @@ import {
 import { arrivedMarker, setMarker, type MigrationRequest } from './request.js';
 import { incomingTpmStateDir, withTpmStateDir } from './tpm-state.js';
 import { waitForFile } from './wait.js';
+import { fingerprintMismatch, machineFingerprint } from './fingerprint.js';
+import type { ProcessLaunch } from '../processes.js';
 import path from 'node:path';
 
 export type Bundle = Extract<ChannelMessage, { type: 'bundle' }>;
@@ -43,30 +46,25 @@ export interface Incoming {
 }
 
 /**
- * The source's processes, QEMU waiting for the incoming state, with the target's own runtime
- * directory where they name the source's (its sockets and per-pod files), and swtpm's state in
- * the migration's own directory (tpm-state.ts).
+ * This runner's own processes as a migration's target: QEMU waits for the incoming state, swtpm
+ * keeps its state in the migration's own directory (tpm-state.ts).
  */
 export function incomingProcesses(
-  { bundle, request }: Incoming,
-  dirs: { runtimeDir: string; dataDir: string },
+  processes: { qemu: ProcessLaunch; swtpm?: ProcessLaunch },
+  request: MigrationRequest,
+  dataDir: string,
 ) {
-  const here = (args: string[]) => args.map((arg) => arg.replaceAll(bundle.runtimeDir, dirs.runtimeDir));
-  const tpmStateDir = incomingTpmStateDir(dirs.dataDir, request.id);
+  const tpmStateDir = incomingTpmStateDir(dataDir, request.id);
   return {
-    qemu: { ...bundle.qemu, args: [...here(bundle.qemu.args), '-incoming', 'defer'] },
-    ...(bundle.swtpm && {
-      swtpm: { ...bundle.swtpm, args: withTpmStateDir(here(bundle.swtpm.args), tpmStateDir) },
+    qemu: { ...processes.qemu, args: [...processes.qemu.args, '-incoming', 'defer'] },
+    ...(processes.swtpm && {
+      swtpm: { ...processes.swtpm, args: withTpmStateDir(processes.swtpm.args, tpmStateDir) },
       tpmStateDir,
     }),
   };
 }
 
-/** A host file of the source's (a disk to mirror) as the target has it. */
-export const hereOf = (bundle: Bundle, runtimeDir: string, file: string) =>
-  file.replaceAll(bundle.runtimeDir, runtimeDir);
-
-/** Connects to the source and fetches how its QEMU runs. */
+/** Connects to the source and fetches what its QEMU is and what changed there since its start. */
 export async function contactSource(
   request: MigrationRequest,
   keysDir: string,
@@ -94,7 +92,7 @@ export async function contactSource(
   }
   channel.send({ type: 'hello', id: request.id });
   const bundle = await channel.next();
-  if (bundle.type !== 'bundle') throw new Error(`the source sent ${bundle.type}, not how its QEMU runs`);
+  if (bundle.type !== 'bundle') throw new Error(`the source sent ${bundle.type}, not what its QEMU is`);
   logger.info(
     { migration: request.id, source: request.source, mirror: bundle.mirror },
     'the migration source answered',
@@ -103,7 +101,7 @@ export async function contactSource(
 }
 
 /**
- * With QEMU started from the bundle and `-incoming defer`: takes the migration in; resolves once
+ * With this runner's QEMU started with `-incoming defer`: takes the migration in; resolves once
  * the guest's state is here and the source confirmed it let go (the caller lets the guest run at
  * once, then calls the returned `tidy`), throws when the migration failed (the guest runs on at the
  * source).
@@ -116,7 +114,6 @@ export async function receive(
     /** Where CD media named by the source (as configured) are. */
     imageRepository: string;
     dataDir: string;
-    runtimeDir: string;
     qemuExited: Promise<unknown>;
     logger: Logger;
   },
@@ -150,6 +147,9 @@ export async function receive(
         await blockdevRemoveMedium(qmp, drive);
       }
     }
+    // The state fits only a QEMU like the source's: refused here, with what differs.
+    const mismatch = fingerprintMismatch(bundle.fingerprint, await machineFingerprint(qmp));
+    if (mismatch) throw new Error(mismatch);
     await setCapabilities(qmp, ['events', 'late-block-activate']);
     await addPskCredentials(qmp, 'server', context.keysDir, incoming.psk.identity);
     await setParameters(qmp, { 'tls-creds': TLS_CREDS_ID });
@@ -157,10 +157,10 @@ export async function receive(
     let nbdPort: number | undefined;
     if (bundle.mirror.length > 0) {
       nbdPort = await freePort('0.0.0.0');
-      for (const file of bundle.mirror) {
-        const node = await blockNodeOf(qmp, hereOf(bundle, context.runtimeDir, file));
-        if (!node) throw new Error(`no disk of ${file} to take the copy`);
-        exports[file] = node;
+      const here = new Set(await formatNodes(qmp));
+      for (const node of bundle.mirror) {
+        if (!here.has(node)) throw new Error(`no disk ${node} here to take the copy`);
+        exports[node] = node;
       }
       await exportForMirror(qmp, nbdPort, Object.values(exports));
     }

@@ -4,17 +4,20 @@
 // directory (as on a shared runner data volume); each has its own runtime directory, where the
 // guest's "local" disk lives, so the source copies it to the target while the guest runs.
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { mkdir, rm, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunnerConfigInput } from '../../../src/api/runner-config.js';
 import { MIGRATION_ANNOTATION } from '../../../src/runner/migration/request.js';
+import { listenForTarget, readPsk, type ChannelMessage } from '../../../src/runner/migration/channel.js';
 import type { SerialConsole } from '../../support/qemu.js';
 import { PCR16_AFTER_EXTEND, PCR16_EXTEND } from '../../support/tpm.js';
 import {
   configYaml,
   isAlive,
   makeImageRepository,
+  MiB,
   makeTempDir,
   openConsole,
   startRunner,
@@ -28,6 +31,9 @@ describe('runner: live migration between two runners', () => {
   let target: RunnerProcess;
   let back: RunnerProcess | undefined;
   let guest: SerialConsole;
+  let images: string;
+  /** The guest's runners, and two targets it must not go to. */
+  const RUNNERS = ['source', 'target', 'back', 'bigger', 'rogue'];
   const dataDir = () => path.join(tmp, 'data');
   const runtimeOf = (who: string) => path.join(tmp, `run-${who}`);
   const podInfo = (who: string) => path.join(tmp, `podinfo-${who}`);
@@ -45,7 +51,7 @@ describe('runner: live migration between two runners', () => {
     tmp = await makeTempDir('runner-migration');
     await mkdir(path.join(tmp, 'keys'));
     await writeFile(path.join(tmp, 'keys', 'keys.psk'), `vmop:${randomBytes(32).toString('hex')}\n`);
-    for (const who of ['source', 'target', 'back']) {
+    for (const who of RUNNERS) {
       await mkdir(runtimeOf(who), { recursive: true });
       await writeFile(podInfo(who), '');
       await truncate(path.join(runtimeOf(who), 'local.img'), 0).catch(() => undefined);
@@ -54,35 +60,35 @@ describe('runner: live migration between two runners', () => {
     }
     await writeFile(path.join(tmp, 'shared.img'), '');
     await truncate(path.join(tmp, 'shared.img'), 16 * 1024 * 1024);
-    const images = await makeImageRepository(path.join(tmp, 'images'), ['disc-a', 'disc-b']);
-    // The same config for both; each runner has its own runtime directory (as pods have their own /tmp).
-    const config = (who: string): RunnerConfigInput => ({
-      '/Runner': {
-        dataDir: dataDir(),
-        runtimeDir: runtimeOf(who),
-        template: 'test-guest.liquid',
-        imageRepository: images,
-        vm: {
-          name: 'migrating',
-          maximumCpus: 2,
-          currentCpus: 2,
-          maximumRam: '256Mi',
-          currentRam: '224Mi',
-          useTpm: true,
-          network: [{ type: 'user' }],
-          drives: [
-            { type: 'raw', file: path.join(runtimeOf(who), 'local.img') },
-            { type: 'raw', file: path.join(tmp, 'shared.img') },
-            // One CD stays in; the guest opens the other's tray before the move.
-            { type: 'ide-cd', file: 'disc-a.iso' },
-            { type: 'ide-cd', file: 'disc-b.iso' },
-          ],
-        },
-      },
-    });
-    for (const who of ['source', 'target', 'back'])
-      await writeFile(path.join(tmp, `${who}.yaml`), configYaml(config(who)));
+    images = await makeImageRepository(path.join(tmp, 'images'), ['disc-a', 'disc-b']);
+    for (const who of RUNNERS) await writeFile(path.join(tmp, `${who}.yaml`), configYaml(config(who)));
     source = await startRunner(path.join(tmp, 'source.yaml'), { env: runnerEnv('source') });
+  });
+
+  // The same config for all; each runner has its own runtime directory (as pods have their own /tmp).
+  const config = (who: string, maximumRam = '256Mi'): RunnerConfigInput => ({
+    '/Runner': {
+      dataDir: dataDir(),
+      runtimeDir: runtimeOf(who),
+      template: 'test-guest.liquid',
+      imageRepository: images,
+      vm: {
+        name: 'migrating',
+        maximumCpus: 2,
+        currentCpus: 2,
+        maximumRam,
+        currentRam: '224Mi',
+        useTpm: true,
+        network: [{ type: 'user' }],
+        drives: [
+          { type: 'raw', file: path.join(runtimeOf(who), 'local.img') },
+          { type: 'raw', file: path.join(tmp, 'shared.img') },
+          // One CD stays in; the guest opens the other's tray before the move.
+          { type: 'ide-cd', file: 'disc-a.iso' },
+          { type: 'ide-cd', file: 'disc-b.iso' },
+        ],
+      },
+    },
   });
 
   afterAll(async () => {
@@ -114,6 +120,36 @@ describe('runner: live migration between two runners', () => {
     await guest.waitForLine(/^tick-20$/);
   });
 
+  it('a target whose QEMU differs (its config has more RAM) is refused before anything moves, saying what differs; the guest runs on at the source', async () => {
+    await writeFile(path.join(tmp, 'bigger.yaml'), configYaml(config('bigger', '320Mi')));
+    await annotate('source', {
+      id: 'm0',
+      role: 'source',
+      mirror: [path.join(runtimeOf('source'), 'local.img')],
+    });
+    const listening = await source.waitForSnapshot(
+      (s) => s.migration?.id === 'm0' && s.migration.state === 'listening',
+    );
+    await annotate('bigger', { id: 'm0', role: 'target', source: `127.0.0.1:${listening.migration!.port}` });
+    const bigger = await startRunner(path.join(tmp, 'bigger.yaml'), { env: runnerEnv('bigger') });
+    try {
+      const refused = await bigger.waitForSnapshot(
+        (s) => s.migration?.id === 'm0' && s.migration.state === 'failed',
+      );
+      expect(refused.migration?.message).toBe(
+        `the target's QEMU does not match the source's (${320 * MiB} bytes of RAM here, ${256 * MiB} at the source)`,
+      );
+      const given = await source.waitForSnapshot(
+        (s) => s.migration?.id === 'm0' && s.migration.state === 'failed',
+      );
+      expect(given.phase).toBe('running');
+    } finally {
+      await bigger.stop();
+    }
+    await guest.waitForLine(/^tick-\d+$/); // the guest goes on
+    expect(await guest.run('true')).toBe(0);
+  });
+
   it('migrates to the target: the counter goes on, uptime too, both disks hold their data; CPUs, RAM, the TPM state and CD trays as before', async () => {
     // What a command printed, without the counter's lines. An answer must be one write (an echo of
     // it): the counter printed between the two writes of `head -c 10; echo` once, into its line.
@@ -128,7 +164,9 @@ describe('runner: live migration between two runners', () => {
       role: 'source',
       mirror: [path.join(runtimeOf('source'), 'local.img')],
     });
-    const listening = await source.waitForSnapshot((s) => s.migration?.state === 'listening');
+    const listening = await source.waitForSnapshot(
+      (s) => s.migration?.id === 'm1' && s.migration.state === 'listening',
+    );
     await annotate('target', { id: 'm1', role: 'target', source: `127.0.0.1:${listening.migration!.port}` });
     target = await startRunner(path.join(tmp, 'target.yaml'), { env: runnerEnv('target') });
     const arrived = await target.waitForSnapshot(
@@ -217,5 +255,39 @@ describe('runner: live migration between two runners', () => {
     );
     // The TPM state went on from the first target's swtpm too.
     expect(await answer('cat /sys/class/tpm/tpm0/pcr-sha256/16')).toBe(PCR16_AFTER_EXTEND);
+  });
+
+  // A fake source (the real channel, driven by the test): what someone holding the VM's key could
+  // send, which no runner sends.
+  it('a target runs nothing the source names: sent an executable to start, it starts its own QEMU, which refuses a state it does not match', async () => {
+    const rogue = await listenForTarget(await readPsk(path.join(tmp, 'keys', 'keys.psk')));
+    const ran = path.join(tmp, 'rogue-ran');
+    await annotate('rogue', { id: 'm9', role: 'target', source: `127.0.0.1:${rogue.port}` });
+    const target = await startRunner(path.join(tmp, 'rogue.yaml'), { env: runnerEnv('rogue') });
+    try {
+      const channel = await rogue.accepted;
+      expect(await channel.next()).toEqual({ type: 'hello', id: 'm9' });
+      // As a runner before this one sent it: how to start QEMU, beside what changed.
+      channel.send({
+        type: 'bundle',
+        qemu: { executable: '/bin/sh', args: ['-c', `touch ${ran}`], environment: {} },
+        fingerprint: { machine: 'pc-q35-1.0-machine', ramBytes: 256 * MiB, devices: [] },
+        cpus: [],
+        media: {},
+        mirror: [],
+        booted: true,
+      } as ChannelMessage);
+      const refused = await target.waitForSnapshot(
+        (s) => s.migration?.id === 'm9' && s.migration.state === 'failed',
+      );
+      // Its own QEMU answered: the machine type q35 stands for in this QEMU, its devices.
+      expect(refused.migration?.message).toMatch(
+        /^the target's QEMU does not match the source's \(machine pc-q35-\d+\.\d+-machine here, pc-q35-1\.0-machine at the source; only here: .*peripheral\/cd0: scsi-cd/,
+      );
+      expect(existsSync(ran)).toBe(false);
+    } finally {
+      await target.stop();
+      rogue.close();
+    }
   });
 });
