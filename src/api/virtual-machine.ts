@@ -444,6 +444,8 @@ export const MigrationState = z.object({
   requestedNode: z.string().optional(),
   startTimestamp: z.string(),
   endTimestamp: z.string().optional(),
+  /** Why it has not started yet (the chart's migration limits); absent once it started. */
+  waiting: z.string().optional(),
   /** Absent while it is under way. */
   result: z.enum(['Succeeded', 'Failed']).optional(),
   message: z.string().optional(),

@@ -73,6 +73,13 @@ export function register(program: Command): void {
       'LiveMigrate, LiveMigrateIfPossible or None: what an eviction does to a VM that names none',
       'LiveMigrateIfPossible',
     )
+    .option('--parallel-migrations <n>', 'live migrations at once in the cluster', Number, 5)
+    .option(
+      '--parallel-outbound-migrations-per-node <n>',
+      'live migrations at once out of one node',
+      Number,
+      2,
+    )
     .option('--cpu-overcommit <factor>', 'a VM pod requests its CPUs divided by this', Number, 2)
     .option('--ram-overcommit <factor>', 'a VM pod requests its RAM divided by this', Number, 1.25)
     .addOption(
@@ -135,6 +142,10 @@ export function register(program: Command): void {
         runnerDataStorageClass: flags.runnerDataStorageClass,
         runnerDataAccessMode: flags.runnerDataAccessMode,
         evictionStrategy: flags.evictionStrategy,
+        migrationLimits: {
+          perCluster: flags.parallelMigrations,
+          outboundPerNode: flags.parallelOutboundMigrationsPerNode,
+        },
         cpuOvercommit: flags.cpuOvercommit,
         ramOvercommit: flags.ramOvercommit,
         configNudge: flags.configNudge,

@@ -18,6 +18,8 @@ import { createLogger } from '../util/logger.js';
 import { serveHttpEndpoints } from './http-endpoints.js';
 import { importProgressReader, snapshotReader } from './snapshots.js';
 import { runnerRequestSender } from './runner-requests.js';
+import { migrationSlots } from './migration-slots.js';
+import { MIGRATION_DEADLINE_MS } from '../reconcilers/virtual-machine/migration/plan.js';
 import { generationMarks, markingSink } from './generation-marks.js';
 import { createWatchEdge, type WatchEventSummary } from './watch-edge.js';
 import { WebOptions } from '../web/options.js';
@@ -48,6 +50,10 @@ export const ManagerOptions = z.object({
   runnerDataAccessMode: z.enum(['ReadWriteOnce', 'ReadWriteMany']).default('ReadWriteOnce'),
   /** What an eviction does to a VM without spec.evictionStrategy. */
   evictionStrategy: EvictionStrategy.default('LiveMigrateIfPossible'),
+  /** Live migrations at once: in the cluster, and out of one node (KubeVirt's defaults). */
+  migrationLimits: z
+    .object({ perCluster: z.number().int().positive(), outboundPerNode: z.number().int().positive() })
+    .default({ perCluster: 5, outboundPerNode: 2 }),
   cpuOvercommit: z.number().positive().default(DEFAULT_OVERCOMMIT.cpu),
   ramOvercommit: z.number().positive().default(DEFAULT_OVERCOMMIT.ram),
   /** A LoadBalancer Service for every VM with SPICE (VM-Operator's loadBalancerService), with these labels/annotations. */
@@ -84,6 +90,12 @@ export interface RunningManager {
  */
 export const KEY_LOCK = { lockDurationMs: 3_000, stalledIntervalMs: 1_500 };
 
+/**
+ * A migration's slot is let go when it ends, by its deadline at the latest: a slot held longer
+ * was left by a replica that died. One waiting asks again every 2 s; after 30 s it lost its place.
+ */
+const MIGRATION_SLOT_LEASES = { runningMs: MIGRATION_DEADLINE_MS + 60_000, waitingMs: 30_000 };
+
 export async function startManager(input: ManagerOptions): Promise<RunningManager> {
   const options = ManagerOptions.parse(input);
   const logger = createLogger('manager');
@@ -113,6 +125,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     readSnapshot: snapshotReader(redis, logger),
     readImportProgress: importProgressReader(redis),
     sendRunnerRequest: runnerRequestSender(redis),
+    migrationSlots: migrationSlots(redis, options.migrationLimits, MIGRATION_SLOT_LEASES),
     defaultRunnerImage: runnerImage,
     runnerRedisUrl: options.runnerRedisUrl ?? options.redisUrl,
     overcommit: { cpu: options.cpuOvercommit, ram: options.ramOvercommit },

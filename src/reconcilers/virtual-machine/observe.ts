@@ -28,6 +28,8 @@ import { isAttachPod } from './disks/attach-pod.js';
 import { defaultStorageClass, type StorageClasses } from './disks/claim-binding.js';
 import { chooseDisplaySecret } from './runner-config/display-secret.js';
 import { isImporterPod } from './disks/importer-pod.js';
+import type { MigrationSlots, SlotAnswer } from '../../operator/migration-slots.js';
+import { readVmMigrationRequest } from './migration/request.js';
 import { snapshotSuffixOfPod } from './migration/target.js';
 import {
   APP_NAME,
@@ -88,6 +90,8 @@ export interface Observed {
   operation: (name: string | undefined) => VirtualMachineOperation | undefined;
   /** The pool the VM is assigned from, if it (still) exists. */
   assignedPool?: VmPool;
+  /** Whether the migration asked for may begin (the migration limits), while it is to begin. */
+  migrationSlot?: SlotAnswer;
   now: Date;
 }
 
@@ -98,6 +102,7 @@ export interface ObserveIo {
   freshVm(key: string, namespace: string, name: string): Promise<{ raw?: KubernetesObject; stale?: boolean }>;
   readSnapshot?: (key: string, suffix?: string) => Promise<RunnerSnapshot | undefined>;
   readImportProgress?: (key: string, volume: string) => Promise<ImportProgress | undefined>;
+  migrationSlots?: MigrationSlots;
   logger: Logger;
   now: () => Date;
 }
@@ -198,8 +203,20 @@ export async function observeVm(
     },
     operation,
     assignedPool: cachedPool ? VmPool.safeParse(cachedPool).data : undefined,
+    migrationSlot: await askMigrationSlot(key, vm, pods.runner, io),
     now: io.now(),
   };
+}
+
+/** A slot for the migration the VM is asked for, while it is yet to begin (migration-slots.ts). */
+async function askMigrationSlot(key: string, vm: VirtualMachine, runnerPods: V1Pod[], io: ObserveIo) {
+  const request = readVmMigrationRequest(vm.metadata.annotations);
+  const state = vm.status?.migrationState;
+  if (!request || !io.migrationSlots || (state?.id === request.id && state.waiting === undefined))
+    return undefined;
+  const source = runnerPods.find((pod) => pod.metadata?.name === vm.status?.runnerPod?.name);
+  const node = source?.spec?.nodeName;
+  return node ? io.migrationSlots.take(key, request.id, node) : undefined;
 }
 
 /**

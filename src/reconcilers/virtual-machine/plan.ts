@@ -169,6 +169,7 @@ function planVmMigration(seen: Observed, current: V1Pod | undefined) {
     targetSnapshot,
     migratable,
     node: seen.node,
+    slot: seen.migrationSlot,
     now: seen.now,
   });
   return { plan, migratable, targetSnapshot };

@@ -10,6 +10,7 @@ import type { ObjectCache } from '../../kube/object-cache.js';
 import type { HeldAssignment } from '../../pools/assignment.js';
 import type { Logger } from '../../util/logger.js';
 import type { MigrationRequest } from '../../runner/migration/request.js';
+import type { MigrationSlots } from '../../operator/migration-slots.js';
 import type { Observed } from './observe.js';
 import type { PipelineState } from './pipeline.js';
 import type { Plan } from './plan.js';
@@ -41,6 +42,8 @@ export interface VmReconcilerOptions {
   configNudge?: boolean;
   /** The runner's latest snapshot of a VM key (from Redis; a migration target's: `suffix`), if any. */
   readSnapshot?: (key: string, suffix?: string) => Promise<RunnerSnapshot | undefined>;
+  /** The migration limits' slots (shared by the replicas); no limits when absent. */
+  migrationSlots?: MigrationSlots;
   /** Sends a request to a runner pod's runner at once (through Redis: api/runner-request.ts). */
   sendRunnerRequest?: SendRunnerRequest;
   /** The latest progress of a disk's import (from Redis), if any. */

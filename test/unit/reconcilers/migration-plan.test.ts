@@ -108,6 +108,22 @@ describe('planMigration', () => {
     expect(plan.createTarget).toBeUndefined();
   });
 
+  it('waits, saying why, while the migration limits leave no slot; begins once one is free', () => {
+    const waiting =
+      'waiting for a free migration slot: 1 of 1 under way in the cluster, 0 of 2 from node-1; 0 asked before';
+    const queued = planMigration(facts(vmWith({ request: true }), { slot: { granted: false, waiting } }));
+    expect(queued.state).toMatchObject({ id: 'm1', sourcePod: 'vm', waiting });
+    expect(queued).toMatchObject({ migrating: false, requeueAfterMs: 2_000 });
+    expect(queued.ensureSecret).toBeUndefined();
+    // Asked again with nothing changed: nothing to write.
+    const vm = vmWith({ request: true, state: queued.state });
+    expect(planMigration(facts(vm, { slot: { granted: false, waiting } })).state).toBeUndefined();
+    const begun = planMigration(facts(vm, { slot: { granted: true } }));
+    expect(begun).toMatchObject({ migrating: true, ensureSecret: true });
+    expect(begun.state).toMatchObject({ id: 'm1' });
+    expect(begun.state?.waiting).toBeUndefined();
+  });
+
   it('refuses a request for a VM that does not run, or cannot migrate, with the reason', () => {
     const vm = vmWith({ request: true });
     expect(planMigration(facts(vm, { sourceSnapshot: snapshot(undefined, 'stopped') })).state).toMatchObject({

@@ -13,6 +13,7 @@ import type { NodeFacts } from '../node-facts.js';
 import { runnerContainer } from '../runner-pod/facts.js';
 import { podClaims, volumesToCopy, type Migratability } from './migratable.js';
 import { LABEL_MIGRATION, targetPodName, type VmMigrationRequest } from './request.js';
+import type { SlotAnswer } from '../../../operator/migration-slots.js';
 import { podMigrationRequest, targetClaim, targetClaimName, targetPod } from './target.js';
 
 /** How long a migration may take before vmop gives it up (the guest stays at the source). */
@@ -21,6 +22,8 @@ export const MIGRATION_DEADLINE_MS = 10 * 60_000;
 export const UNSCHEDULABLE_TARGET_MS = 60_000;
 /** How often a migration under way is looked at, beside the runners' reports. */
 const CHECK_EVERY_MS = 5_000;
+/** How often a migration that waits for a slot asks again (a freed slot goes to those who ask). */
+const SLOT_RETRY_MS = 2_000;
 
 export interface MigrationFacts {
   vm: VirtualMachine;
@@ -37,6 +40,8 @@ export interface MigrationFacts {
   targetSnapshot?: RunnerSnapshot;
   migratable: Migratability;
   node: (name: string) => NodeFacts;
+  /** Whether the migration to begin has a slot (the migration limits); undefined: no limits. */
+  slot?: SlotAnswer;
   now: Date;
 }
 
@@ -78,7 +83,7 @@ function nothing(migrating = false): MigrationPlan {
 export function planMigration(facts: MigrationFacts): MigrationPlan {
   const { vm, request } = facts;
   const state = vm.status?.migrationState;
-  if (request && state?.id !== request.id) return begin(facts, request);
+  if (request && (state?.id !== request.id || state.waiting !== undefined)) return begin(facts, request);
   if (!state) return nothing();
   if (state.result) return cleanUp(facts, state);
   return goOn(facts, state);
@@ -108,6 +113,13 @@ function begin(facts: MigrationFacts, request: VmMigrationRequest): MigrationPla
   if (!facts.migratable.migratable) return refuse(facts.migratable.message);
   if (request.nodeName && request.nodeName === current.spec?.nodeName)
     return refuse(`the VM runs on ${request.nodeName} already`);
+  if (facts.slot && !facts.slot.granted) {
+    // Shown, and asked again until a slot is free; written only when what it waits for changed.
+    const before = vm.status?.migrationState;
+    const same = before?.id === request.id && before.waiting === facts.slot.waiting;
+    const waiting = { ...base, waiting: facts.slot.waiting };
+    return { ...nothing(), ...(!same && { state: waiting }), requeueAfterMs: SLOT_RETRY_MS };
+  }
   return { ...nothing(true), state: base, ensureSecret: true, requeueAfterMs: 0 };
 }
 

@@ -10,11 +10,11 @@ export const migrationStep: Step<VmState> = {
     const { seen, plan, io } = state;
     const migration = plan.migration.plan;
     const valid = state.specErrors.length === 0 && state.rejected === undefined;
-    return {
-      writes: valid
-        ? await carryOutMigration(io.clients, io.cache, seen.vm, migration, io.options.sendRunnerRequest)
-        : [],
-      requeueAfterMs: migration.requeueAfterMs,
-    };
+    const writes = valid
+      ? await carryOutMigration(io.clients, io.cache, seen.vm, migration, io.options.sendRunnerRequest)
+      : [];
+    // Ended (or refused): its slot is the next one's (the status says so already).
+    if (migration.state?.result) await io.options.migrationSlots?.release(seen.key, migration.state.id);
+    return { writes, requeueAfterMs: migration.requeueAfterMs };
   },
 };

@@ -612,8 +612,16 @@ export function transitionEvents(
   }
   const migration = after.migrationState;
   const previousMigration = before?.migrationState;
-  if (migration && migration.id !== previousMigration?.id && !migration.result) {
-    events.push({ type: 'Normal', reason: 'Migrating', message: `moving live from ${migration.sourceNode}` });
+  const started = (state: typeof migration) => state !== undefined && !state.result && !state.waiting;
+  if (migration?.waiting && migration.id !== previousMigration?.id) {
+    events.push({ type: 'Normal', reason: 'MigrationQueued', message: migration.waiting });
+  }
+  if (started(migration) && (migration!.id !== previousMigration?.id || !started(previousMigration))) {
+    events.push({
+      type: 'Normal',
+      reason: 'Migrating',
+      message: `moving live from ${migration!.sourceNode}`,
+    });
   }
   if (migration?.result && (migration.id !== previousMigration?.id || !previousMigration.result)) {
     events.push(
