@@ -533,7 +533,19 @@ export const VirtualMachineStatus = z.object({
    * The VM's runner pod: named here before vmop makes it (in a write guarded by the VM's
    * resourceVersion, so no two replicas make two), then with its uid.
    */
-  runnerPod: z.object({ name: z.string(), uid: z.string().optional() }).optional(),
+  runnerPod: z
+    .object({
+      name: z.string(),
+      uid: z.string().optional(),
+      /** The runner image the pod runs. */
+      image: z.string().optional(),
+      /**
+       * True while it runs an older runner image than the manager's default (the VM names none):
+       * vmop moves it live onto the new one (the chart's runner.update), or it updates at its next start.
+       */
+      outdated: z.boolean().optional(),
+    })
+    .optional(),
   migrationState: MigrationState.optional(),
   /** The VM's disks on claims (volumeClaimTemplate), in spec order. */
   disks: z.array(DiskStatus).optional(),

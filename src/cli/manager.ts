@@ -73,6 +73,11 @@ export function register(program: Command): void {
       'LiveMigrate, LiveMigrateIfPossible or None: what an eviction does to a VM that names none',
       'LiveMigrateIfPossible',
     )
+    .option(
+      '--runner-update <method>',
+      'LiveMigrate, LiveMigrateOrRestart or None: what a new --runner-image does to running VMs on the old one',
+      'LiveMigrate',
+    )
     .option('--parallel-migrations <n>', 'live migrations at once in the cluster', Number, 5)
     .option(
       '--parallel-outbound-migrations-per-node <n>',
@@ -142,6 +147,7 @@ export function register(program: Command): void {
         runnerDataStorageClass: flags.runnerDataStorageClass,
         runnerDataAccessMode: flags.runnerDataAccessMode,
         evictionStrategy: flags.evictionStrategy,
+        runnerUpdate: flags.runnerUpdate,
         migrationLimits: {
           perCluster: flags.parallelMigrations,
           outboundPerNode: flags.parallelOutboundMigrationsPerNode,

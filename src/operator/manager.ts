@@ -19,6 +19,7 @@ import { serveHttpEndpoints } from './http-endpoints.js';
 import { importProgressReader, snapshotReader } from './snapshots.js';
 import { runnerRequestSender } from './runner-requests.js';
 import { migrationSlots } from './migration-slots.js';
+import { RunnerUpdateMethod } from '../reconcilers/virtual-machine/runner-pod/update.js';
 import { MIGRATION_DEADLINE_MS } from '../reconcilers/virtual-machine/migration/plan.js';
 import { generationMarks, markingSink } from './generation-marks.js';
 import { createWatchEdge, type WatchEventSummary } from './watch-edge.js';
@@ -50,6 +51,8 @@ export const ManagerOptions = z.object({
   runnerDataAccessMode: z.enum(['ReadWriteOnce', 'ReadWriteMany']).default('ReadWriteOnce'),
   /** What an eviction does to a VM without spec.evictionStrategy. */
   evictionStrategy: EvictionStrategy.default('LiveMigrateIfPossible'),
+  /** What an upgrade does to a running VM left on an older runner image. */
+  runnerUpdate: RunnerUpdateMethod.default('LiveMigrate'),
   /** Live migrations at once: in the cluster, and out of one node (KubeVirt's defaults). */
   migrationLimits: z
     .object({ perCluster: z.number().int().positive(), outboundPerNode: z.number().int().positive() })
@@ -126,6 +129,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     readImportProgress: importProgressReader(redis),
     sendRunnerRequest: runnerRequestSender(redis),
     migrationSlots: migrationSlots(redis, options.migrationLimits, MIGRATION_SLOT_LEASES),
+    runnerUpdate: options.runnerUpdate,
     defaultRunnerImage: runnerImage,
     runnerRedisUrl: options.runnerRedisUrl ?? options.redisUrl,
     overcommit: { cpu: options.cpuOvercommit, ram: options.ramOvercommit },

@@ -1,6 +1,8 @@
 // What the VM needs, from what was observed (pure): its claims and disks, its runner pods, its
 // migration, hot-plugged disks and the runner config. Each part is its concern's planner; the
 // order here is the order they build on each other.
+import { runnerImage, type RunnerImage } from './runner-pod/pod.js';
+import { runsOutdatedRunner } from './runner-pod/update.js';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { RunnerSnapshot } from '../../api/runner-snapshot.js';
 import type { VirtualMachine } from '../../api/virtual-machine.js';
@@ -46,6 +48,8 @@ export interface Plan {
   secretErrors: string[];
   /** Spec problems the CRD schema cannot express: reported in the SpecValid condition. */
   specErrors: string[];
+  /** `pod` runs an older runner image than the default one the VM takes (runner-pod/update.ts). */
+  outdatedRunner: boolean;
 }
 
 /** Spec problems of the VM itself (the runner config and Secrets add theirs). */
@@ -57,7 +61,10 @@ function semanticErrors(vm: VirtualMachine): string[] {
     : [];
 }
 
-export function planVm(seen: Observed, options: RunnerClaimOptions): Plan {
+export function planVm(
+  seen: Observed,
+  options: RunnerClaimOptions & { defaultRunnerImage: RunnerImage },
+): Plan {
   const { vm } = seen;
   const claims = runnerClaims(vm, seen.claims, options);
   const diskSizes = planDiskSizes(claims, seen.claims, seen.storageClasses.byName);
@@ -75,7 +82,7 @@ export function planVm(seen: Observed, options: RunnerClaimOptions): Plan {
     return imported ? { name: disk.name, claim: disk.claim, ...imported } : disk;
   });
   const pods = planPods(seen, claims, imports);
-  const migration = planVmMigration(seen, pods.podPlan.current);
+  const migration = planVmMigration(seen, pods.podPlan.current, runnerImage(vm, options.defaultRunnerImage));
   const pod = migration.plan.switchTo ?? pods.podPlan.current;
   const podSnapshot = migration.plan.switchTo ? migration.targetSnapshot : seen.snapshot;
   const attachments = planDiskAttachments({
@@ -113,6 +120,7 @@ export function planVm(seen: Observed, options: RunnerClaimOptions): Plan {
     runnerConfig,
     secretErrors,
     specErrors: [...semanticErrors(vm), ...runnerConfig.errors, ...secretErrors],
+    outdatedRunner: runsOutdatedRunner(vm, pod, options.defaultRunnerImage.image),
   };
 }
 
@@ -151,7 +159,7 @@ function planPods(seen: Observed, claims: RunnerClaim[], imports: DiskImports) {
 }
 
 /** Where the VM's live migration stands and what to do next (migration/plan.ts). */
-function planVmMigration(seen: Observed, current: V1Pod | undefined) {
+function planVmMigration(seen: Observed, current: V1Pod | undefined, image: RunnerImage) {
   const { vm } = seen;
   const state = vm.status?.migrationState;
   const target = state?.targetPod
@@ -170,6 +178,7 @@ function planVmMigration(seen: Observed, current: V1Pod | undefined) {
     migratable,
     node: seen.node,
     slot: seen.migrationSlot,
+    image,
     now: seen.now,
   });
   return { plan, migratable, targetSnapshot };

@@ -22,6 +22,7 @@ import { runnerConfigStep } from './runner-config/step.js';
 import { runnerIdentityStep } from './runner-config/identity-step.js';
 import { runnerPodCreationStep } from './runner-pod/creation-step.js';
 import { runnerPodsStep } from './runner-pod/step.js';
+import { runnerUpdateStep } from './runner-pod/update-step.js';
 import { stuckRunnerPodStep } from './runner-pod/stuck-step.js';
 import { startRetryStep } from './lifecycle/start-retry-step.js';
 import { statusStep } from './status/step.js';
@@ -40,6 +41,7 @@ export const VM_STEPS: ReadonlyArray<Step<VmState>> = [
   diskExpansionStep,
   loadBalancerStep,
   evictionStep,
+  runnerUpdateStep,
   statusStep,
   assignmentStep,
   migrationStep,

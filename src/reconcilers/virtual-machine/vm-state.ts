@@ -11,6 +11,7 @@ import type { HeldAssignment } from '../../pools/assignment.js';
 import type { Logger } from '../../util/logger.js';
 import type { MigrationRequest } from '../../runner/migration/request.js';
 import type { MigrationSlots } from '../../operator/migration-slots.js';
+import type { RunnerUpdateMethod } from './runner-pod/update.js';
 import type { Observed } from './observe.js';
 import type { PipelineState } from './pipeline.js';
 import type { Plan } from './plan.js';
@@ -42,6 +43,8 @@ export interface VmReconcilerOptions {
   configNudge?: boolean;
   /** The runner's latest snapshot of a VM key (from Redis; a migration target's: `suffix`), if any. */
   readSnapshot?: (key: string, suffix?: string) => Promise<RunnerSnapshot | undefined>;
+  /** What an upgrade does to a VM left on an older runner image (default LiveMigrate). */
+  runnerUpdate?: RunnerUpdateMethod;
   /** The migration limits' slots (shared by the replicas); no limits when absent. */
   migrationSlots?: MigrationSlots;
   /** Sends a request to a runner pod's runner at once (through Redis: api/runner-request.ts). */

@@ -171,6 +171,22 @@ describe('planMigration', () => {
     expect(acted.send).toBeUndefined();
   });
 
+  it("makes the target with the runner image the VM takes now: after an upgrade, the new default's", () => {
+    const vm = vmWith({ request: true, state: started, disk: 'shared' });
+    const source = sourcePod(vm, { id: 'm1', role: 'source', mirror: [] });
+    const listening = snapshot({ id: 'm1', role: 'source', state: 'listening', port: 4711 });
+    const image = (plan: ReturnType<typeof planMigration>) =>
+      plan.createTarget!.pod.spec!.containers[0]!.image;
+    const upgraded = planMigration(
+      facts(vm, { current: source, pods: [source], sourceSnapshot: listening, image: { image: 'runner:2' } }),
+    );
+    expect(source.spec!.containers[0]!.image).toBe('runner');
+    expect(image(upgraded)).toBe('runner:2');
+    expect(
+      image(planMigration(facts(vm, { current: source, pods: [source], sourceSnapshot: listening }))),
+    ).toBe('runner');
+  });
+
   it('makes the target once the source listens: off the source node, its own claim for the copied disk', () => {
     const vm = vmWith({ request: true, state: started });
     const source = sourcePod(vm, { id: 'm1', role: 'source', mirror: ['/dev/data-disk'] });

@@ -14,6 +14,7 @@ import { runnerContainer } from '../runner-pod/facts.js';
 import { podClaims, volumesToCopy, type Migratability } from './migratable.js';
 import { LABEL_MIGRATION, targetPodName, type VmMigrationRequest } from './request.js';
 import type { SlotAnswer } from '../../../operator/migration-slots.js';
+import type { RunnerImage } from '../runner-pod/pod.js';
 import { podMigrationRequest, targetClaim, targetClaimName, targetPod } from './target.js';
 
 /** How long a migration may take before vmop gives it up (the guest stays at the source). */
@@ -40,6 +41,8 @@ export interface MigrationFacts {
   targetSnapshot?: RunnerSnapshot;
   migratable: Migratability;
   node: (name: string) => NodeFacts;
+  /** The runner image the target runs: the VM's own, or the manager's default now (an upgrade moves onto it). */
+  image?: RunnerImage;
   /** Whether the migration to begin has a slot (the migration limits); undefined: no limits. */
   slot?: SlotAnswer;
   now: Date;
@@ -221,6 +224,7 @@ function goOn(facts: MigrationFacts, state: MigrationState): MigrationPlan {
     });
     const pod = targetPod(source, {
       name,
+      ...(facts.image && { image: facts.image }),
       id: state.id,
       sourceAddress: `${address}:${sourceProgress.port}`,
       sourceNode: source.spec!.nodeName!,

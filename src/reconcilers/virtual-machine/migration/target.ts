@@ -14,6 +14,7 @@ import { MIGRATION_ANNOTATION, type MigrationRequest } from '../../../runner/mig
 import { POD_SPEC_ANNOTATION } from '../naming.js';
 import { claimNames } from '../disks/claims.js';
 import { LABEL_MIGRATION } from './request.js';
+import type { RunnerImage } from '../runner-pod/pod.js';
 
 export const HOSTNAME_LABEL = 'kubernetes.io/hostname';
 
@@ -108,6 +109,8 @@ export interface TargetPodOptions {
   requestedNode?: string;
   /** The target's claim for each copied disk, by the source's claim name. */
   claimCopies: Map<string, string>;
+  /** The runner image the target runs (the source's when absent): an upgrade moves the VM onto a new one. */
+  image?: RunnerImage;
   /**
    * The VM's own affinity (spec.affinity): the source pod's may carry what vmop added when it was
    * a target itself (not on the node it came from), which must not follow the VM around.
@@ -153,7 +156,16 @@ export function targetPod(source: V1Pod, options: TargetPodOptions): V1Pod {
       priority: undefined,
       preemptionPolicy: undefined,
       overhead: undefined,
-      containers: [{ ...container, env }],
+      containers: [
+        {
+          ...container,
+          env,
+          ...(options.image && {
+            image: options.image.image,
+            imagePullPolicy: options.image.pullPolicy ?? container.imagePullPolicy,
+          }),
+        },
+      ],
       volumes: placed.volumes?.map((volume) => {
         const copy =
           volume.persistentVolumeClaim && options.claimCopies.get(volume.persistentVolumeClaim.claimName);

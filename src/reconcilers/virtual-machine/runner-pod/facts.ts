@@ -3,6 +3,10 @@
 import type { V1ContainerStatus, V1Pod } from '@kubernetes/client-node';
 import { RUNNER_CONTAINER } from '../naming.js';
 
+/** The image the pod's runner container was made with. */
+export const runnerImageOf = (pod: V1Pod | undefined): string | undefined =>
+  pod?.spec?.containers?.find((container) => container.name === RUNNER_CONTAINER)?.image;
+
 export function runnerContainer(pod: V1Pod | undefined): V1ContainerStatus | undefined {
   return pod?.status?.containerStatuses?.find((c) => c.name === RUNNER_CONTAINER);
 }

@@ -1,5 +1,6 @@
 // Folds what the cluster and the VM's runner show into the VM's status. Pure: the reconciler
 // supplies the facts (the runner pod, the runner's latest snapshot, spec problems, the time).
+import { runnerImageOf } from '../runner-pod/facts.js';
 import type { V1ContainerStatus, V1ContainerStateTerminated, V1Pod } from '@kubernetes/client-node';
 import type { RunnerSnapshot } from '../../../api/runner-snapshot.js';
 import type {
@@ -47,6 +48,8 @@ export interface ObservedState {
    * (disks/imports.ts), or its claims are not bound yet (disks/claim-binding.ts).
    */
   waiting?: { reason: string; message: string };
+  /** The pod runs an older runner image than the default one the VM takes. */
+  outdatedRunner?: boolean;
   now: Date;
 }
 
@@ -574,7 +577,16 @@ function runnerPodStatus(
 ): Pick<VirtualMachineStatus, 'runnerPod'> {
   if (observed.creatingPod) return { runnerPod: { name: observed.creatingPod } };
   const pod = observed.pod?.metadata;
-  if (pod) return { runnerPod: { name: pod.name!, uid: pod.uid } };
+  const image = runnerImageOf(observed.pod);
+  if (pod)
+    return {
+      runnerPod: {
+        name: pod.name!,
+        uid: pod.uid,
+        ...(image && { image }),
+        ...(observed.outdatedRunner && { outdated: true }),
+      },
+    };
   const last = vm.status?.runnerPod;
   return vm.spec.vm.state === 'Running' && last ? { runnerPod: last } : {};
 }

@@ -37,6 +37,7 @@ function statusFacts(state: VmState): ObservedState {
     },
     disks: plan.diskSizes,
     waiting: plan.waiting,
+    outdatedRunner: plan.outdatedRunner,
     now: seen.now,
   };
 }
