@@ -5,7 +5,7 @@
 // its console log), bytes sent ÷ guest RAM, failures. Beside it, in the same run: the physical limit
 // (the same RAM sent over the same link between the nodes' network namespaces with nothing else)
 // and a cold move (Evict of a VM that may not migrate: from the operation to the guest booted
-// again). Verdicts against issue 24's goals. BENCH_RUNS migrations per row (default 40: 20 each way, alternating
+// again) and drains of a node with 3 VMs. Verdicts against issue 24's goals. BENCH_RUNS migrations per row (default 40: 20 each way, alternating
 // direction).
 import { execFile, spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -31,6 +31,8 @@ import { quantile } from '../support/quantile.js';
 
 const run = promisify(execFile);
 const RUNS = Number(process.env.BENCH_RUNS ?? 40);
+/** Drains of a node with 3 VMs (back and forth between the nodes). */
+const DRAINS = Number(process.env.BENCH_DRAINS ?? 4);
 const RATES = (process.env.BENCH_DIRTY_RATES ?? '0,10,50').split(',').map(Number);
 const RAM_BYTES = 256 * 1024 * 1024;
 const NAMESPACE = 'default';
@@ -262,6 +264,34 @@ spec: {virtualMachineName: ${name}, type: Migrate}
       await vms.kubectl(['delete', 'vm', name, '--wait=false']);
     }
 
+    // A drain of a node with 3 VMs: they leave at most 2 at a time (the chart's
+    // migrations.parallelOutboundPerNode), so about two moves' time.
+    const drainMs: number[] = [];
+    const drained = ['drain-1', 'drain-2', 'drain-3'];
+    for (const name of drained) {
+      const placed = `  affinity: {nodeAffinity: {preferredDuringSchedulingIgnoredDuringExecution: [{weight: 100, preference: {matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [${nodes[0]!.name}]}]}}]}}\n`;
+      await vms.apply(
+        testGuestManifest(name, NAMESPACE, { extraSpec: placed }).replace(
+          '    networks: []\n',
+          `    networks: []\n${kinds.shared}`,
+        ),
+      );
+    }
+    const booted = (vm: Awaited<ReturnType<typeof vms.getVm>>) => {
+      if (vms.condition(vm, 'Booted')?.status !== 'True') throw new Error('not yet');
+    };
+    for (const name of drained) await vms.waitForVm(name, booted, 300_000);
+    for (let i = 0; i < Math.min(RUNS, DRAINS); i++) {
+      // Every VM on the drained node: the first drain's, then back and forth.
+      const from = nodes[i % 2]!.name;
+      const started = Date.now();
+      await vms.kubectl(['drain', from, '--ignore-daemonsets', '--timeout=600s']);
+      drainMs.push(Date.now() - started);
+      await vms.kubectl(['uncordon', from]);
+      for (const name of drained) await vms.waitForVm(name, booted, 60_000);
+    }
+    for (const name of drained) await vms.kubectl(['delete', 'vm', name, '--wait=false']);
+
     // A cold move: shut down, started on the other node, booted.
     await vms.apply(testGuestManifest('bench-cold', NAMESPACE, { extraSpec: '  evictionStrategy: None\n' }));
     const coldMs: number[] = [];
@@ -305,6 +335,9 @@ spec: {virtualMachineName: bench-cold, type: Evict}
     }
     console.log(`| physical limit: 256 MiB over the link | | | ${limitMs.toFixed(0)} | | | 1.00 | |`);
     console.log(`| cold move (Evict, stop → booted elsewhere) | ${coldMs.length} | ${p(coldMs)} | | | | | |`);
+    console.log(
+      `| drain of a node with 3 VMs (\`kubectl drain\` → done; 2 leave at a time) | ${drainMs.length} | ${p(drainMs)} | | | | | |`,
+    );
 
     const median = (values: number[]) => quantile(values.filter(Number.isFinite), 0.5);
     console.log(

@@ -51,7 +51,7 @@ describe('step: runner update (an upgrade moves VMs onto the new runner image)',
       metadata: { name: 'vm-runner-update-vmuid' },
       spec: { virtualMachineName: 'vm', type: 'Migrate' },
     });
-    expect(result.events).toEqual([
+    expect(result?.events).toEqual([
       {
         type: 'Normal',
         reason: 'RunnerUpdate',
