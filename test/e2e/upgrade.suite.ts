@@ -111,7 +111,7 @@ describe('upgrade from the StatefulSet layout of vmop 0.1', () => {
     );
     const vm = await vms.waitForVm(VM, (vm) => {
       expect(vm.status?.phase).toBe('Running');
-      expect(vm.status?.runnerPod).toEqual({ name: `${VM}-0`, uid: podBefore.metadata.uid });
+      expect(vm.status?.runnerPod).toMatchObject({ name: `${VM}-0`, uid: podBefore.metadata.uid });
     });
     expect(vm.status?.runnerRestarts).toBe(0);
     const podAfter = JSON.parse(await vms.kubectl(['get', 'pod', `${VM}-0`, '-o', 'json']));

@@ -84,7 +84,11 @@ describe('VirtualMachine controller (one manager process, real apiserver and Red
     const vm = await eventually(async () => {
       const current = await readVm();
       expect(current.status?.phase).toBe('Pending'); // no node here: the runner pod waits for one
-      expect(current.status?.runnerPod).toEqual({ name: VM, uid: pod.metadata?.uid });
+      expect(current.status?.runnerPod).toEqual({
+        name: VM,
+        uid: pod.metadata?.uid,
+        image: pod.spec?.containers[0]?.image, // the manager's default: not outdated
+      });
       return current;
     });
     expect(vm.status.observedGeneration).toBe(vm.metadata.generation);
@@ -202,7 +206,7 @@ spec: {vm: {state: Stopped, maximumCpus: 2, maximumRam: 256Mi, display: {spice: 
     await patchVm({ state: 'Running' });
     const pod = await eventually(() => readPod());
     await eventually(async () =>
-      expect((await readVm()).status?.runnerPod).toEqual({ name: VM, uid: pod.metadata?.uid }),
+      expect((await readVm()).status?.runnerPod).toMatchObject({ name: VM, uid: pod.metadata?.uid }),
     );
   });
 
