@@ -85,8 +85,11 @@ const workers = await startWorkers({
 
 process.once('SIGTERM', () => {
   void (async () => {
+    // Told only once closing began (BullMQ stops fetching at once): a key the test adds after
+    // seeing it must not start here (recorded first, one slipped in once).
+    const closed = workers.close();
     await record({ type: 'closing' });
-    await workers.close();
+    await closed;
     await producer.close();
     await record({ type: 'closed' });
     ledger.disconnect();
