@@ -40,6 +40,14 @@ describe('runner: live migration between two runners', () => {
   /** As kubelet writes the downward API file: `key="<%q-quoted value>"`. */
   const annotate = (who: string, request: object) =>
     writeFile(podInfo(who), `${MIGRATION_ANNOTATION}=${JSON.stringify(JSON.stringify(request))}\n`);
+  /** Asks the source runner to be migration `id`'s source, copying its local disk; the port it listens on. */
+  const sourceListening = async (id: string) => {
+    await annotate('source', { id, role: 'source', mirror: [path.join(runtimeOf('source'), 'local.img')] });
+    const listening = await source.waitForSnapshot(
+      (s) => s.migration?.id === id && s.migration.state === 'listening',
+    );
+    return listening.migration!.port!;
+  };
   const runnerEnv = (who: string) => ({
     ...process.env,
     VMOP_POD_NAME: who,
@@ -122,15 +130,8 @@ describe('runner: live migration between two runners', () => {
 
   it('a target whose QEMU differs (its config has more RAM) is refused before anything moves, saying what differs; the guest runs on at the source', async () => {
     await writeFile(path.join(tmp, 'bigger.yaml'), configYaml(config('bigger', '320Mi')));
-    await annotate('source', {
-      id: 'm0',
-      role: 'source',
-      mirror: [path.join(runtimeOf('source'), 'local.img')],
-    });
-    const listening = await source.waitForSnapshot(
-      (s) => s.migration?.id === 'm0' && s.migration.state === 'listening',
-    );
-    await annotate('bigger', { id: 'm0', role: 'target', source: `127.0.0.1:${listening.migration!.port}` });
+    const port = await sourceListening('m0');
+    await annotate('bigger', { id: 'm0', role: 'target', source: `127.0.0.1:${port}` });
     const bigger = await startRunner(path.join(tmp, 'bigger.yaml'), { env: runnerEnv('bigger') });
     try {
       const refused = await bigger.waitForSnapshot(
@@ -159,15 +160,8 @@ describe('runner: live migration between two runners', () => {
         .join('')
         .trim();
     const uptimeBefore = Number(await answer('cut -d" " -f1 /proc/uptime'));
-    await annotate('source', {
-      id: 'm1',
-      role: 'source',
-      mirror: [path.join(runtimeOf('source'), 'local.img')],
-    });
-    const listening = await source.waitForSnapshot(
-      (s) => s.migration?.id === 'm1' && s.migration.state === 'listening',
-    );
-    await annotate('target', { id: 'm1', role: 'target', source: `127.0.0.1:${listening.migration!.port}` });
+    const port = await sourceListening('m1');
+    await annotate('target', { id: 'm1', role: 'target', source: `127.0.0.1:${port}` });
     target = await startRunner(path.join(tmp, 'target.yaml'), { env: runnerEnv('target') });
     const arrived = await target.waitForSnapshot(
       (s) => s.migration?.state === 'completed' && s.phase === 'running',
