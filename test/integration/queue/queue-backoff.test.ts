@@ -24,9 +24,12 @@ describe('failing keys back off per key', () => {
     const flaky = 'vm:backoff/flaky';
     await harness.setBehaviour(flaky, { failTimes: 4 });
     await harness.producer.add(flaky);
+    // The worker records the failure just after the handler's end reached the ledger: wait for both.
     await harness.waitFor('the first failure', async () => (await harness.runs(flaky)).length === 1);
-
-    const [retrying] = await harness.inspector.list(['retrying']);
+    const [retrying] = await harness.waitFor('the first failure in the queue', async () => {
+      const rows = await harness.inspector.list(['retrying']);
+      return rows.length > 0 ? rows : undefined;
+    });
     expect(retrying).toMatchObject({ key: flaky, attempts: 1, lastError: `failure 1 of ${flaky}` });
 
     const others = Array.from({ length: 10 }, (_, i) => `vm:backoff/other-${i}`);
@@ -79,8 +82,10 @@ describe('failing keys back off per key', () => {
     await harness.setBehaviour(broken, { terminal: true });
     await harness.producer.add(broken);
     await harness.waitFor('the terminal failure', async () => (await harness.runs(broken)).length === 1);
-
-    const detail = await harness.inspector.show(broken);
+    const detail = await harness.waitFor('the terminal failure in the queue', async () => {
+      const shown = await harness.inspector.show(broken);
+      return shown.state === 'failed' ? shown : undefined;
+    });
     expect(detail).toMatchObject({
       state: 'failed',
       attempts: 1,
