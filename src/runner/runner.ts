@@ -65,6 +65,8 @@ const QMP_CONNECT_TIMEOUT_MS = 30_000;
 const QEMU_EXIT_GRACE_MS = 2_000;
 /** After asking the guest agent to shut down, how long before the ACPI power button is pressed too. */
 const AGENT_SHUTDOWN_GRACE_MS = 10_000;
+/** How often the power button is pressed again while the guest has not powered down. */
+const POWER_BUTTON_REPEAT_MS = 10_000;
 
 class StopRequested extends Error {
   constructor() {
@@ -413,22 +415,32 @@ export class VmRunner {
     // VM-Operator's order: the guest agent, then the ACPI power button, then powerdownTimeout.
     const pressPowerButton = () =>
       systemPowerdown(qmp).catch((err: unknown) => this.logger.warn({ err }, 'system_powerdown failed'));
-    let buttonPressed = false;
+    let pressedAt: number | undefined;
     if (await this.controls?.guestAgent.shutdown()) {
       this.logger.info('asked the guest agent to power the guest down');
     } else {
       await pressPowerButton();
-      buttonPressed = true;
+      pressedAt = Date.now();
     }
-    // powerdownTimeout may change while we wait: look at it again every second.
+    // powerdownTimeout may change while we wait: look at it again every second. A press the guest
+    // was not listening for yet (early in its boot) is lost: it is pressed again until then.
     const since = Date.now();
     while (!qemu.hasExited()) {
-      const remaining = this.powerdownTimeoutSeconds * 1000 - (Date.now() - since);
+      const now = Date.now();
+      const remaining = this.powerdownTimeoutSeconds * 1000 - (now - since);
       if (remaining <= 0) break;
-      if (!buttonPressed && Date.now() - since >= AGENT_SHUTDOWN_GRACE_MS) {
-        this.logger.info('the guest agent did not power the guest down; pressing the power button');
+      if (
+        pressedAt === undefined
+          ? now - since >= AGENT_SHUTDOWN_GRACE_MS
+          : now - pressedAt >= POWER_BUTTON_REPEAT_MS
+      ) {
+        this.logger.info(
+          pressedAt === undefined
+            ? 'the guest agent did not power the guest down; pressing the power button'
+            : 'the guest has not powered down; pressing the power button again',
+        );
         await pressPowerButton();
-        buttonPressed = true;
+        pressedAt = Date.now();
       }
       await Promise.race([qemu.exited, sleep(Math.min(remaining, 1000))]);
     }

@@ -96,7 +96,8 @@ export interface LogLine {
 export interface RunnerProcess {
   pid: number;
   logs: LogLine[];
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Its exit; rejects with its last log lines if it has not exited within BOOT_TIMEOUT_MS of the ask. */
+  readonly exited: Promise<RunnerExit>;
   waitForLog(predicate: (line: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
   /** The snapshots a stand-alone runner logged, in order. */
   snapshots(): RunnerSnapshot[];
@@ -107,6 +108,24 @@ export interface RunnerProcess {
   kill(signal: NodeJS.Signals): void;
   /** SIGKILL if still running (its children die with it), then waits. */
   stop(): Promise<void>;
+}
+
+export interface RunnerExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+/** `promise`, or a rejection saying `what()` once `timeoutMs` have passed. */
+async function within<T>(promise: Promise<T>, timeoutMs: number, what: () => string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(what())), timeoutMs);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 async function poll<T>(
@@ -158,7 +177,7 @@ export async function startRunner(
     }
   });
   // 'close', not 'exit': only then has all of its stderr (its last snapshot) been read.
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+  const closed = new Promise<RunnerExit>((resolve) =>
     child.once('close', (code, signal) => resolve({ code, signal })),
   );
   await new Promise((resolve, reject) => child.once('spawn', resolve).once('error', reject));
@@ -173,7 +192,10 @@ export async function startRunner(
   return {
     pid: child.pid!,
     logs,
-    exited,
+    // A runner that does not exit fails its test with what it was doing, not with a bare timeout.
+    get exited() {
+      return within(closed, BOOT_TIMEOUT_MS - 10_000, () => `the runner has not exited\n${logTail()}`);
+    },
     waitForLog: (predicate, timeoutMs = BOOT_TIMEOUT_MS) =>
       poll('no such log line', () => logs.find(predicate), timeoutMs, logTail, gone),
     snapshots,
@@ -184,7 +206,7 @@ export async function startRunner(
     },
     stop: async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-      await exited;
+      await closed;
     },
   };
 }

@@ -67,6 +67,33 @@ describe('runner: stopping', () => {
     });
   });
 
+  it('presses the power button again while the guest has not powered down: a press it missed is not the end', async () => {
+    const volume = await ProjectedVolume.create(path.join(tmp, 'etc'), {
+      'config.yaml': configYaml(await testGuestConfig({ powerdownTimeout: 900 })),
+    });
+    runner = await startRunner(volume.file('config.yaml'));
+    await runner.waitForSnapshot((snapshot) => snapshot.booted);
+    await waitForConsoleLog(path.join(tmp, 'data', 'console.log'), 'VMOP-GUEST-READY');
+    const guestConsole = await openConsole(path.join(tmp, 'run/console.sock'), path.join(tmp, 'client.log'));
+    try {
+      // Deaf to the first press, as a guest is early in its boot; listening from then on.
+      expect(await guestConsole.run('touch /run/vmop-ignore-powerbutton')).toBe(0);
+      runner.kill('SIGTERM');
+      await guestConsole.waitForLine(/vmop-guest: power button ignored$/);
+      expect(await guestConsole.run('rm /run/vmop-ignore-powerbutton')).toBe(0);
+      expect(await runner.exited).toEqual({ code: 0, signal: null });
+    } finally {
+      guestConsole.close();
+    }
+    expect(
+      runner.logs.some(
+        (line) => line.msg === 'the guest has not powered down; pressing the power button again',
+      ),
+    ).toBe(true);
+    expect(runner.logs.some((line) => line.msg === 'guest did not power down; quitting qemu')).toBe(false);
+    expect(runner.snapshots().at(-1)).toMatchObject({ phase: 'stopped', lastShutdown: { guest: true } });
+  });
+
   it('exits 0 when the guest powers itself off', async () => {
     const volume = await ProjectedVolume.create(path.join(tmp, 'etc'), {
       'config.yaml': configYaml(await testGuestConfig({})),
