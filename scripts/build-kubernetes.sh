@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the Go programs of vmop's local Kubernetes from the Go module proxy into a cache outside
-# the work tree, keyed by version: etcd; kube-apiserver, kube-controller-manager, kube-scheduler,
+# the work tree, keyed by version: kube-apiserver, kube-controller-manager, kube-scheduler,
 # kubelet and kube-proxy; CoreDNS (cluster DNS); helm; an OCI registry and crane (images of disks
-# for the test bed); Dex. A quick no-op when the binaries exist. Each build's time is logged.
+# for the test bed); Dex. etcd comes unpacked from Debian 13's package. A quick no-op when the
+# binaries exist. Each build's time is logged.
 #
 # k8s.io/kubernetes cannot be `go install`ed: it requires its staging modules at v0.0.0
 # with `replace => ./staging/...`. A wrapper module that replaces every staging module
@@ -10,7 +11,8 @@
 set -euo pipefail
 
 K8S_VERSION="${VMOP_K8S_VERSION:-1.34.4}"
-ETCD_VERSION="${VMOP_ETCD_VERSION:-3.6.16}"
+ETCD_SUITE="${VMOP_ETCD_SUITE:-trixie}"
+DEBIAN_MIRROR="${VMOP_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 COREDNS_VERSION="${VMOP_COREDNS_VERSION:-1.12.4}"
 HELM_VERSION="${VMOP_HELM_VERSION:-3.22.0}"
 GCR_VERSION="${VMOP_GCR_VERSION:-0.22.1}"
@@ -19,7 +21,7 @@ GCR_VERSION="${VMOP_GCR_VERSION:-0.22.1}"
 DEX_VERSION="${VMOP_DEX_VERSION:-v0.0.0-20260806151424-ab64ed778070}"
 CACHE_ROOT="${VMOP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/vmop}"
 K8S_DIR="$CACHE_ROOT/k8s/v$K8S_VERSION"
-ETCD_DIR="$CACHE_ROOT/etcd/v$ETCD_VERSION"
+ETCD_DIR="$CACHE_ROOT/etcd/debian-$ETCD_SUITE"
 COREDNS_DIR="$CACHE_ROOT/coredns/v$COREDNS_VERSION"
 HELM_DIR="$CACHE_ROOT/helm/v$HELM_VERSION"
 GCR_DIR="$CACHE_ROOT/go-containerregistry/v$GCR_VERSION"
@@ -27,6 +29,9 @@ DEX_DIR="$CACHE_ROOT/dex/$DEX_VERSION"
 K8S_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
+# The compiler collects garbage less often: 9-25 % less CPU for a compile of client-go and the
+# apiserver library (337 s vs 306 s user, quiet machine), for 760 MB instead of 480 MB a process.
+export GOGC=400
 # Go may be installed but not on PATH in a non-login shell (CI).
 command -v go >/dev/null || export PATH="$PATH:/usr/local/go/bin"
 
@@ -69,20 +74,24 @@ build_k8s() (
   log "installed ${K8S_COMMANDS[*]} in $K8S_DIR"
 )
 
-build_etcd() (
+# etcd from Debian 13's etcd-server (3.5: Debian 12 has only 3.4, too old for this Kubernetes),
+# fetched by apt with a source list of its own (signatures checked as for any package) and unpacked
+# into the cache: nothing is installed, the machine's release stays as it is. The fetch takes
+# seconds; the Go build of etcd it replaces took 116-225 s of a cold provisioning.
+install_etcd() (
   [[ -x "$ETCD_DIR/etcd" ]] && exit 0
-  require_go
   work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
-  log "building etcd v$ETCD_VERSION in $work"
-  cd "$work"
-  go mod init vmop.local/etcd-build >/dev/null 2>&1
-  # The server's main package is the root of module go.etcd.io/etcd/server/v3 (which has replace
-  # directives, so it cannot be `go install`ed).
-  go get "go.etcd.io/etcd/server/v3@v$ETCD_VERSION"
-  mkdir -p "$work/out" "$ETCD_DIR"
-  go build -trimpath -ldflags "-s -w" -o "$work/out/etcd" go.etcd.io/etcd/server/v3
-  mv "$work/out/etcd" "$ETCD_DIR/"
-  log "installed etcd in $ETCD_DIR"
+  log "fetching etcd-server from Debian $ETCD_SUITE"
+  mkdir -p "$work/lists/partial" "$work/archives/partial" "$ETCD_DIR"
+  echo "deb $DEBIAN_MIRROR $ETCD_SUITE main" >"$work/sources.list"
+  local apt=(apt-get -q -o Dir::Etc::SourceList="$work/sources.list" -o Dir::Etc::SourceParts=/dev/null
+    -o Dir::State::Lists="$work/lists" -o Dir::Cache::Archives="$work/archives" -o Dir::Cache::pkgcache=
+    -o Dir::Cache::srcpkgcache= -o APT::Sandbox::User="$(id -un)" -o Acquire::Languages=none)
+  "${apt[@]}" update >/dev/null
+  (cd "$work" && "${apt[@]}" download etcd-server >/dev/null)
+  dpkg-deb -x "$work"/etcd-server_*.deb "$work/root"
+  mv "$work/root/usr/bin/etcd" "$ETCD_DIR/"
+  log "installed etcd $("$ETCD_DIR/etcd" --version | sed -n 's/^etcd Version: //p') in $ETCD_DIR"
 )
 
 # A main package of ours (scripts/<name>/main.go) built against `module@version`, into
@@ -147,7 +156,7 @@ timed() {
 mkdir -p "$CACHE_ROOT"
 exec 9>"$CACHE_ROOT/.build.lock"
 flock 9
-timed build_etcd
+timed install_etcd
 timed build_k8s
 # CoreDNS with the plugins the local cluster's Corefile uses (scripts/coredns/main.go): its own
 # main links every plugin and the cloud SDKs of three of them.
