@@ -11,8 +11,12 @@ describe('global rate limit', () => {
   });
 
   it('limits handler starts per second across all worker processes together', async () => {
-    await Promise.all([0, 1].map(() => harness.spawnWorker({ rateLimit: { perSecond: 2 } })));
+    // One handler at a time per process, each busy 0.6 s: a process cannot take both starts of a
+    // window, so both processes take part (one took all six once, proving nothing across them).
+    // Per-process limits would still end by ~1.2 s (0, 0.6, 1.0 in each process).
+    await Promise.all([0, 1].map(() => harness.spawnWorker({ concurrency: 1, rateLimit: { perSecond: 2 } })));
     const keys = Array.from({ length: 6 }, (_, i) => `vm:rate/vm-${i}`);
+    for (const key of keys) await harness.setBehaviour(key, { sleepMs: 600 });
     await harness.producer.addMany(keys);
     await harness.waitForIdle();
 
