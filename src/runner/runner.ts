@@ -415,32 +415,30 @@ export class VmRunner {
     // VM-Operator's order: the guest agent, then the ACPI power button, then powerdownTimeout.
     const pressPowerButton = () =>
       systemPowerdown(qmp).catch((err: unknown) => this.logger.warn({ err }, 'system_powerdown failed'));
-    let pressedAt: number | undefined;
+    let pressed = false;
     if (await this.controls?.guestAgent.shutdown()) {
       this.logger.info('asked the guest agent to power the guest down');
     } else {
       await pressPowerButton();
-      pressedAt = Date.now();
+      pressed = true;
     }
     // powerdownTimeout may change while we wait: look at it again every second. A press the guest
     // was not listening for yet (early in its boot) is lost: it is pressed again until then.
     const since = Date.now();
+    let nextPressAt = since + (pressed ? POWER_BUTTON_REPEAT_MS : AGENT_SHUTDOWN_GRACE_MS);
     while (!qemu.hasExited()) {
       const now = Date.now();
       const remaining = this.powerdownTimeoutSeconds * 1000 - (now - since);
       if (remaining <= 0) break;
-      if (
-        pressedAt === undefined
-          ? now - since >= AGENT_SHUTDOWN_GRACE_MS
-          : now - pressedAt >= POWER_BUTTON_REPEAT_MS
-      ) {
+      if (now >= nextPressAt) {
         this.logger.info(
-          pressedAt === undefined
-            ? 'the guest agent did not power the guest down; pressing the power button'
-            : 'the guest has not powered down; pressing the power button again',
+          pressed
+            ? 'the guest has not powered down; pressing the power button again'
+            : 'the guest agent did not power the guest down; pressing the power button',
         );
         await pressPowerButton();
-        pressedAt = Date.now();
+        pressed = true;
+        nextPressAt = Date.now() + POWER_BUTTON_REPEAT_MS;
       }
       await Promise.race([qemu.exited, sleep(Math.min(remaining, 1000))]);
     }
