@@ -42,20 +42,27 @@ export function inNodeNetwork(network: NodeNetwork): string[] {
 }
 
 /*
- * Picks the first n whose 10.250.n.0/24 no interface uses and no namespace claims, and creates the
- * switch namespace with its bridge, this machine's veth into it, and the nodes' namespaces with
- * their veths and routes, under a lock that other clusters starting at the same time share.
- * $1 is the number of nodes. Prints n.
+ * Picks the next n after the last one handed out whose 10.250.n.0/24 no interface uses and no
+ * namespace claims, and creates the switch namespace with its bridge, this machine's veth into it,
+ * and the nodes' namespaces with their veths and routes, under a lock that other clusters starting
+ * at the same time share. $1 is the number of nodes, $2 the file holding the last n. Prints n.
+ * Not the lowest free n: a cluster just stopped would hand its names (namespaces, cgroup roots) to
+ * the next one at once, and whoever checks that the stopped one left nothing would find the new one.
  */
 const CREATE_SCRIPT = `
 set -eu
 nodes=$1
-n=1
-while [ $n -lt 255 ]; do
+last_file=$2
+n=$(cat "$last_file" 2>/dev/null || echo 0)
+case $n in ''|*[!0-9]*) n=0 ;; esac
+tries=0
+while [ $tries -lt 254 ]; do
+  n=$((n % 254 + 1))
   if ! ip -o -4 addr show | grep -q "inet ${SUBNET_PREFIX}.$n\\." && [ ! -e /run/netns/vmop-$n ]; then break; fi
-  n=$((n + 1))
+  tries=$((tries + 1))
 done
-[ $n -lt 255 ] || { echo "no free ${SUBNET_PREFIX}.n.0/24 for a cluster network" >&2; exit 1; }
+[ $tries -lt 254 ] || { echo "no free ${SUBNET_PREFIX}.n.0/24 for a cluster network" >&2; exit 1; }
+echo $n >"$last_file"
 sw=vmop-$n
 cleanup() {
   i=1
@@ -99,7 +106,7 @@ export async function createClusterNetwork(nodes: number): Promise<ClusterNetwor
   await mkdir(LOCK_DIR, { recursive: true });
   const { stdout } = await run('flock', [
     `${LOCK_DIR}/network.lock`,
-    ...['sh', '-c', CREATE_SCRIPT, 'create-cluster-network', String(nodes)],
+    ...['sh', '-c', CREATE_SCRIPT, 'create-cluster-network', String(nodes), `${LOCK_DIR}/network.last`],
   ]);
   const n = Number(stdout.trim());
   return {
