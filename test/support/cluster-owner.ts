@@ -27,7 +27,14 @@ export const ClusterBedState = z.object({
   network: z.object({ namespaces: z.array(z.string()), hostInterface: z.string() }),
   controlPlane: z.array(Pid),
   nodes: z.array(
-    z.object({ name: z.string(), netns: z.string(), cgroupRoot: z.string(), services: z.array(Pid) }),
+    z.object({
+      name: z.string(),
+      netns: z.string(),
+      cgroupRoot: z.string(),
+      /** The node's containerd, for `ctr` (images are put there as a registry pull would). */
+      containerdSocket: z.string(),
+      services: z.array(Pid),
+    }),
   ),
 });
 export type ClusterBedState = z.infer<typeof ClusterBedState>;
@@ -62,6 +69,7 @@ async function main(stateFile: string, nodes: number, ownerPid: number): Promise
         name: node.name,
         netns: node.network.netnsPath,
         cgroupRoot: node.cgroupRoot,
+        containerdSocket: node.paths.containerdSocket,
         services: pids(NODE_SERVICES.flatMap((name) => node.service(name) ?? [])),
       })),
     };

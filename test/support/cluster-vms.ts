@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { CustomObjectsApi } from '@kubernetes/client-node';
 import { expect } from 'vitest';
-import { GROUP, PLURAL, VERSION, type MigrationState } from '../../src/api/virtual-machine.js';
+import { GROUP, PLURAL, VERSION, type VirtualMachineStatus } from '../../src/api/virtual-machine.js';
 import { loadKubeConfig } from '../../src/kube/config.js';
 import { DATA_DIR } from '../../src/reconcilers/virtual-machine/naming.js';
 import { vmDirectoryName } from '../../src/runner/paths.js';
@@ -14,31 +14,11 @@ import { eventually } from './eventually.js';
 
 const run = promisify(execFile);
 
+/** A VM as kubectl shows it (the status is the schema's). */
 export interface Vm {
   metadata: { name: string; generation: number; uid: string };
   spec: { vm: { state: string } };
-  status?: {
-    phase?: string;
-    observedGeneration?: number;
-    runnerRestarts?: number;
-    cpus?: number;
-    ram?: string;
-    node?: string;
-    conditions?: Array<{ type: string; status: string; reason: string; message?: string }>;
-    lastShutdown?: { guestInitiated: boolean; reason: string; time?: string };
-    runner?: { runId: string; seq: number };
-    runnerPod?: { name: string; uid?: string };
-    lastReset?: { request: string; time: string };
-    restartAwaitingChanges?: Array<{
-      operation: string;
-      path: string;
-      currentValue?: unknown;
-      desiredValue?: unknown;
-    }>;
-    displayPasswordSerial?: number;
-    ipAddresses?: string[];
-    migrationState?: MigrationState;
-  };
+  status?: VirtualMachineStatus;
 }
 
 export interface TestGuestOptions {
