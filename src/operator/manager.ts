@@ -27,6 +27,11 @@ import { WebOptions } from '../web/options.js';
 import { startWebServer } from '../web/server.js';
 import { redisPoolLock } from '../pools/pool-lock.js';
 import { eventRecorder } from '../reconcilers/events.js';
+import {
+  CONFIGURATION_CLAIM_TIMING,
+  claimConfiguration,
+  configurationDigest,
+} from './configuration-claim.js';
 
 export const DEFAULT_RUNNER_IMAGE = 'ghcr.io/vmop/vmop-runner:latest';
 
@@ -78,6 +83,21 @@ export const ManagerOptions = z.object({
   web: WebOptions.optional(),
 });
 export type ManagerOptions = z.input<typeof ManagerOptions>;
+
+/**
+ * What shapes the replicas' writes: every setting but those of one replica's process (its ports,
+ * kubeconfig, concurrency), the queue's own and the web GUI's. Replicas of one release share them.
+ */
+const ReconcileSettings = ManagerOptions.omit({
+  kubeconfig: true,
+  redisUrl: true,
+  concurrency: true,
+  rateLimitPerSecond: true,
+  metricsPort: true,
+  metricsHost: true,
+  resyncIntervalMs: true,
+  web: true,
+});
 
 export interface RunningManager {
   metricsPort: number;
@@ -186,6 +206,12 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
   // Served first: a manager waiting for Redis (or the apiserver) is alive, just not ready.
   let ready = false;
   const endpoints = await serveHttpEndpoints(options.metricsPort, options.metricsHost, registry, () => ready);
+  // Before the caches fill (they enqueue every VM): replicas of an older configuration stop taking keys.
+  const configuration = await claimConfiguration({
+    redis,
+    digest: configurationDigest(ReconcileSettings.parse(options)),
+    logger,
+  });
   // The caches first: a reconcile on an empty cache would find nothing to do.
   await watches.start();
   const workers = await startWorkers({
@@ -198,6 +224,12 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     logger,
     metrics: registry,
   });
+  configuration.onChange((current) => void (current ? workers.resume() : workers.pause()));
+  if (!configuration.current) await workers.pause();
+  // Keys an old replica took before it saw this configuration: once more, after it stopped taking them.
+  const afterUpgrade = configuration.replacedAnother
+    ? setTimeout(() => void enqueueAll().catch(() => undefined), 3 * CONFIGURATION_CLAIM_TIMING.pollMs)
+    : undefined;
 
   const web =
     options.web &&
@@ -224,6 +256,8 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     ...(web && { webPort: web.port }),
     async stop() {
       ready = false;
+      clearTimeout(afterUpgrade);
+      configuration.stop();
       await web?.close();
       await watches.stop();
       await workers.close();

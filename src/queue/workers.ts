@@ -51,7 +51,14 @@ const ABORT_GRACE_MS = 2_000;
 /** Runs of a key that killed their worker process this often are failed rather than retried. */
 const MAX_STALLED_COUNT = 2;
 
-export async function startWorkers(options: StartWorkersOptions): Promise<{ close(): Promise<void> }> {
+export interface RunningWorkers {
+  /** Takes no more keys (the running handlers finish) until resume(). */
+  pause(): Promise<void>;
+  resume(): void;
+  close(): Promise<void>;
+}
+
+export async function startWorkers(options: StartWorkersOptions): Promise<RunningWorkers> {
   const opts = StartWorkersOptionsSchema.parse(options);
   const logger = opts.logger ?? createLogger('queue', { queue: opts.queueName });
   const keys = new KeyQueue(opts, { logger });
@@ -148,6 +155,8 @@ export async function startWorkers(options: StartWorkersOptions): Promise<{ clos
     logger.info('work queue workers stopped');
   };
   return {
+    pause: () => worker.pause(),
+    resume: () => worker.resume(),
     close() {
       closing ??= close();
       return closing;

@@ -1,0 +1,106 @@
+// The newest configuration wins. During a rolling update (`helm upgrade`) the replicas of the old
+// configuration run beside the new ones for a while. A new replica enqueues every VM as its caches
+// fill, and an old replica would take those keys and reconcile them by the old configuration (the
+// old default runner image, say): the VMs would see the new one only at the next resync, minutes
+// later. So the replicas agree in Redis whose configuration is current, the most recently started
+// replica's, and a replica whose configuration is not current takes no keys (it is about to be
+// replaced) until it is current again. Replicas of the current configuration renew the claim; when
+// they are all gone (a rollback, a rollout given up) it lapses and the others take over.
+import { createHash } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Redis } from 'ioredis';
+import { LuaScript } from '../queue/lua-script.js';
+import type { Logger } from '../util/logger.js';
+
+export const CONFIGURATION_CLAIM_KEY = 'vmop:managers:configuration';
+/** How often a replica renews or checks the claim, and how long a claim outlives its last renewal. */
+export const CONFIGURATION_CLAIM_TIMING = { pollMs: 1_000, ttlMs: 10_000 };
+
+/** A digest of the settings that shape what the replicas write (the same for every replica of a release). */
+export const configurationDigest = (settings: unknown): string =>
+  createHash('sha256').update(JSON.stringify(settings)).digest('hex');
+
+// KEYS[1] the claim ("<started at, µs> <digest>"); ARGV: this replica's start (µs), digest, TTL (ms).
+// Claims for this replica's configuration unless a replica of another one started later; renews it
+// when it is this configuration's. Returns { the current digest, the one stored before ('' if none) }.
+const CLAIM = new LuaScript(`
+local stored = redis.call('GET', KEYS[1])
+local at, digest = 0, ''
+if stored then
+  local sep = string.find(stored, ' ', 1, true)
+  at = tonumber(string.sub(stored, 1, sep - 1))
+  digest = string.sub(stored, sep + 1)
+end
+local mine = tonumber(ARGV[1])
+if stored and digest ~= ARGV[2] and mine <= at then return { digest, digest } end
+local value = ARGV[1] .. ' ' .. ARGV[2]
+if stored and digest == ARGV[2] and at > mine then value = stored end
+redis.call('SET', KEYS[1], value, 'PX', ARGV[3])
+return { ARGV[2], digest }
+`);
+
+export interface ConfigurationClaim {
+  /** Whether this replica's configuration is the current one (as of the last check). */
+  readonly current: boolean;
+  /** The configuration current before this replica started was another one (an upgrade). */
+  readonly replacedAnother: boolean;
+  /** Called when `current` changes. */
+  onChange(listener: (current: boolean) => void): void;
+  stop(): void;
+}
+
+/** Claims the current configuration for `digest` and keeps checking it (every pollMs). */
+export async function claimConfiguration(opts: {
+  redis: Redis;
+  digest: string;
+  logger: Logger;
+  timing?: typeof CONFIGURATION_CLAIM_TIMING;
+}): Promise<ConfigurationClaim> {
+  const { redis, digest, logger } = opts;
+  const { pollMs, ttlMs } = opts.timing ?? CONFIGURATION_CLAIM_TIMING;
+  // A manager starting while Redis is away waits for it (alive, not ready), as for its caches.
+  const answered = async <T>(call: () => Promise<T>): Promise<T> => {
+    for (let tries = 0; ; tries++) {
+      try {
+        return await call();
+      } catch (err) {
+        if (tries === 0) logger.warn({ err }, 'waiting for Redis to claim the configuration');
+        await sleep(pollMs);
+      }
+    }
+  };
+  // Redis' clock: the replicas' start times compare across nodes whatever their clocks say.
+  const [seconds, micros] = await answered(() => redis.time());
+  const startedAt = Number(seconds) * 1_000_000 + Number(micros); // µs: below 2^53, exact in Lua too
+  const check = async () =>
+    (await CLAIM.run(redis, [CONFIGURATION_CLAIM_KEY], [startedAt, digest, ttlMs])) as [string, string];
+  const [first, before] = await answered(check);
+  let current = first === digest;
+  const listeners: Array<(current: boolean) => void> = [];
+  const timer = setInterval(() => {
+    check().then(
+      ([now]) => {
+        if ((now === digest) === current) return;
+        current = now === digest;
+        if (current) logger.info('this replica’s configuration is current again: it takes keys again');
+        else
+          logger.warn(
+            { current: now.slice(0, 12), mine: digest.slice(0, 12) },
+            'a replica with another configuration started after this one (a rolling update?): this one takes no more keys',
+          );
+        for (const listener of listeners) listener(current);
+      },
+      // Redis away: nothing is known; keep as it is.
+      (err: unknown) => logger.debug({ err }, 'could not check the configuration claim'),
+    );
+  }, pollMs);
+  timer.unref();
+  return {
+    get current() {
+      return current;
+    },
+    replacedAnother: before !== '' && before !== digest,
+    onChange: (listener) => void listeners.push(listener),
+    stop: () => clearInterval(timer),
+  };
+}
