@@ -519,7 +519,11 @@ spec:
       // The README's upgrade: the release's values over the new chart's defaults.
       ...['upgrade', RELEASE, CHART, '--namespace', RELEASE_NAMESPACE, '--reset-then-reuse-values'],
       ...imageValues(),
-      ...['--set', 'logLevel=debug', '--set', 'concurrency=8', ...WEB_VALUES, '--wait', '--timeout', '5m'],
+      ...['--set', 'logLevel=debug', '--set', 'concurrency=8', ...WEB_VALUES],
+      // New VMs' runner data on shared storage: they can move live (the next test's); claims that
+      // exist keep their mode.
+      ...['--set', 'runner.dataStorageClass=shared', '--set', 'runner.dataAccessMode=ReadWriteMany'],
+      ...['--wait', '--timeout', '5m'],
     );
     // The managers were replaced (their arguments changed), the VM was not.
     await eventually(async () => {
@@ -539,20 +543,8 @@ spec:
     await vms.waitForVm(VM, (vm) => expect(vm.status?.ram).toBe('256Mi'), 60_000);
   });
 
-  /** The last line the guest printed that matches. */
-  const lastLine = async (pattern: RegExp) =>
-    (await vms.consoleLog(VM))
-      .split(/\r?\n/)
-      .filter((line) => pattern.test(line))
-      .pop();
-  const tickOf = (line: string | undefined) => Number(/^tick-(\d+)$/.exec(line ?? '')?.[1] ?? -1);
-  const bootId = async (tag: string) => {
-    await vms.typeOnConsole(VM, `sed s/^/boot-id-${tag}-/ /proc/sys/kernel/random/boot_id`);
-    await vms.waitForConsole(VM, `\nboot-id-${tag}-`);
-    return (await lastLine(new RegExp(`^boot-id-${tag}-`)))!.slice(`boot-id-${tag}-`.length);
-  };
-
-  it('`helm upgrade` to a new runner image moves the running VM live onto it: the same guest goes on', async () => {
+  it('`helm upgrade` to a new runner image moves a running VM that can move live onto it (the same guest goes on), and leaves one that cannot', async () => {
+    const MOVER = 'mover'; // no disks, its runner data on shared storage: it can move live
     const oldImage = bed.state().images.runner;
     const newImage = `${oldImage}-next`;
     // The new image on every node, as a registry would serve it (the same content under a new name).
@@ -562,15 +554,35 @@ spec:
         ...['images', 'tag', '--force', oldImage, newImage],
       ]);
     }
-    const before = await vms.getVm(VM);
+    await vms.apply(testGuestManifest(MOVER, VM_NAMESPACE));
+    const before = await vms.waitForVm(MOVER, (vm) => {
+      expect(vms.condition(vm, 'Booted')?.status).toBe('True');
+      expect(vms.condition(vm, 'Migratable')?.status).toBe('True');
+    });
     expect(before.status?.runnerPod).toMatchObject({ image: oldImage });
     expect(before.status?.runnerPod?.outdated).toBeUndefined();
+    const stay = await vms.getVm(VM); // its runner data claim is ReadWriteOnce
+    expect(vms.condition(stay, 'Migratable')?.status).toBe('False');
     const from = before.status!.node!;
+    const cgroupOf = (node: string) => bed.state().nodes.find((n) => n.name === node)!.cgroupRoot;
+    const stayingQemu = await qemuPid(VM, cgroupOf(stay.status!.node!));
+
+    const lastLine = async (pattern: RegExp) =>
+      (await vms.consoleLog(MOVER))
+        .split(/\r?\n/)
+        .filter((line) => pattern.test(line))
+        .pop();
+    const tickOf = (line: string | undefined) => Number(/^tick-(\d+)$/.exec(line ?? '')?.[1] ?? -1);
+    const bootId = async (tag: string) => {
+      await vms.typeOnConsole(MOVER, `sed s/^/boot-id-${tag}-/ /proc/sys/kernel/random/boot_id`);
+      await vms.waitForConsole(MOVER, `\nboot-id-${tag}-`);
+      return (await lastLine(new RegExp(`^boot-id-${tag}-`)))!.slice(`boot-id-${tag}-`.length);
+    };
     const bootIdBefore = await bootId('before');
     expect(bootIdBefore).toMatch(/^[0-9a-f-]{36}$/);
     // A counter the guest prints every 100 ms: it must go on across the move, not start over.
-    await vms.typeOnConsole(VM, '(i=0; while true; do echo tick-$i; i=$((i+1)); sleep 0.1; done) &');
-    await vms.waitForConsole(VM, '\ntick-20\r');
+    await vms.typeOnConsole(MOVER, '(i=0; while true; do echo tick-$i; i=$((i+1)); sleep 0.1; done) &');
+    await vms.waitForConsole(MOVER, '\ntick-20\r');
     const tickBefore = tickOf(await lastLine(/^tick-\d+$/));
 
     await helm(
@@ -580,49 +592,55 @@ spec:
       ...['--wait', '--timeout', '5m'],
     );
     const after = await vms.waitForVm(
-      VM,
+      MOVER,
       (vm) => {
         expect(vm.status?.runnerPod).toMatchObject({ image: newImage });
         expect(vm.status?.runnerPod?.outdated).toBeUndefined();
         expect(vm.status?.migrationState).toMatchObject({ result: 'Succeeded', sourceNode: from });
       },
-      300_000,
+      180_000,
     );
     const to = after.status!.node!;
     expect(to).not.toBe(from);
     expect(after.status?.lastShutdown?.time).toBe(before.status?.lastShutdown?.time); // no shutdown
-    // vmop's own operation did it, live, and said why.
+    // vmop's own operation did it, live, and said why; none for the VM that cannot move.
     const operations = JSON.parse(await vms.kubectl(['get', 'vmop', '-o', 'json'])).items as Array<{
       metadata: { name: string };
       spec: { virtualMachineName: string; type: string };
       status?: { phase?: string; live?: boolean };
     }>;
-    const update = operations.filter((op) => op.metadata.name.startsWith(`${VM}-runner-update-`));
-    expect(update).toHaveLength(1);
-    expect(update[0]).toMatchObject({
-      spec: { virtualMachineName: VM, type: 'Migrate' },
+    const updates = operations.filter((op) => op.metadata.name.includes('-runner-update-'));
+    expect(updates).toHaveLength(1);
+    expect(updates[0]).toMatchObject({
+      spec: { virtualMachineName: MOVER, type: 'Migrate' },
       status: { phase: 'Completed', live: true },
     });
-    expect(await vms.eventReasons(VM)).toEqual(expect.arrayContaining(['RunnerUpdate', 'Migrated']));
+    expect(await vms.eventReasons(MOVER)).toEqual(expect.arrayContaining(['RunnerUpdate', 'Migrated']));
     // One pod, of the new image, on the other node; one QEMU, there.
     const pods = async () =>
-      JSON.parse(await vms.kubectl(['get', 'pods', '-l', `app.kubernetes.io/instance=${VM}`, '-o', 'json']))
-        .items as Array<{ spec: { nodeName: string; containers: Array<{ image: string }> } }>;
+      JSON.parse(
+        await vms.kubectl(['get', 'pods', '-l', `app.kubernetes.io/instance=${MOVER}`, '-o', 'json']),
+      ).items as Array<{ spec: { nodeName: string; containers: Array<{ image: string }> } }>;
     await eventually(async () => expect(await pods()).toHaveLength(1), 60_000);
     expect((await pods())[0]).toMatchObject({ spec: { nodeName: to, containers: [{ image: newImage }] } });
-    const cgroupOf = (node: string) => bed.state().nodes.find((n) => n.name === node)!.cgroupRoot;
-    await eventually(async () => expect(await qemuPid(VM, cgroupOf(from))).toBeUndefined(), 30_000);
-    expect(await qemuPid(VM, cgroupOf(to))).toBeGreaterThan(0);
+    await eventually(async () => expect(await qemuPid(MOVER, cgroupOf(from))).toBeUndefined(), 30_000);
+    expect(await qemuPid(MOVER, cgroupOf(to))).toBeGreaterThan(0);
 
     // The same guest: its counter went on from where it was, and it was not booted again.
     await sleep(2_000);
-    const ticks = (await vms.consoleLog(VM)).split(/\r?\n/).filter((line) => /^tick-\d+$/.test(line));
+    const ticks = (await vms.consoleLog(MOVER)).split(/\r?\n/).filter((line) => /^tick-\d+$/.test(line));
     expect(tickOf(ticks[0])).toBeGreaterThanOrEqual(tickBefore); // the first since the move
     const tick = tickOf(ticks.pop());
     await sleep(1_000);
     expect(tickOf(await lastLine(/^tick-\d+$/))).toBeGreaterThan(tick);
-    await vms.typeOnConsole(VM, 'kill %1');
+    await vms.typeOnConsole(MOVER, 'kill %1');
     expect(await bootId('after')).toBe(bootIdBefore);
+
+    // The VM that cannot move runs on, untouched, and says it runs the older runner.
+    const stayed = await vms.waitForVm(VM, (vm) => expect(vm.status?.runnerPod?.outdated).toBe(true));
+    expect(stayed.status?.runnerPod).toMatchObject({ image: oldImage, uid: stay.status?.runnerPod?.uid });
+    expect(await qemuPid(VM, cgroupOf(stay.status!.node!))).toBe(stayingQemu);
+    await vms.kubectl(['delete', 'vm', MOVER, '--wait=false']);
   });
 
   it('with web.enabled the GUI answers through its Service, at every replica, and keeps its client secret off the command line', async () => {
@@ -653,15 +671,12 @@ spec:
   });
 
   it('deleting the VM removes its pod and ConfigMap and keeps its disks', async () => {
-    // The data disk's claim is the copy the live move made (its name has the migration's id).
-    const dataClaim = (await vms.getVm(VM)).status?.disks?.find((disk) => disk.name === 'data-disk')?.claim;
-    expect(dataClaim).toMatch(new RegExp(`^${VM}-data-disk`));
     await vms.kubectl(['delete', 'vm', VM]);
     await eventually(async () => {
       await expect(vms.kubectl(['get', 'pod', VM])).rejects.toThrow(/NotFound/);
       await expect(vms.kubectl(['get', 'configmap', VM])).rejects.toThrow(/NotFound/);
     }, 60_000);
-    for (const claim of [dataClaim!, `${VM}-runner-data`]) {
+    for (const claim of [`${VM}-data-disk`, `${VM}-runner-data`]) {
       expect(await vms.kubectl(['get', 'pvc', claim, '-o', 'jsonpath={.status.phase}'])).toBe('Bound');
     }
   });
@@ -674,16 +689,9 @@ spec:
     expect(await system.kubectl(['get', 'pvc', 'data-vmop-redis-0', '-o', 'jsonpath={.status.phase}'])).toBe(
       'Bound',
     );
-    expect(
-      await vms.kubectl([
-        'get',
-        'pvc',
-        '-l',
-        `app.kubernetes.io/instance=${VM}`,
-        '-o',
-        'jsonpath={.items[*].status.phase}',
-      ]),
-    ).toBe('Bound Bound');
+    expect(await vms.kubectl(['get', 'pvc', `${VM}-data-disk`, '-o', 'jsonpath={.status.phase}'])).toBe(
+      'Bound',
+    );
     expect(await vms.kubectl(['get', 'crd', 'vms.vmoperator.jdrupes.org', '-o', 'name'])).toContain(
       'vms.vmoperator',
     );
