@@ -184,8 +184,8 @@ function watchSpecs(
     fieldSelector,
     indexLabels: INDEXED_LABELS,
     // Without a namespace, list covers all namespaces.
-    list: () =>
-      objects.list(
+    list: async () => {
+      const listed = await objects.list(
         apiVersion,
         kind,
         namespace,
@@ -194,7 +194,13 @@ function watchSpecs(
         undefined,
         fieldSelector,
         labelSelector,
-      ),
+      );
+      // The apiserver's list items carry no apiVersion and kind, its watch events do: cached alike,
+      // or apply() finds every object listed at start unlike the desired one, and writes it again
+      // on every reconcile (as a restarted manager did with the runner Secret and ServiceAccount).
+      for (const item of listed.items) Object.assign(item, { apiVersion, kind });
+      return listed;
+    },
   }));
 }
 

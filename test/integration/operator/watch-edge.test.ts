@@ -8,6 +8,13 @@ import { GROUP, KIND, PLURAL, VERSION } from '../../../src/api/virtual-machine.j
 import { installCrds } from '../../../src/devenv/install-crds.js';
 import { createWatchEdge, type WatchEdge, type WatchEventSummary } from '../../../src/operator/watch-edge.js';
 import { createLogger } from '../../../src/util/logger.js';
+import { isSubset } from '../../../src/kube/subset.js';
+import {
+  desiredRunnerSecret,
+  desiredRunnerServiceAccount,
+  RUNNER_SECRET,
+  RUNNER_SERVICE_ACCOUNT,
+} from '../../../src/reconcilers/virtual-machine/runner-config/identity.js';
 import { eventually } from '../../support/eventually.js';
 import { createTestNamespace, kubectl, sharedKubeConfig, type TestNamespace } from '../../support/kube.js';
 
@@ -190,5 +197,28 @@ stringData: {a: b}
       ).toEqual(['quiet-display']),
     );
     expect(edge.cache.get('Secret', ns(), 'unrelated')).toBeUndefined(); // not vmop's: not watched
+  });
+
+  it('caches what it listed at start as what it was told by the watch: a restarted manager finds its runner Secret and ServiceAccount as it wrote them', async () => {
+    const secret = desiredRunnerSecret(ns(), 'redis://vmop-runner:secret@redis:6379');
+    const account = desiredRunnerServiceAccount(ns());
+    await kubectl(
+      ['apply', '-f', '-'],
+      JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [secret, account] }),
+    );
+    const restarted = createWatchEdge(kubeConfig, [ns()], async () => undefined, createLogger('test', {}));
+    await restarted.start();
+    try {
+      const cached = {
+        secret: restarted.cache.get('Secret', ns(), RUNNER_SECRET),
+        account: restarted.cache.get('ServiceAccount', ns(), RUNNER_SERVICE_ACCOUNT),
+      };
+      expect(cached.secret).toMatchObject({ apiVersion: 'v1', kind: 'Secret' });
+      // What the reconciler compares before it writes: nothing to write.
+      expect(isSubset(secret, cached.secret)).toBe(true);
+      expect(isSubset(account, cached.account)).toBe(true);
+    } finally {
+      await restarted.stop();
+    }
   });
 });
