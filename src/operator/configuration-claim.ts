@@ -44,7 +44,7 @@ export interface ConfigurationClaim {
   readonly current: boolean;
   /** The configuration current before this replica started was another one (an upgrade). */
   readonly replacedAnother: boolean;
-  /** Called when `current` changes. */
+  /** Sets what is called when `current` changes (the manager pauses or resumes its workers). */
   onChange(listener: (current: boolean) => void): void;
   stop(): void;
 }
@@ -76,7 +76,7 @@ export async function claimConfiguration(opts: {
     (await CLAIM.run(redis, [CONFIGURATION_CLAIM_KEY], [startedAt, digest, ttlMs])) as [string, string];
   const [first, before] = await answered(check);
   let current = first === digest;
-  const listeners: Array<(current: boolean) => void> = [];
+  let listener: ((current: boolean) => void) | undefined;
   const timer = setInterval(() => {
     check().then(
       ([now]) => {
@@ -88,7 +88,7 @@ export async function claimConfiguration(opts: {
             { current: now.slice(0, 12), mine: digest.slice(0, 12) },
             'a replica with another configuration started after this one (a rolling update?): this one takes no more keys',
           );
-        for (const listener of listeners) listener(current);
+        listener?.(current);
       },
       // Redis away: nothing is known; keep as it is.
       (err: unknown) => logger.debug({ err }, 'could not check the configuration claim'),
@@ -100,7 +100,9 @@ export async function claimConfiguration(opts: {
       return current;
     },
     replacedAnother: before !== '' && before !== digest,
-    onChange: (listener) => void listeners.push(listener),
+    onChange: (changed) => {
+      listener = changed;
+    },
     stop: () => clearInterval(timer),
   };
 }
