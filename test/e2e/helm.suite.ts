@@ -643,6 +643,77 @@ spec:
     await vms.kubectl(['delete', 'vm', MOVER, '--wait=false']);
   });
 
+  it('three migrations asked for at once, with a limit of one in the cluster, run one after another, the waiting ones saying so', async () => {
+    const names = ['at-once-1', 'at-once-2', 'at-once-3'];
+    await helm(
+      // No image values: the release keeps the runner image the last test upgraded to.
+      ...['upgrade', RELEASE, CHART, '--namespace', RELEASE_NAMESPACE, '--reset-then-reuse-values'],
+      ...['--set', 'migrations.parallelPerCluster=1'],
+      // Three more test guests and their targets on two small nodes.
+      ...['--set', 'runner.cpuOvercommit=8'],
+      ...['--wait', '--timeout', '5m'],
+    );
+    for (const name of names) await vms.apply(testGuestManifest(name, VM_NAMESPACE));
+    const before = new Map<string, string>();
+    for (const name of names) {
+      const vm = await vms.waitForVm(name, (vm) => {
+        expect(vms.condition(vm, 'Booted')?.status).toBe('True');
+        expect(vms.condition(vm, 'Migratable')?.status).toBe('True');
+      });
+      before.set(name, vm.status!.node!);
+    }
+
+    await vms.apply(
+      names
+        .map(
+          (name) => `apiVersion: vmoperator.jdrupes.org/v1
+kind: VirtualMachineOperation
+metadata: {name: ${name}-move, namespace: ${VM_NAMESPACE}}
+spec: {virtualMachineName: ${name}, type: Migrate}
+`,
+        )
+        .join('---\n'),
+    );
+    // Sampled until all are done: how many move at a time, and whether the others say they wait.
+    const waitedBy = new Set<string>();
+    let mostAtOnce = 0;
+    await eventually(
+      async () => {
+        const all = await vms.listVms();
+        const ours = all
+          .filter((vm) => names.includes(vm.metadata.name))
+          .map((vm) => vm.status?.migrationState)
+          .filter((state) => state?.operation?.endsWith('-move'));
+        ours.filter((state) => state?.waiting).forEach((state) => waitedBy.add(state!.operation!));
+        mostAtOnce = Math.max(mostAtOnce, ours.filter((state) => !state?.waiting && !state?.result).length);
+        expect(ours.map((state) => state?.result)).toEqual(['Succeeded', 'Succeeded', 'Succeeded']);
+      },
+      600_000,
+      500,
+    );
+    for (const name of names) {
+      const op = JSON.parse(await vms.kubectl(['get', 'vmop', `${name}-move`, '-o', 'json']));
+      expect(op.status).toMatchObject({ phase: 'Completed', live: true });
+    }
+    expect(mostAtOnce).toBe(1);
+    expect(waitedBy.size).toBeGreaterThan(0);
+    // Each began (its slot granted) when the one before had ended.
+    const moves = (await Promise.all(names.map(async (name) => (await vms.getVm(name)).status!)))
+      .map((status) => {
+        expect(status.migrationState?.sourceNode).toBe(
+          before.get(status.migrationState!.operation!.replace(/-move$/, '')),
+        );
+        return {
+          start: Date.parse(status.migrationState!.startTimestamp),
+          end: Date.parse(status.migrationState!.endTimestamp!),
+        };
+      })
+      .sort((a, b) => a.start - b.start);
+    for (let i = 1; i < moves.length; i++)
+      expect(moves[i]!.start).toBeGreaterThanOrEqual(moves[i - 1]!.end - 1_000);
+    for (const name of names) await vms.kubectl(['delete', 'vm', name, '--wait=false']);
+  });
+
   it('with web.enabled the GUI answers through its Service, at every replica, and keeps its client secret off the command line', async () => {
     const service = JSON.parse(await system.kubectl(['get', 'service', `${RELEASE}-web`, '-o', 'json']));
     const pods = (await readyManagers()) as unknown as Array<{ status: { podIP: string } }>;

@@ -72,6 +72,18 @@ export function clusterVms(kubeconfig: string, namespace: string) {
       plural: PLURAL,
       name,
     })) as Vm;
+  /** All VMs of the namespace, in one read (one resourceVersion: their statuses at one moment). */
+  const listVms = async (): Promise<Vm[]> =>
+    (
+      (await api.listNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        namespace,
+        plural: PLURAL,
+      })) as {
+        items: Vm[];
+      }
+    ).items;
   const events = async (name: string): Promise<Array<{ reason: string; message: string }>> =>
     JSON.parse(
       await kubectl([
@@ -127,6 +139,7 @@ export function clusterVms(kubeconfig: string, namespace: string) {
   return {
     kubectl,
     getVm,
+    listVms,
     runnerPod,
     apply: (manifest: string) => kubectl(['apply', '-f', '-'], manifest),
     patchVm: (name: string, vm: object) =>
