@@ -10,6 +10,9 @@ const socketUrl = (path) => `${location.protocol === 'https:' ? 'wss' : 'ws'}://
 const CLOSED = 'The console closed: someone else may have taken it over, or the VM stopped.';
 const TAKEN_OVER_CODE = 4001; // the GUI's close code when another session opened the display
 const TAKEN_OVER = 'Someone else opened this display and took it over. Reload the page to take it back.';
+/** What the GUI said when it ended a console (consoles.ts: the login ended, the permission went). */
+const endedByGui = (e) =>
+  e.code > TAKEN_OVER_CODE && e.code < 4100 && e.reason ? `The console closed: ${e.reason}.` : undefined;
 
 function SpiceDisplay({ vm }) {
   const [state, setState] = useState('connecting');
@@ -30,9 +33,11 @@ function SpiceDisplay({ vm }) {
         });
         // spice-html5 does not pass on the close code, which tells a takeover (consoles.ts) apart.
         connection.ws?.addEventListener('close', (e) => {
-          if (e.code !== TAKEN_OVER_CODE || over) return;
+          if (over) return;
+          const ended = e.code === TAKEN_OVER_CODE ? TAKEN_OVER : endedByGui(e);
+          if (!ended) return;
           takenOver = true;
-          setState(TAKEN_OVER);
+          setState(ended);
         });
       } catch (err) {
         setState(err.message);
@@ -70,7 +75,7 @@ function SerialTerminal({ vm }) {
           terminal.focus();
         };
         socket.onmessage = (e) => terminal.write(new Uint8Array(e.data));
-        socket.onclose = () => setState(CLOSED);
+        socket.onclose = (e) => setState(endedByGui(e) ?? CLOSED);
       } catch (err) {
         setState(err.message);
       }

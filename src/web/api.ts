@@ -116,7 +116,7 @@ export function apiRouter(deps: ApiDeps): Router {
     if (!(await access.mayOnVm(session.person, vm, 'accessConsole')))
       return refuse(res, 403, `you may not open the console of ${name}`);
     const open = kind === 'spice' ? deps.consoles.openSpice : deps.consoles.openSerial;
-    const opened = await open(session.id, session.person.user, vm);
+    const opened = await open(session.id, session.person, vm);
     if ('message' in opened) return refuse(res, 409, opened.message!);
     // The ticket goes only to that console's WebSocket, in a cookie: never in a URL or a script's reach.
     const path = consolePath(kind, namespace, name);

@@ -3,7 +3,9 @@
 // the Kubernetes API (port-forward, exec) after checking the person may. A console is opened with
 // a ticket that lives TICKET_SECONDS and only for the login that asked for it, carried by an
 // HttpOnly cookie scoped to that console's WebSocket path (never in a URL or the page's reach),
-// and SPICE with a one-time display password that expires as fast.
+// and SPICE with a one-time display password that expires as fast. An open console ends with the
+// login (checked every SESSION_CHECK_MS) and with the person's permission (PERMISSION_CHECK_MS),
+// and one in use by another person is taken over only with takeConsole (VM-Operator's rule).
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { PassThrough, Writable } from 'node:stream';
@@ -16,9 +18,16 @@ import { SERIAL_RELAY_COMMAND, runnerPodOf } from '../console/runner-pod.js';
 import type { VirtualMachine } from '../api/virtual-machine.js';
 import type { KubeClients } from '../kube/clients.js';
 import type { Logger } from '../util/logger.js';
+import type { Person } from './sessions.js';
 import { digest, randomToken } from './sessions.js';
 
 export const TICKET_SECONDS = 30;
+/** How often open consoles look for their login (logout, expiry): one Redis round trip for all. */
+export const SESSION_CHECK_MS = 2_000;
+/** How often open consoles ask again whether their person may still use them (RBAC answers are kept 10 s). */
+export const PERMISSION_CHECK_MS = 10_000;
+/** How long a console counts as in use after its holder last confirmed it. */
+const HOLDER_SECONDS = 30;
 export const TICKET_COOKIE = 'vmop_console';
 /** The WebSocket path of a VM's console; its ticket cookie is scoped to it. */
 export const consolePath = (kind: 'spice' | 'serial', namespace: string, vm: string) =>
@@ -38,16 +47,46 @@ const Ticket = z.object({
 });
 type Ticket = z.infer<typeof Ticket>;
 const ticketKey = (ticket: string) => `vmop:web:console:${digest(ticket)}`;
-/** Whose ticket last opened a VM's display: QEMU lets one client in, and drops the one before. */
-const displayHolderKey = (namespace: string, vm: string) => `vmop:web:display-holder:${namespace}/${vm}`;
-/** The close code (application range; web/console.js knows it) of a display another ticket took over. */
+/**
+ * Who uses a VM's console (its user and ticket's digest): QEMU lets one display client in and drops
+ * the one before, the serial relay likewise. Kept while the console is open, refreshed by its bridges.
+ */
+const Holder = z.object({ user: z.string(), ticket: z.string() });
+type Holder = z.infer<typeof Holder>;
+const holderKey = (kind: Ticket['kind'], namespace: string, vm: string) =>
+  `vmop:web:console-holder:${kind}:${namespace}/${vm}`;
+/** Deletes or refreshes the holder only while it is still this ticket's (another may have taken over). */
+const IF_HOLDER = `local v = redis.call('GET', KEYS[1])
+if not v or cjson.decode(v).ticket ~= ARGV[1] then return 0 end
+if ARGV[2] == 'del' then return redis.call('DEL', KEYS[1]) end
+return redis.call('EXPIRE', KEYS[1], ARGV[2])`;
+/** Close codes (application range; web/console.js shows their reasons). */
 const TAKEN_OVER = { code: 4001, reason: 'another console session took the display over' };
+const LOGIN_ENDED = { code: 4002, reason: 'your login ended (logged out or expired)' };
+const PERMISSION_LOST = { code: 4003, reason: 'you may no longer use this console' };
 
 export interface ConsoleDeps {
   kubeConfig: KubeConfig;
   clients: KubeClients;
   redis: Redis;
+  /** Which of the logins (by their digest) still exist. */
+  sessionsAlive: (digests: string[]) => Promise<boolean[]>;
+  /** Whether the person may (still) do `action` with the VM; false when it is gone. */
+  may: (
+    person: Person,
+    namespace: string,
+    vm: string,
+    action: 'accessConsole' | 'takeConsole',
+  ) => Promise<boolean>;
   logger: Logger;
+}
+
+/** A console bridged by this replica. */
+interface OpenConsole {
+  ticket: Ticket;
+  ticketDigest: string;
+  person: Person;
+  end(close: { code: number; reason: string }): void;
 }
 
 export function consoles(deps: ConsoleDeps) {
@@ -57,6 +96,76 @@ export function consoles(deps: ConsoleDeps) {
     // spice-html5 asks for the subprotocol "binary" (websockify's).
     handleProtocols: (protocols) => (protocols.has('binary') ? 'binary' : false),
   });
+  const open = new Set<OpenConsole>();
+  let permissionsCheckedAt = Date.now();
+  const checks = setInterval(() => {
+    checkOpenConsoles().catch((err: unknown) =>
+      logger.warn({ err: (err as Error).message }, 'checking the open web consoles failed'),
+    );
+  }, SESSION_CHECK_MS);
+  checks.unref();
+
+  /** Ends consoles whose login ended or whose person lost the permission; keeps the others held. */
+  async function checkOpenConsoles() {
+    if (open.size === 0) return;
+    const consoles = [...open];
+    const digests = [...new Set(consoles.map((c) => c.ticket.session))];
+    const alive = new Map((await deps.sessionsAlive(digests)).map((yes, i) => [digests[i]!, yes]));
+    const recheck = Date.now() - permissionsCheckedAt >= PERMISSION_CHECK_MS;
+    if (recheck) permissionsCheckedAt = Date.now();
+    await Promise.all(
+      consoles.map(async (c) => {
+        const { ticket } = c;
+        if (!alive.get(ticket.session)) return c.end(LOGIN_ENDED);
+        if (recheck && !(await deps.may(c.person, ticket.namespace, ticket.vm, 'accessConsole')))
+          return c.end(PERMISSION_LOST);
+        await redis.eval(
+          IF_HOLDER,
+          1,
+          holderKey(ticket.kind, ticket.namespace, ticket.vm),
+          c.ticketDigest,
+          HOLDER_SECONDS,
+        );
+      }),
+    );
+  }
+
+  /** Bridges a console: tracked while it is open, its holder let go when its last socket closes. */
+  function track(browser: WebSocket, ticket: Ticket, ticketDigest: string, person: Person) {
+    const entry: OpenConsole = {
+      ticket,
+      ticketDigest,
+      person,
+      end: (close) => {
+        logger.info(
+          { user: ticket.user, vm: `${ticket.namespace}/${ticket.vm}`, why: close.reason },
+          'a web console was ended',
+        );
+        browser.close(close.code, close.reason);
+      },
+    };
+    open.add(entry);
+    browser.on('close', () => {
+      open.delete(entry);
+      if ([...open].some((c) => c.ticketDigest === ticketDigest)) return; // another SPICE channel
+      void redis
+        .eval(IF_HOLDER, 1, holderKey(ticket.kind, ticket.namespace, ticket.vm), ticketDigest, 'del')
+        .catch(() => undefined);
+    });
+  }
+
+  /**
+   * Why the person may not open the VM's console now: another person uses it and this one may not
+   * take it over (VM-Operator's takeConsole).
+   */
+  async function inUseByAnother(person: Person, kind: Ticket['kind'], vm: VirtualMachine) {
+    const namespace = vm.metadata.namespace!;
+    const text = await redis.get(holderKey(kind, namespace, vm.metadata.name));
+    const holder = text === null ? undefined : Holder.safeParse(JSON.parse(text)).data;
+    if (!holder || holder.user === person.user) return undefined;
+    if (await deps.may(person, namespace, vm.metadata.name, 'takeConsole')) return undefined;
+    return `${holder.user} uses the ${kind === 'spice' ? 'display' : 'serial console'} of ${vm.metadata.name}; taking it over needs the takeConsole permission`;
+  }
 
   async function issue(ticket: Ticket): Promise<string> {
     const id = randomToken();
@@ -81,11 +190,14 @@ export function consoles(deps: ConsoleDeps) {
 
   return {
     /** A SPICE ticket and a one-time password for the VM's display; the message when there is none. */
-    async openSpice(sessionId: string, user: string, vm: VirtualMachine) {
+    async openSpice(sessionId: string, person: Person, vm: VirtualMachine) {
       const spice = vm.spec.vm.display.spice;
       if (!spice) return { message: `${vm.metadata.name} has no SPICE display` };
       if (!vm.status?.runnerPod || vm.status.phase !== 'Running')
         return { message: `${vm.metadata.name} does not run` };
+      const inUse = await inUseByAnother(person, 'spice', vm);
+      if (inUse) return { message: inUse };
+      const { user } = person;
       const namespace = vm.metadata.namespace!;
       const secret = await displaySecretOf(deps.clients.core, namespace, vm.metadata.name);
       const password = secret
@@ -110,13 +222,15 @@ export function consoles(deps: ConsoleDeps) {
         port: spice.port,
         user,
       });
-      await redis.set(displayHolderKey(namespace, vm.metadata.name), digest(ticket), 'EX', 24 * 3600);
       logger.info({ user, vm: `${namespace}/${vm.metadata.name}` }, 'SPICE console opened in the web GUI');
       return { ticket, ...(password !== undefined && { password }) };
     },
 
-    async openSerial(sessionId: string, user: string, vm: VirtualMachine) {
+    async openSerial(sessionId: string, person: Person, vm: VirtualMachine) {
       if (!vm.status?.runnerPod) return { message: `${vm.metadata.name} does not run` };
+      const inUse = await inUseByAnother(person, 'serial', vm);
+      if (inUse) return { message: inUse };
+      const { user } = person;
       const namespace = vm.metadata.namespace!;
       const ticket = await issue({
         session: digest(sessionId),
@@ -132,20 +246,24 @@ export function consoles(deps: ConsoleDeps) {
 
     /**
      * An HTTP upgrade to a console's path (consolePath) with its ticket cookie: bridged when the
-     * ticket is this login's (`sessionId`, from the session cookie) and for this console.
+     * ticket is this login's (`session`, from the session cookie) and for this console.
      */
     async upgrade(
       request: IncomingMessage,
       socket: Duplex,
       head: Buffer,
-      cookies: { sessionId?: string; ticketId?: string },
+      sent: { session?: { id: string; person: Person }; ticketId?: string },
     ) {
       const path = new URL(request.url ?? '/', 'http://localhost').pathname;
-      const { sessionId, ticketId } = cookies;
-      const ticket = sessionId && ticketId ? await redeem(ticketId, sessionId, path) : undefined;
+      const { session, ticketId } = sent;
+      const ticket = session && ticketId ? await redeem(ticketId, session.id, path) : undefined;
       if (!ticket) return refuseUpgrade(socket);
       const ticketDigest = digest(ticketId!);
+      // This ticket holds the console now (a takeover replaces the holder before the bridge opens).
+      const holder = JSON.stringify({ user: ticket.user, ticket: ticketDigest } satisfies Holder);
+      await redis.set(holderKey(ticket.kind, ticket.namespace, ticket.vm), holder, 'EX', HOLDER_SECONDS);
       sockets.handleUpgrade(request, socket, head, (browser) => {
+        track(browser, ticket, ticketDigest, session!.person);
         const bridge = ticket.kind === 'spice' ? bridgeSpice : bridgeSerial;
         bridge(browser, ticket, ticketDigest).catch((err: unknown) => {
           logger.warn({ err: (err as Error).message, vm: ticket.vm }, 'a web console ended with an error');
@@ -154,7 +272,10 @@ export function consoles(deps: ConsoleDeps) {
       });
     },
 
-    close: () => sockets.close(),
+    close: () => {
+      clearInterval(checks);
+      sockets.close();
+    },
   };
 
   /** The browser's socket as a byte stream both ways. */
@@ -189,10 +310,10 @@ export function consoles(deps: ConsoleDeps) {
       );
       // Tell the person why, if a newer ticket took the display (QEMU just drops the connection).
       void redis
-        .get(displayHolderKey(ticket.namespace, ticket.vm))
+        .get(holderKey('spice', ticket.namespace, ticket.vm))
         .catch(() => null)
-        .then((holder) =>
-          holder && holder !== ticketDigest
+        .then((text) =>
+          text && Holder.safeParse(JSON.parse(text)).data?.ticket !== ticketDigest
             ? browser.close(TAKEN_OVER.code, TAKEN_OVER.reason)
             : browser.close(1000, 'the display closed'),
         );
