@@ -53,6 +53,12 @@ export function register(program: Command): void {
     )
     .option('--runner-image <image>', 'runner image for VMs that do not name one', DEFAULT_RUNNER_IMAGE)
     .option('--runner-image-pull-policy <policy>', 'Always, IfNotPresent or Never (default: by the tag)')
+    .option(
+      '--allowed-runner-image <image>',
+      'a runner image VMs may name in spec.image besides the default (exact, or a prefix ending in *); repeatable',
+      (value: string, previous: string[]) => [...previous, value],
+      [] as string[],
+    )
     .addOption(
       new Option(
         '--runner-redis-url <url>',
@@ -107,6 +113,16 @@ export function register(program: Command): void {
       '--web-public-url <url>',
       'where people reach the web GUI (the login returns to <url>/auth/callback)',
     )
+    .option(
+      '--web-allow-plain-http',
+      'serve a plain http public URL (not loopback) with cookies that are not Secure: only where something else encrypts the way',
+    )
+    .option(
+      '--web-logins-per-minute <n>',
+      'requests to /auth/ (no login needed) per minute and client address, per replica',
+      Number,
+      60,
+    )
     .option('--oidc-issuer <url>', 'the OpenID Connect provider people log in at')
     .option('--oidc-client-id <id>', "the GUI's client id at the provider")
     .addOption(
@@ -117,8 +133,8 @@ export function register(program: Command): void {
     .option('--oidc-scopes <scopes>', 'scopes asked for', 'openid profile email groups')
     .option(
       '--oidc-username-claim <claim>',
-      "the claim naming the person (permissions' user)",
-      'preferred_username',
+      "the claim naming the person (permissions' user): the provider's sub, a verified email, or one people cannot choose",
+      'sub',
     )
     .option(
       '--oidc-groups-claim <claim>',
@@ -143,6 +159,7 @@ export function register(program: Command): void {
         metricsPort: flags.metricsPort,
         runnerImage: flags.runnerImage,
         runnerImagePullPolicy: flags.runnerImagePullPolicy,
+        allowedRunnerImages: flags.allowedRunnerImage,
         runnerRedisUrl: flags.runnerRedisUrl,
         runnerDataStorageClass: flags.runnerDataStorageClass,
         runnerDataAccessMode: flags.runnerDataAccessMode,
@@ -166,6 +183,8 @@ export function register(program: Command): void {
             port: flags.webPort,
             host: flags.webHost,
             publicUrl: flags.webPublicUrl,
+            allowPlainHttp: flags.webAllowPlainHttp ?? false,
+            loginsPerMinute: flags.webLoginsPerMinute,
             oidc: {
               issuer: flags.oidcIssuer,
               clientId: flags.oidcClientId,

@@ -225,6 +225,9 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
       ...['--web-port', String(webPorts[replica - 1]), '--web-host', '127.0.0.1'],
       ...['--web-public-url', webUrls[replica - 1]!, '--oidc-issuer', oidcProvider.issuer],
       ...['--oidc-client-id', oidcProvider.clientId],
+      // People are named as its Dex's static users are: by names this bed gives them, which nobody
+      // picks at login (where people can choose theirs, keep the default `sub`).
+      ...['--oidc-username-claim', 'preferred_username'],
       // A short-lived bed: its usage chart fills in seconds rather than minutes.
       ...['--web-usage-sample-seconds', '5'],
     ];

@@ -48,6 +48,8 @@ export const ManagerOptions = z.object({
   metricsHost: z.string().default('0.0.0.0'),
   runnerImage: z.string().min(1).default(DEFAULT_RUNNER_IMAGE),
   runnerImagePullPolicy: z.enum(['Always', 'IfNotPresent', 'Never']).optional(),
+  /** Runner images a VM may name in spec.image besides the default (exact, or a prefix ending in `*`). */
+  allowedRunnerImages: z.array(z.string().min(1)).default([]),
   /** The Redis URL runners publish to, with the runner's credential; default: redisUrl (the manager's). */
   runnerRedisUrl: RedisUrlSchema.optional(),
   /** The StorageClass of new runner data claims; the cluster's default when absent. */
@@ -151,6 +153,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     migrationSlots: migrationSlots(redis, options.migrationLimits, MIGRATION_SLOT_LEASES),
     runnerUpdate: options.runnerUpdate,
     defaultRunnerImage: runnerImage,
+    allowedRunnerImages: options.allowedRunnerImages,
     runnerRedisUrl: options.runnerRedisUrl ?? options.redisUrl,
     overcommit: { cpu: options.cpuOvercommit, ram: options.ramOvercommit },
     runnerDataStorageClass: options.runnerDataStorageClass,
@@ -170,6 +173,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     clients,
     cache: watches.cache,
     defaultRunnerImage: runnerImage,
+    runnerRedisUrl: options.runnerRedisUrl ?? options.redisUrl,
     readImportProgress: importProgressReader(redis),
     logger,
   });

@@ -1,22 +1,40 @@
 // Logging in with OpenID Connect: the authorization code flow with PKCE (S256), state and nonce,
-// by openid-client against any standard provider. The person is named by the configured claims.
+// by openid-client against any standard provider. The person is named by the configured claim
+// alone, as kube-apiserver's --oidc-username-claim names them: no fall-back to another claim, and
+// `email` only when the provider says it is verified (anyone can type an address at most providers).
 import * as client from 'openid-client';
-import type { WebSettings } from './options.js';
-import { Person, randomToken, type SessionStore } from './sessions.js';
-
-/** Host names of this machine (plain HTTP is all right there: the test bed's). */
-export const LOOPBACK = new Set(['127.0.0.1', 'localhost', '[::1]']);
+import { LOOPBACK, type WebSettings } from './options.js';
+import { loginSealer } from './sealed-login.js';
+import { Person } from './sessions.js';
 
 export interface OidcLogin {
-  /** Where to send the browser to log in; `state` binds the way back to this browser (a cookie). */
-  begin(returnTo: string): Promise<{ url: URL; state: string }>;
-  /** The person, from the provider's answer at `callbackUrl`; undefined for a stale or forged one. */
-  finish(callbackUrl: URL, state: string): Promise<{ person: Person; returnTo: string }>;
+  /** Where to send the browser to log in, and the login cookie that binds the way back to it. */
+  begin(returnTo: string): Promise<{ url: URL; cookie: string }>;
+  /** The person, from the provider's answer at `callbackUrl` and the browser's login cookie. */
+  finish(callbackUrl: URL, cookie: string): Promise<{ person: Person; returnTo: string }>;
 }
 
 export class LoginError extends Error {}
 
-export async function oidcLogin(settings: WebSettings, sessions: SessionStore): Promise<OidcLogin> {
+/** The person the ID token's claims name, or why they name nobody. */
+export function personOf(
+  claims: Record<string, unknown>,
+  oidc: Pick<WebSettings['oidc'], 'usernameClaim' | 'groupsClaim'>,
+): Person {
+  const user = claims[oidc.usernameClaim];
+  if (typeof user !== 'string' || user === '')
+    throw new LoginError(`the provider named no user (claim ${oidc.usernameClaim})`);
+  if (oidc.usernameClaim === 'email' && claims.email_verified !== true)
+    throw new LoginError('the provider has not verified your email address, which names you here');
+  const groups = claims[oidc.groupsClaim];
+  return Person.parse({
+    user,
+    groups: Array.isArray(groups) ? groups.filter((g) => typeof g === 'string') : [],
+    ...(typeof claims.name === 'string' && { name: claims.name }),
+  });
+}
+
+export async function oidcLogin(settings: WebSettings): Promise<OidcLogin> {
   const { oidc } = settings;
   const issuer = new URL(oidc.issuer);
   // Plain HTTP only for a provider on this host (the test bed's).
@@ -29,13 +47,13 @@ export async function oidcLogin(settings: WebSettings, sessions: SessionStore): 
     insecure ? { execute: [client.allowInsecureRequests] } : undefined,
   );
   const redirectUri = new URL('/auth/callback', settings.publicUrl).href;
+  const sealer = loginSealer(oidc.clientSecret);
 
   return {
     async begin(returnTo) {
-      const state = randomToken();
+      const state = client.randomState();
       const verifier = client.randomPKCECodeVerifier();
       const nonce = client.randomNonce();
-      await sessions.beginLogin(state, { verifier, nonce, returnTo });
       const url = client.buildAuthorizationUrl(config, {
         redirect_uri: redirectUri,
         scope: oidc.scopes,
@@ -44,27 +62,19 @@ export async function oidcLogin(settings: WebSettings, sessions: SessionStore): 
         state,
         nonce,
       });
-      return { url, state };
+      return { url, cookie: sealer.seal({ state, verifier, nonce, returnTo }) };
     },
-    async finish(callbackUrl, state) {
-      const pending = await sessions.finishLogin(state);
-      if (!pending) throw new LoginError('this login has expired or was used already; log in again');
+    async finish(callbackUrl, cookie) {
+      const pending = sealer.open(cookie);
+      if (!pending || pending.state !== callbackUrl.searchParams.get('state'))
+        throw new LoginError('this login has expired or did not start in this browser; log in again');
       const tokens = await client.authorizationCodeGrant(config, callbackUrl, {
         pkceCodeVerifier: pending.verifier,
-        expectedState: state,
+        expectedState: pending.state,
         expectedNonce: pending.nonce,
         idTokenExpected: true,
       });
-      const claims: Record<string, unknown> = tokens.claims() ?? {};
-      const user = claims[oidc.usernameClaim] ?? claims.email ?? claims.sub;
-      const groups = claims[oidc.groupsClaim];
-      const person = Person.safeParse({
-        user,
-        groups: Array.isArray(groups) ? groups.filter((g) => typeof g === 'string') : [],
-        ...(typeof claims.name === 'string' && { name: claims.name }),
-      });
-      if (!person.success) throw new LoginError(`the provider named no user (claim ${oidc.usernameClaim})`);
-      return { person: person.data, returnTo: pending.returnTo };
+      return { person: personOf(tokens.claims() ?? {}, oidc), returnTo: pending.returnTo };
     },
   };
 }

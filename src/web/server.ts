@@ -9,6 +9,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseCookie } from 'cookie';
 import express, { type NextFunction, type Request, type Response } from 'express';
+import { rateLimit } from 'express-rate-limit';
 import type { Redis } from 'ioredis';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { KubeClients } from '../kube/clients.js';
@@ -22,8 +23,9 @@ import { apiRouter } from './api.js';
 import { TICKET_COOKIE, consoles, refuseUpgrade } from './consoles.js';
 import { fixedSpiceTicket } from './spice-ticket-fix.js';
 import { liveViews } from './live.js';
-import { LOOPBACK, LoginError, oidcLogin, type OidcLogin } from './oidc.js';
-import { WebOptions, type WebSettings } from './options.js';
+import { LoginError, oidcLogin, type OidcLogin } from './oidc.js';
+import { WebOptions, servesPlainHttp, type WebSettings } from './options.js';
+import { LOGIN_SECONDS } from './sealed-login.js';
 import { rbacCheck } from './rbac.js';
 import { sessionStore } from './sessions.js';
 import { usageHistory } from './usage.js';
@@ -85,12 +87,17 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
     kubeConfig: deps.kubeConfig,
     clients: deps.clients,
     redis: deps.redis,
+    sessionsAlive: (digests) => sessions.aliveByDigest(digests),
+    may: async (person, namespace, name, action) => {
+      const vm = access.vm(namespace, name);
+      return vm !== undefined && (await access.mayOnVm(person, vm, action));
+    },
     logger,
   });
   // The provider is asked for its metadata on the first login, and again after a failure.
   let login: Promise<OidcLogin> | undefined;
   const oidc = () => {
-    login ??= oidcLogin(settings, sessions).catch((err: unknown) => {
+    login ??= oidcLogin(settings).catch((err: unknown) => {
       login = undefined;
       throw err;
     });
@@ -98,10 +105,15 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
   };
   const cookieOptions = {
     httpOnly: true,
-    // Browsers keep Secure cookies of http://localhost too.
-    secure: publicUrl.protocol === 'https:' || LOOPBACK.has(publicUrl.hostname),
+    // Browsers keep Secure cookies of http://localhost too; plain http elsewhere only when allowed.
+    secure: !servesPlainHttp(settings),
     sameSite: 'lax' as const,
   };
+  if (!cookieOptions.secure)
+    logger.warn(
+      { publicUrl: settings.publicUrl },
+      'the web GUI serves plain http (allowPlainHttp): its cookies travel unencrypted',
+    );
   const page = readFileSync(join(PAGES_DIR, 'index.html'), 'utf8');
   const importMap = /<script type="importmap">([\s\S]*?)<\/script>/.exec(page)?.[1] ?? '';
   const csp = [
@@ -130,27 +142,33 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
   });
   const cookies = (req: Request) => parseCookie(req.headers.cookie ?? '');
 
+  // What anyone may call without a login: limited per client address (per replica, in memory).
+  app.use(
+    '/auth/',
+    rateLimit({
+      windowMs: 60_000,
+      limit: settings.loginsPerMinute,
+      standardHeaders: 'draft-8',
+      legacyHeaders: false,
+      message: { message: 'too many login requests from your address; try again in a minute' },
+    }),
+  );
+
   app.get('/auth/login', async (req, res) => {
     const asked = typeof req.query.returnTo === 'string' ? req.query.returnTo : '/';
     // Only a path of this site: never an open redirect.
     const returnTo =
       asked.startsWith('/') && !asked.startsWith('//') && !asked.startsWith('/\\') ? asked : '/';
-    const { url, state } = await (await oidc()).begin(returnTo);
-    res.cookie(LOGIN_COOKIE, state, { ...cookieOptions, path: '/auth/', maxAge: 600_000 });
+    const { url, cookie } = await (await oidc()).begin(returnTo);
+    res.cookie(LOGIN_COOKIE, cookie, { ...cookieOptions, path: '/auth/', maxAge: LOGIN_SECONDS * 1000 });
     res.redirect(303, url.href);
   });
 
   app.get('/auth/callback', async (req, res) => {
-    const state = typeof req.query.state === 'string' ? req.query.state : '';
     const bound = cookies(req)[LOGIN_COOKIE] ?? '';
     res.clearCookie(LOGIN_COOKIE, { ...cookieOptions, path: '/auth/' });
-    if (!state || !sameToken(state, bound))
-      return void res
-        .status(400)
-        .type('text')
-        .send('This login did not start in this browser: log in again at /auth/login.');
     try {
-      const { person, returnTo } = await (await oidc()).finish(new URL(req.originalUrl, publicUrl), state);
+      const { person, returnTo } = await (await oidc()).finish(new URL(req.originalUrl, publicUrl), bound);
       const session = await sessions.create(person);
       res.cookie(SESSION_COOKIE, session.id, {
         ...cookieOptions,
@@ -235,7 +253,7 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
     const id = sent[SESSION_COOKIE];
     void (id ? sessions.read(id) : Promise.resolve(undefined))
       .then((session) =>
-        webConsoles.upgrade(request, socket, head, { sessionId: session?.id, ticketId: sent[TICKET_COOKIE] }),
+        webConsoles.upgrade(request, socket, head, { session, ticketId: sent[TICKET_COOKIE] }),
       )
       .catch((err: unknown) => {
         logger.warn({ err: (err as Error).message }, 'a console upgrade failed');

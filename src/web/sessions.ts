@@ -23,15 +23,10 @@ const Session = z.object({
 });
 export type Session = z.infer<typeof Session> & { id: string };
 
-/** What a login in progress keeps between the redirect to the provider and the way back. */
-const PendingLogin = z.object({ verifier: z.string(), nonce: z.string(), returnTo: z.string() });
-export type PendingLogin = z.infer<typeof PendingLogin>;
-
-const LOGIN_SECONDS = 600;
 /** What Redis keeps of a secret token: its sha256, so a copy of Redis names no usable one. */
 export const digest = (token: string) => createHash('sha256').update(token).digest('hex');
-const sessionKey = (id: string) => `vmop:web:session:${digest(id)}`;
-const loginKey = (state: string) => `vmop:web:login:${digest(state)}`;
+const sessionKeyOfDigest = (idDigest: string) => `vmop:web:session:${idDigest}`;
+const sessionKey = (id: string) => sessionKeyOfDigest(digest(id));
 export const randomToken = () => randomBytes(32).toString('base64url');
 
 export function sessionStore(redis: Redis, limits: { idleSeconds: number; maxSeconds: number }) {
@@ -56,16 +51,14 @@ export function sessionStore(redis: Redis, limits: { idleSeconds: number; maxSec
       await redis.expire(sessionKey(id), Math.min(limits.idleSeconds, left));
       return { ...session, id };
     },
+    /** Which of the sessions (named by their ids' digests) exist, without keeping them alive. */
+    async aliveByDigest(idDigests: string[]): Promise<boolean[]> {
+      if (idDigests.length === 0) return [];
+      const answers = await redis.pipeline(idDigests.map((d) => ['exists', sessionKeyOfDigest(d)])).exec();
+      return (answers ?? []).map(([err, count]) => err === null && count === 1);
+    },
     async delete(id: string): Promise<void> {
       await redis.del(sessionKey(id));
-    },
-    async beginLogin(state: string, pending: PendingLogin): Promise<void> {
-      await redis.set(loginKey(state), JSON.stringify(pending), 'EX', LOGIN_SECONDS);
-    },
-    /** The pending login of `state`, once: a second use of the same callback finds nothing. */
-    async finishLogin(state: string): Promise<PendingLogin | undefined> {
-      const text = await redis.getdel(loginKey(state));
-      return text === null ? undefined : PendingLogin.safeParse(JSON.parse(text)).data;
     },
   };
 }

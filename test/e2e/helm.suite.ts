@@ -312,6 +312,21 @@ spec:
     );
   });
 
+  it('a VM naming a runner image the chart does not allow is refused when applied; the default one is not', async () => {
+    const naming = (name: string, image: string) =>
+      testGuestManifest(name, VM_NAMESPACE).replace('spec:\n', `spec:\n  image: {source: "${image}"}\n`);
+    const refused = await vms
+      .kubectl(['apply', '--dry-run=server', '-f', '-'], naming('own-runner', 'registry.example/mine:1'))
+      .catch((err: { stderr: string }) => err.stderr);
+    expect(refused).toContain(
+      "spec.image: registry.example/mine:1 is not a runner image this cluster allows (the chart's runner.allowedImages)",
+    );
+    await vms.kubectl(
+      ['apply', '--dry-run=server', '-f', '-'],
+      naming('default-runner', bed.state().images.runner),
+    );
+  });
+
   it("the seed's example VM applies unchanged and gets its runner pod (its disk waits for the PV it selects)", async () => {
     await vms.kubectl(['create', 'namespace', 'vmop-demo']);
     const demo = clusterVms(bed.kubeconfig, 'vmop-demo');

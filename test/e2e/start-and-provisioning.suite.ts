@@ -213,18 +213,19 @@ describe('start failures and provisioning from Secrets', () => {
       /^the runner pod cannot be scheduled: 0\/1 nodes are available: pod has unbound immediate PersistentVolumeClaims/,
     ],
     [
+      // The default runner image (the one a VM may always name), pulled from a registry that has it not.
       'its runner image cannot be pulled',
-      '  image: {source: "nonexistent.invalid/vmop/runner:none", pullPolicy: Always}',
+      '  image: {source: "DEFAULT_RUNNER_IMAGE", pullPolicy: Always}',
       '',
       'Starting',
       /^(ErrImagePull|ImagePullBackOff)$/,
-      /^the runner container cannot start: .*nonexistent\.invalid\/vmop\/runner:none/,
+      /^the runner container cannot start: .*localhost\/vmop-runner:/,
     ],
   ])(
     'the runner pod cannot start because %s: phase and reason say so, with the underlying message',
     async (what, extraSpec, vmLines, phase, reason, message) => {
       const name = `blocked-${what.split(' ').at(-1)}`.replace(/[^a-z-]/g, '');
-      await applyVm(name, extraSpec, vmLines);
+      await applyVm(name, extraSpec.replace('DEFAULT_RUNNER_IMAGE', state.cluster.runnerImage), vmLines);
       await vms.waitForVm(
         name,
         (vm) => {
@@ -237,6 +238,24 @@ describe('start failures and provisioning from Secrets', () => {
       await vms.kubectl(['delete', 'vm', name, '--wait=false']);
     },
   );
+
+  it('a VM naming a runner image the cluster does not allow does not start, and says why', async () => {
+    await applyVm('own-runner', '  image: {source: "registry.example/mine:1"}');
+    const vm = await vms.waitForVm('own-runner', (vm) => {
+      expect(vms.condition(vm, 'SpecValid')).toMatchObject({
+        status: 'False',
+        message: expect.stringContaining(
+          'spec.image: registry.example/mine:1 is not a runner image this cluster allows',
+        ),
+      });
+    });
+    expect(vm.status?.phase).toBe('Pending');
+    expect(vm.status?.runnerPod).toBeUndefined();
+    expect(
+      await vms.kubectl(['get', 'pods', '-l', 'app.kubernetes.io/instance=own-runner', '-o', 'name']),
+    ).toBe('');
+    await vms.kubectl(['delete', 'vm', 'own-runner', '--wait=false']);
+  });
 
   it('cloud-init user-data from a Secret (Deckhouse type) reaches the guest and nothing else: ConfigMap, status, Events, logs, Redis', async () => {
     const password = `pw-${Date.now().toString(36)}-never-shown`;

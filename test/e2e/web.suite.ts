@@ -1,7 +1,9 @@
 // The web GUI end to end on `vmop dev` (its Dex, both manager replicas, a real node running TCG
 // guests), driven in headless Chromium as people use it: log in at Dex, see what they may, start a
 // VM and watch it run without a reload, get VMs from a pool at once, be refused, log out.
+import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
+import { Redis } from 'ioredis';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -268,6 +270,86 @@ spec:
     ).toBe(403);
   });
 
+  /**
+   * The serial console of alices as a script would open it (the person's login and a ticket, no
+   * page): how it ends shows what the server does, whatever a page would do on its own.
+   */
+  const serialSocket = async (who: LoggedIn) => {
+    const serialPath = `/api/console/serial/${NAMESPACE}/alices`;
+    const answer = await callApi(who.page, 'POST', `/api/vms/${NAMESPACE}/alices/console/serial`);
+    expect(answer.status).toBe(200);
+    const ticket = (await who.context.cookies(`${url}${serialPath}`)).find((c) => c.name === 'vmop_console');
+    consoleTickets.push(ticket!.value);
+    const socket = new WebSocket(`${url.replace('http', 'ws')}${serialPath}`, {
+      headers: { origin: url, cookie: `vmop_session=${who.session}; vmop_console=${ticket!.value}` },
+    });
+    let ended: { code: number; reason: string } | undefined;
+    socket.on('close', (code, reason) => (ended = { code, reason: String(reason) }));
+    await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
+    return { socket, ended: () => ended };
+  };
+
+  it('a console another person uses is taken over only with takeConsole; one whose permission goes ends', async () => {
+    const vms = bed.vms(NAMESPACE);
+    const permissions = (carol: string) =>
+      JSON.stringify({
+        spec: {
+          permissions: [
+            { user: 'alice', may: ['start', 'stop', 'accessConsole'] },
+            { user: 'bob', may: ['start'] },
+            ...(carol ? [{ user: 'carol', may: [carol] }] : []),
+          ],
+        },
+      });
+    const carol = people.carol!;
+    const carolOpens = () => callApi(carol.page, 'POST', `/api/vms/${NAMESPACE}/alices/console/serial`);
+    await vms.kubectl(['patch', 'vm', 'alices', '--type=merge', '-p', permissions('accessConsole')]);
+    await card(carol.page, 'alices').waitFor();
+    const alices = await openSerial(people.alice!.context);
+    // VM-Operator's rule: in use by another person, the console is refused without takeConsole.
+    expect(await carolOpens()).toEqual({
+      status: 409,
+      body: JSON.stringify({
+        message: 'alice uses the serial console of alices; taking it over needs the takeConsole permission',
+      }),
+    });
+    await typeInto(alices, 'echo still-$((2+3))-alices\r');
+    await expect.poll(() => terminalText(alices), { timeout: 30_000 }).toContain('still-5-alices');
+    // Once alice closed hers, carol may open it; with takeConsole she takes it from alice.
+    await alices.close();
+    await expect.poll(async () => (await carolOpens()).status, { timeout: 10_000 }).toBe(200);
+    await vms.kubectl(['patch', 'vm', 'alices', '--type=merge', '-p', permissions('takeConsole')]);
+    const alicesAgain = await openSerial(people.alice!.context);
+    await expect.poll(async () => (await carolOpens()).status, { timeout: 10_000 }).toBe(200);
+    const carols = await serialSocket(carol);
+    await expect
+      .poll(() => terminalText(alicesAgain), { timeout: 30_000 })
+      .toContain('[vmop: this console session was taken over by another one]');
+    await alicesAgain.close();
+    // Her grant taken away, her open console ends (permissions are checked again every 10 s).
+    await vms.kubectl(['patch', 'vm', 'alices', '--type=merge', '-p', permissions('')]);
+    await expect
+      .poll(carols.ended, { timeout: 60_000 })
+      .toEqual({ code: 4003, reason: 'you may no longer use this console' });
+  });
+
+  it("ends an open console when the person's login expires", async () => {
+    const alice = await logIn(browser, url, 'alice');
+    const serial = await serialSocket(alice);
+    // Redis expires the login as it would at its idle or maximum age, just sooner.
+    const redis = new Redis(bed.state().redisUrl);
+    try {
+      const key = `vmop:web:session:${createHash('sha256').update(alice.session).digest('hex')}`;
+      expect(await redis.expire(key, 1)).toBe(1);
+    } finally {
+      redis.disconnect();
+    }
+    await expect
+      .poll(serial.ended, { timeout: 30_000 })
+      .toEqual({ code: 4002, reason: 'your login ended (logged out or expired)' });
+    await alice.context.close();
+  });
+
   it('gives two people who ask at once two VMs of a pool, and starts them', async () => {
     const pool = (who: LoggedIn) => who.page.locator(`[data-pool="${NAMESPACE}/class"]`);
     await Promise.all([
@@ -412,11 +494,15 @@ spec:
     await context.close();
   });
 
-  it('logs out: the same cookie opens nothing afterwards, at any replica', async () => {
+  it('logs out: the same cookie opens nothing afterwards, at any replica, and its open console ends', async () => {
     const { page, context } = people.alice!;
     const [session] = (await context.cookies()).filter((c) => c.name === 'vmop_session');
+    const serial = await serialSocket(people.alice!);
     await page.getByRole('button', { name: 'Log out' }).click();
     await page.waitForURL(/\/dex\//);
+    await expect
+      .poll(serial.ended, { timeout: 30_000 })
+      .toEqual({ code: 4002, reason: 'your login ended (logged out or expired)' });
     for (const replica of bed.state().web.urls) {
       const response = await fetch(`${replica}/api/me`, {
         headers: { cookie: `vmop_session=${session!.value}` },
@@ -449,6 +535,29 @@ spec:
     for (const who of Object.values(people).filter((w) => !w.page.isClosed())) {
       const source = await who.page.content();
       for (const secret of secrets) expect(source).not.toContain(secret);
+    }
+  });
+
+  it('limits /auth/login per client address, and a flood of it writes nothing to Redis', async () => {
+    const replica = bed.state().web.urls[1]!; // last: this address may not log in there for a minute
+    const redis = new Redis(bed.state().redisUrl);
+    const webKeys = async () => (await redis.keys('vmop:web:*')).sort();
+    try {
+      const before = await webKeys();
+      const statuses: number[] = [];
+      for (let i = 0; i < 100; i++) {
+        const response = await fetch(`${replica}/auth/login`, { redirect: 'manual' });
+        statuses.push(response.status);
+        if (response.status === 429)
+          expect(await response.json()).toEqual({
+            message: 'too many login requests from your address; try again in a minute',
+          });
+      }
+      expect(statuses.slice(0, 10)).toEqual(Array(10).fill(303)); // to the provider
+      expect(statuses.slice(-10)).toEqual(Array(10).fill(429));
+      expect((await webKeys()).filter((key) => !before.includes(key))).toEqual([]);
+    } finally {
+      redis.disconnect();
     }
   });
 });

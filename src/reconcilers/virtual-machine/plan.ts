@@ -1,6 +1,7 @@
 // What the VM needs, from what was observed (pure): its claims and disks, its runner pods, its
 // migration, hot-plugged disks and the runner config. Each part is its concern's planner; the
 // order here is the order they build on each other.
+import { runnerImageErrors } from './runner-pod/allowed-image.js';
 import { runnerImage, type RunnerImage } from './runner-pod/pod.js';
 import { runsOutdatedRunner } from './runner-pod/update.js';
 import type { V1Pod } from '@kubernetes/client-node';
@@ -63,7 +64,7 @@ function semanticErrors(vm: VirtualMachine): string[] {
 
 export function planVm(
   seen: Observed,
-  options: RunnerClaimOptions & { defaultRunnerImage: RunnerImage },
+  options: RunnerClaimOptions & { defaultRunnerImage: RunnerImage; allowedRunnerImages?: readonly string[] },
 ): Plan {
   const { vm } = seen;
   const claims = runnerClaims(vm, seen.claims, options);
@@ -119,7 +120,12 @@ export function planVm(
     displaySecretName,
     runnerConfig,
     secretErrors,
-    specErrors: [...semanticErrors(vm), ...runnerConfig.errors, ...secretErrors],
+    specErrors: [
+      ...semanticErrors(vm),
+      ...runnerImageErrors(vm, options.defaultRunnerImage, options.allowedRunnerImages ?? []),
+      ...runnerConfig.errors,
+      ...secretErrors,
+    ],
     outdatedRunner: runsOutdatedRunner(vm, pod, options.defaultRunnerImage.image),
   };
 }

@@ -28,6 +28,8 @@ export interface VmReconcilerOptions {
   /** The newest generation of the VM any replica has seen (generation-marks.ts); 0 when unknown. */
   newestGeneration?: (key: string, uid: string) => Promise<number>;
   defaultRunnerImage: RunnerImage;
+  /** Runner images a VM may name in spec.image besides the default (exact, or a prefix ending in `*`). */
+  allowedRunnerImages?: readonly string[];
   /** The Redis URL (with the runner's credential) runners publish to; it goes into each namespace's runner Secret. */
   runnerRedisUrl: string;
   overcommit?: Overcommit;
