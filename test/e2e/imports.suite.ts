@@ -17,6 +17,8 @@ import { testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-
 
 const run = promisify(execFile);
 const NAMESPACE = 'imports';
+/** A namespace where no VM was ever made (so nothing made the runners' ServiceAccount there). */
+const IMAGES_ONLY = 'imports-images-only';
 const READY = 'VMOP-GUEST-READY';
 
 interface DiskStatus {
@@ -41,7 +43,7 @@ describe('disks: imported from images', () => {
   let guestSha256: string;
   /** Downloads of the test guest's disk before this file's tests (the bed is shared). */
   let earlierDownloads = 0;
-  const bed = useDevBed('dev', { namespaces: [NAMESPACE] });
+  const bed = useDevBed('dev', { namespaces: [NAMESPACE, IMAGES_ONLY] });
   beforeAll(async () => {
     vms = bed.vms(NAMESPACE);
     const { imageServer, imageRegistry } = bed.state();
@@ -329,5 +331,25 @@ spec:
     await vms.waitForConsole('killed', READY);
     await bootedFromDisk('killed');
     await vms.kubectl(['delete', 'vm', 'killed', '--wait=false']);
+  });
+
+  it('a VirtualMachineImage in a namespace without VMs imports: vmop makes what its importer pod needs first', async () => {
+    const alone = bed.vms(IMAGES_ONLY);
+    expect(await alone.kubectl(['get', 'serviceaccounts', '-o', 'name'])).not.toContain('vm-runner');
+    await alone.apply(`apiVersion: vmoperator.jdrupes.org/v1
+kind: VirtualMachineImage
+metadata: {name: guest, namespace: ${IMAGES_ONLY}}
+spec:
+  source: {http: {url: "${images.url}/test-guest.qcow2", sha256: "${guestSha256}"}}
+  storage: {size: 64Mi}
+`);
+    await eventually(async () => {
+      const got = JSON.parse(await alone.kubectl(['get', 'vmimage', 'guest', '-o', 'json'])) as {
+        status?: { phase?: string; message?: string };
+      };
+      expect(got.status).toMatchObject({ phase: 'Ready', message: 'imported into claim guest-image' });
+    }, 180_000);
+    const account = JSON.parse(await alone.kubectl(['get', 'serviceaccount', 'vm-runner', '-o', 'json']));
+    expect(account.automountServiceAccountToken).toBe(false);
   });
 });

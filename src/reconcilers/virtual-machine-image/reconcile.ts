@@ -2,6 +2,7 @@
 // same `vmop import` and import plan as a VM disk's), then marked imported; the image is Ready and
 // VM disks naming it copy that claim. Failures are told in its status and an Event, once.
 import {
+  PatchStrategy,
   type KubernetesObject,
   type V1PersistentVolumeClaim,
   type V1Pod,
@@ -18,9 +19,10 @@ import {
   type ImageStatus,
 } from '../../api/virtual-machine-image.js';
 import { GROUP, VERSION } from '../../api/virtual-machine.js';
-import type { KubeClients } from '../../kube/clients.js';
+import { readableApiError, type KubeClients } from '../../kube/clients.js';
+import { isSubset } from '../../kube/subset.js';
 import { statusPatch, mergePatch } from '../../kube/merge-patch.js';
-import type { ObjectCache } from '../../kube/object-cache.js';
+import type { CachedKind, ObjectCache } from '../../kube/object-cache.js';
 import type { HandlerResult } from '../../queue/index.js';
 import type { Logger } from '../../util/logger.js';
 import { eventRecorder } from '../events.js';
@@ -28,7 +30,9 @@ import { claimWait } from '../virtual-machine/disks/claim-binding.js';
 import { carryOutImports } from '../virtual-machine/disks/import-writes.js';
 import { planImports, type ImportDisk } from '../virtual-machine/disks/imports.js';
 import { importerPod } from '../virtual-machine/disks/importer-pod.js';
+import { runnerIdentity } from '../virtual-machine/runner-config/identity.js';
 import {
+  FIELD_MANAGER,
   IMPORTED_ANNOTATION,
   IMPORT_SOURCE_ANNOTATION,
   imageLabels,
@@ -45,6 +49,8 @@ export interface ImageReconcilerOptions {
   clients: KubeClients;
   cache: ObjectCache;
   defaultRunnerImage: RunnerImage;
+  /** The importer publishes its progress with the runners' credential (their namespace Secret). */
+  runnerRedisUrl: string;
   readImportProgress?: (key: string, volume: string) => Promise<ImportProgress | undefined>;
   logger: Logger;
   now?: () => Date;
@@ -77,6 +83,19 @@ export function createImageReconciler(options: ImageReconcilerOptions) {
   const { clients, cache, logger } = options;
   const now = options.now ?? (() => new Date());
   const record = eventRecorder(clients, logger, now);
+
+  const writeStatus = (image: VirtualMachineImage, status: ImageStatus) =>
+    clients.customObjects.patchNamespacedCustomObjectStatus(
+      {
+        group: GROUP,
+        version: VERSION,
+        plural: IMAGE_PLURAL,
+        namespace: image.metadata.namespace!,
+        name: image.metadata.name,
+        body: { status: statusPatch(image.status, status) },
+      },
+      mergePatch,
+    );
 
   return async function reconcileImage(key: string): Promise<HandlerResult> {
     const { namespace, name } = parseImageKey(key);
@@ -123,7 +142,28 @@ export function createImageReconciler(options: ImageReconcilerOptions) {
           byDefault: () => undefined, // the claim exists: the apiserver gave it its class
         }),
     });
-    const writes = await carryOutImports(clients, namespace, plan, {
+    // The importer pod names the namespace's runner ServiceAccount and Secret: an image in a
+    // namespace without VMs (none made them yet) makes them, as a VM's reconcile does.
+    const writes: string[] = [];
+    if (plan.startImports.length > 0)
+      for (const object of runnerIdentity(namespace, options.runnerRedisUrl)) {
+        const current = cache.get<KubernetesObject>(
+          object.kind as CachedKind,
+          namespace,
+          object.metadata!.name!,
+        );
+        if (current && isSubset(object, current)) continue;
+        await clients.objects.patch(
+          object,
+          undefined,
+          undefined,
+          FIELD_MANAGER,
+          true,
+          PatchStrategy.ServerSideApply,
+        );
+        writes.push(`${object.kind} ${object.metadata!.name}`);
+      }
+    const imports = carryOutImports(clients, namespace, plan, {
       importerPod: (importing) =>
         importerPod(
           {
@@ -142,6 +182,15 @@ export function createImageReconciler(options: ImageReconcilerOptions) {
           { ...event, message: event.message.replace(/^disk image: /, '') },
         ),
     });
+    try {
+      writes.push(...(await imports));
+    } catch (err) {
+      // A refusal (quota, admission, a missing object) is the image's status too, not only a log line.
+      const message = `cannot start the import: ${(readableApiError(err) as Error).message}`;
+      if (image.status?.message !== message)
+        await writeStatus(image, { ...image.status, phase: image.status?.phase ?? 'Pending', message });
+      throw err;
+    }
 
     const imported =
       current?.metadata?.annotations?.[IMPORTED_ANNOTATION] !== undefined || plan.markImported.length > 0;
@@ -165,17 +214,7 @@ export function createImageReconciler(options: ImageReconcilerOptions) {
           : { phase: 'Pending', message: `making claim ${claimName}` }),
     };
     if (!isDeepStrictEqual(JSON.parse(JSON.stringify(status)), image.status ?? {})) {
-      await clients.customObjects.patchNamespacedCustomObjectStatus(
-        {
-          group: GROUP,
-          version: VERSION,
-          plural: IMAGE_PLURAL,
-          namespace,
-          name,
-          body: { status: statusPatch(image.status, status) },
-        },
-        mergePatch,
-      );
+      await writeStatus(image, status);
       writes.push('status');
     }
     if (writes.length > 0) logger.info({ key, writes, phase: status.phase }, 'reconciled');

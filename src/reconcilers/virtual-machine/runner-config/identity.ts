@@ -47,3 +47,8 @@ export function desiredRunnerSecret(namespace: string, runnerRedisUrl: string): 
     data: { [RUNNER_REDIS_URL_KEY]: Buffer.from(runnerRedisUrl).toString('base64') },
   };
 }
+
+/** What every runner, importer and attach pod of the namespace names: made before the first of them. */
+export function runnerIdentity(namespace: string, runnerRedisUrl: string): [V1Secret, V1ServiceAccount] {
+  return [desiredRunnerSecret(namespace, runnerRedisUrl), desiredRunnerServiceAccount(namespace)];
+}
