@@ -121,7 +121,7 @@ export function register(program: Command): void {
       '--web-logins-per-minute <n>',
       'requests to /auth/ (no login needed) per minute and client address, per replica',
       Number,
-      60,
+      120,
     )
     .option('--oidc-issuer <url>', 'the OpenID Connect provider people log in at')
     .option('--oidc-client-id <id>', "the GUI's client id at the provider")

@@ -16,7 +16,7 @@ export const WebOptions = z
      */
     allowPlainHttp: z.boolean().default(false),
     /** Requests to /auth/ (unauthenticated) per minute and client address, per replica. */
-    loginsPerMinute: z.number().int().positive().default(60),
+    loginsPerMinute: z.number().int().positive().default(120),
     oidc: z.object({
       issuer: z.url(),
       clientId: z.string().min(1),

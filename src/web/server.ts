@@ -150,6 +150,8 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
       limit: settings.loginsPerMinute,
       standardHeaders: 'draft-8',
       legacyHeaders: false,
+      // The client is the connection's peer (trust proxy is off): an Ingress' X-Forwarded-For is not believed.
+      validate: { xForwardedForHeader: false },
       message: { message: 'too many login requests from your address; try again in a minute' },
     }),
   );

@@ -545,7 +545,7 @@ spec:
     try {
       const before = await webKeys();
       const statuses: number[] = [];
-      for (let i = 0; i < 100; i++) {
+      for (let i = 0; i < 160; i++) {
         const response = await fetch(`${replica}/auth/login`, { redirect: 'manual' });
         statuses.push(response.status);
         if (response.status === 429)
