@@ -54,6 +54,9 @@ disabled_plugins = [
   sandbox_image = ${q(PAUSE_IMAGE)}
   restrict_oom_score_adj = true
   netns_mounts_under_state_dir = true
+  # A block claim's device belongs to the container's runAsUser/runAsGroup, not to the host's root:
+  # vmop's importer and attach pods run as non-root (docs/installing.md asks the same of a cluster).
+  device_ownership_from_security_context = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"

@@ -273,6 +273,10 @@ describe('disks attached at runtime', () => {
     });
     expect(pod.spec!.volumes).toContainEqual({ name: 'keys', secret: { secretName: 'vm-migration' } });
     expect(pod.spec!.automountServiceAccountToken).toBe(false);
+    expect(pod.spec!.securityContext).toMatchObject({
+      runAsNonRoot: true,
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
     expect(
       pod.spec!.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms,
     ).toEqual([{ matchFields: [{ key: 'metadata.name', operator: 'In', values: ['node-a'] }] }]);

@@ -283,6 +283,12 @@ describe('the importer pod', () => {
       capabilities: { drop: ['ALL'] },
     });
     expect(pod.spec).toMatchObject({ restartPolicy: 'Never', automountServiceAccountToken: false });
+    // Pod Security "restricted": a user of no account, the runtime's default seccomp profile.
+    expect(pod.spec!.securityContext).toMatchObject({
+      runAsNonRoot: true,
+      runAsUser: 65532,
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
     expect(pod.spec!.hostNetwork).toBeUndefined();
     const pulled = desiredImporterPod(
       vm,

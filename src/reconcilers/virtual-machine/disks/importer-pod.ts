@@ -2,6 +2,7 @@
 // (it has qemu-img and xz), the claim as a raw block device, no privileges, no Kubernetes API
 // access; progress goes to Redis with the runner credential, the outcome into its termination
 // message. It never restarts itself: the manager decides what a failed or lost import means.
+import { HELPER_CONTAINER_SECURITY, HELPER_POD_SECURITY } from './helper-security.js';
 import type { V1OwnerReference, V1Pod, V1PodSpec } from '@kubernetes/client-node';
 import type { DiskSource, VirtualMachine } from '../../../api/virtual-machine.js';
 import type { ImportDisk } from './imports.js';
@@ -101,14 +102,11 @@ export function importerPod(owner: ImportOwner, disk: ImportDisk, image: RunnerI
             ...(pvc ? [{ name: 'source', devicePath: SOURCE_DEVICE }] : []),
           ],
           volumeMounts: [{ name: 'scratch', mountPath: SCRATCH_DIR }],
-          securityContext: {
-            allowPrivilegeEscalation: false,
-            readOnlyRootFilesystem: true,
-            capabilities: { drop: ['ALL'] },
-          },
+          securityContext: HELPER_CONTAINER_SECURITY,
           resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '512Mi' } },
         },
       ],
+      securityContext: HELPER_POD_SECURITY,
       restartPolicy: 'Never',
       volumes: [
         { name: 'disk', persistentVolumeClaim: { claimName: disk.claimName } },
