@@ -25,6 +25,8 @@ export const IMPORT_FAILURES = [
   'UnknownFormat',
   'CorruptImage',
   'UnsafeImage',
+  /** A destination the cluster's admin has not allowed (the cluster's own endpoints, link-local). */
+  'Forbidden',
   /** A registry image without a file under /disk/. */
   'NoDisk',
   /** Anything else that went wrong (an I/O error of the disk, say). */

@@ -4,6 +4,8 @@ import { z } from 'zod';
 import type { ImportOutcome } from '../api/import-progress.js';
 import { DiskSource } from '../api/virtual-machine.js';
 import { ImportFailure, describeError } from '../importer/failure.js';
+import { destinationGuard } from '../importer/destinations.js';
+import { guardDestinations } from '../importer/http.js';
 import { importDisk } from '../importer/import-disk.js';
 import { redisProgress } from '../importer/progress.js';
 import { WorkKeySchema } from '../queue/index.js';
@@ -30,6 +32,8 @@ const ImportOptions = z.object({
   vmKey: WorkKeySchema.optional(),
   volume: z.string().optional(),
   podUid: z.string().default(''),
+  deny: z.array(z.string()).default([]),
+  allow: z.array(z.string()).default([]),
 });
 
 async function runImport(raw: unknown): Promise<number> {
@@ -55,6 +59,12 @@ async function runImport(raw: unknown): Promise<number> {
       { path: [], message: 'give one of --url, --image or --pvc' },
     ])
       logger.error(`${issue.path.join('.') || 'source'}: ${issue.message}`);
+    return EXIT_BAD_ARGUMENTS;
+  }
+  try {
+    guardDestinations(destinationGuard(options.deny, options.allow));
+  } catch (err) {
+    logger.error(`--deny/--allow: ${(err as Error).message}`);
     return EXIT_BAD_ARGUMENTS;
   }
   const progress =
@@ -109,6 +119,18 @@ export function register(program: Command): void {
     .option('--source-device <path>', "that claim's block device (or a file)")
     .requiredOption('--target <path>', 'the disk: a block device or a file (its size is the limit)')
     .option('--scratch <dir>', 'where a qcow2 image is kept until converted', '/tmp')
+    .option(
+      '--deny <network>',
+      'a network, address or address:port imports may not fetch from (besides loopback and link-local); repeatable',
+      (value: string, previous: string[]) => [...previous, value],
+      [] as string[],
+    )
+    .option(
+      '--allow <network>',
+      'a network, address or address:port allowed even so; repeatable',
+      (value: string, previous: string[]) => [...previous, value],
+      [] as string[],
+    )
     .option('--attempts <n>', 'download attempts before failing', '5')
     .option('--retry-delay-ms <ms>', 'the first wait between attempts (it doubles)', '1000')
     .option('--outcome-file <path>', 'where the outcome goes as JSON', '/dev/termination-log')

@@ -54,6 +54,18 @@ export function register(program: Command): void {
     .option('--runner-image <image>', 'runner image for VMs that do not name one', DEFAULT_RUNNER_IMAGE)
     .option('--runner-image-pull-policy <policy>', 'Always, IfNotPresent or Never (default: by the tag)')
     .option(
+      '--import-deny <network>',
+      'a network, address or address:port disk imports may not fetch from, besides the nodes, the apiserver, loopback and link-local; repeatable',
+      (value: string, previous: string[]) => [...previous, value],
+      [] as string[],
+    )
+    .option(
+      '--import-allow <network>',
+      'a network, address or address:port disk imports may fetch from even so; repeatable',
+      (value: string, previous: string[]) => [...previous, value],
+      [] as string[],
+    )
+    .option(
       '--allowed-runner-image <image>',
       'a runner image VMs may name in spec.image besides the default (exact, or a prefix ending in *); repeatable',
       (value: string, previous: string[]) => [...previous, value],
@@ -160,6 +172,8 @@ export function register(program: Command): void {
         runnerImage: flags.runnerImage,
         runnerImagePullPolicy: flags.runnerImagePullPolicy,
         allowedRunnerImages: flags.allowedRunnerImage,
+        importDeniedNetworks: flags.importDeny,
+        importAllowedNetworks: flags.importAllow,
         runnerRedisUrl: flags.runnerRedisUrl,
         runnerDataStorageClass: flags.runnerDataStorageClass,
         runnerDataAccessMode: flags.runnerDataAccessMode,

@@ -36,7 +36,8 @@ export function hasLabels(object: KubernetesObject, labels: Record<string, strin
 /**
  * Drops what no reconcile reads and what makes cached objects large: managedFields and kubectl's
  * last-applied copy of the whole object (client-go informers offer the same as a transform), and
- * of a Node all of its status but its conditions (its image list alone can be hundreds of KB).
+ * of a Node all of its status but its conditions and addresses (its image list alone can be
+ * hundreds of KB).
  */
 export function trimForCache(object: KubernetesObject, kind = object.kind): void {
   const metadata = object.metadata;
@@ -45,6 +46,7 @@ export function trimForCache(object: KubernetesObject, kind = object.kind): void
   if (metadata.annotations?.['kubectl.kubernetes.io/last-applied-configuration'] !== undefined) {
     delete metadata.annotations['kubectl.kubernetes.io/last-applied-configuration'];
   }
-  const node = object as { status?: { conditions?: unknown } };
-  if (kind === 'Node' && node.status) node.status = { conditions: node.status.conditions };
+  const node = object as { status?: { conditions?: unknown; addresses?: unknown } };
+  if (kind === 'Node' && node.status)
+    node.status = { conditions: node.status.conditions, addresses: node.status.addresses };
 }

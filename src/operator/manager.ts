@@ -1,5 +1,6 @@
 // The manager process: watches → keyed work queue → reconcilers (of VMs and their operations). Any number of replicas may run
 // against one queue; the queue keeps each key to one handler at a time, so no leader election.
+import { apiserverEndpoint, importDestinations } from './import-destinations.js';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { z } from 'zod';
 import { EvictionStrategy, KIND } from '../api/virtual-machine.js';
@@ -50,6 +51,10 @@ export const ManagerOptions = z.object({
   runnerImagePullPolicy: z.enum(['Always', 'IfNotPresent', 'Never']).optional(),
   /** Runner images a VM may name in spec.image besides the default (exact, or a prefix ending in `*`). */
   allowedRunnerImages: z.array(z.string().min(1)).default([]),
+  /** Networks, addresses or address:ports importers may not fetch from, besides the cluster's own endpoints. */
+  importDeniedNetworks: z.array(z.string().min(1)).default([]),
+  /** …and those they may, even so. */
+  importAllowedNetworks: z.array(z.string().min(1)).default([]),
   /** The Redis URL runners publish to, with the runner's credential; default: redisUrl (the manager's). */
   runnerRedisUrl: RedisUrlSchema.optional(),
   /** The StorageClass of new runner data claims; the cluster's default when absent. */
@@ -143,6 +148,11 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     image: options.runnerImage,
     ...(options.runnerImagePullPolicy && { pullPolicy: options.runnerImagePullPolicy }),
   };
+  const importRules = importDestinations(
+    watches.cache,
+    apiserverEndpoint(kubeConfig.getCurrentCluster()?.server),
+    { deny: options.importDeniedNetworks, allow: options.importAllowedNetworks },
+  );
   const reconcileVm = createVmReconciler({
     clients,
     cache: watches.cache,
@@ -154,6 +164,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     runnerUpdate: options.runnerUpdate,
     defaultRunnerImage: runnerImage,
     allowedRunnerImages: options.allowedRunnerImages,
+    importDestinations: importRules,
     runnerRedisUrl: options.runnerRedisUrl ?? options.redisUrl,
     overcommit: { cpu: options.cpuOvercommit, ram: options.ramOvercommit },
     runnerDataStorageClass: options.runnerDataStorageClass,
@@ -174,6 +185,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     cache: watches.cache,
     defaultRunnerImage: runnerImage,
     runnerRedisUrl: options.runnerRedisUrl ?? options.redisUrl,
+    importDestinations: importRules,
     readImportProgress: importProgressReader(redis),
     logger,
   });

@@ -333,6 +333,43 @@ spec:
     await vms.kubectl(['delete', 'vm', 'killed', '--wait=false']);
   });
 
+  it("imports from the cluster's own endpoints (the apiserver, a node, cloud metadata) are refused, saying why", async () => {
+    const apiserver = /server: (https:\/\/\S+)/.exec(await readFile(bed.kubeconfig, 'utf8'))![1]!;
+    const apiserverHost = new URL(apiserver).host;
+    const node = (
+      await vms.kubectl([
+        'get',
+        'nodes',
+        '-o',
+        'jsonpath={.items[0].status.addresses[?(@.type=="InternalIP")].address}',
+      ])
+    ).trim();
+    const refused: Array<[string, string, string]> = [
+      [
+        'to-metadata',
+        'http://169.254.169.254/latest/meta-data/',
+        "imports may not fetch from 169.254.169.254 (169.254.169.254 is in 169.254.0.0/16, which the cluster's admin has not allowed)",
+      ],
+      [
+        'to-apiserver',
+        `${apiserver}/api/v1/secrets`,
+        `imports may not fetch from ${apiserverHost} (${apiserverHost.replace(/:\d+$/, '')} is in ${apiserverHost}, which the cluster's admin has not allowed)`,
+      ],
+      [
+        'to-node',
+        `http://${node}:10250/pods`,
+        `imports may not fetch from ${node}:10250 (${node} is in ${node}, which the cluster's admin has not allowed)`,
+      ],
+    ];
+    for (const [name, url] of refused) await applyVm(name, { http: { url } });
+    for (const [name, , message] of refused) {
+      const vm = await vms.waitForVm(name, (vm) => expect(disksOf(vm)?.[0]?.phase).toBe('Failed'), 120_000);
+      expect(disksOf(vm)?.[0]?.message).toBe(`Forbidden: ${message}`);
+      expect(vm.status?.runnerPod).toBeUndefined();
+    }
+    await vms.kubectl(['delete', 'vm', ...refused.map(([name]) => name), '--wait=false']);
+  });
+
   it('a VirtualMachineImage in a namespace without VMs imports: vmop makes what its importer pod needs first', async () => {
     const alone = bed.vms(IMAGES_ONLY);
     expect(await alone.kubectl(['get', 'serviceaccounts', '-o', 'name'])).not.toContain('vm-runner');

@@ -29,7 +29,7 @@ import { eventRecorder } from '../events.js';
 import { claimWait } from '../virtual-machine/disks/claim-binding.js';
 import { carryOutImports } from '../virtual-machine/disks/import-writes.js';
 import { planImports, type ImportDisk } from '../virtual-machine/disks/imports.js';
-import { importerPod } from '../virtual-machine/disks/importer-pod.js';
+import { importerPod, type ImportDestinations } from '../virtual-machine/disks/importer-pod.js';
 import { runnerIdentity } from '../virtual-machine/runner-config/identity.js';
 import {
   FIELD_MANAGER,
@@ -49,6 +49,8 @@ export interface ImageReconcilerOptions {
   clients: KubeClients;
   cache: ObjectCache;
   defaultRunnerImage: RunnerImage;
+  /** Where importer pods may not fetch from, now. */
+  importDestinations?: () => ImportDestinations;
   /** The importer publishes its progress with the runners' credential (their namespace Secret). */
   runnerRedisUrl: string;
   readImportProgress?: (key: string, volume: string) => Promise<ImportProgress | undefined>;
@@ -175,6 +177,7 @@ export function createImageReconciler(options: ImageReconcilerOptions) {
           },
           importing,
           options.defaultRunnerImage,
+          options.importDestinations?.(),
         ),
       recordEvent: (event) =>
         record(

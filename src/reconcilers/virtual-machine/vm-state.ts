@@ -1,5 +1,6 @@
 // The state one VM reconcile's steps share: what was observed and planned, and what the steps
 // decided on the way (each field says which step sets it); and the I/O they write through.
+import type { ImportDestinations } from './disks/importer-pod.js';
 import type { KubernetesObject, V1Pod, V1Secret } from '@kubernetes/client-node';
 import type { ImportProgress } from '../../api/import-progress.js';
 import type { RunnerSnapshot } from '../../api/runner-snapshot.js';
@@ -28,6 +29,8 @@ export interface VmReconcilerOptions {
   /** The newest generation of the VM any replica has seen (generation-marks.ts); 0 when unknown. */
   newestGeneration?: (key: string, uid: string) => Promise<number>;
   defaultRunnerImage: RunnerImage;
+  /** Where importer pods may not fetch from, now (the cluster's own endpoints change with its nodes). */
+  importDestinations?: () => ImportDestinations;
   /** Runner images a VM may name in spec.image besides the default (exact, or a prefix ending in `*`). */
   allowedRunnerImages?: readonly string[];
   /** The Redis URL (with the runner's credential) runners publish to; it goes into each namespace's runner Secret. */

@@ -29,6 +29,13 @@ export const importerPodName = (vmName: string, volume: string) => `${vmName}-im
 
 export const isImporterPod = (pod: V1Pod) => pod.metadata?.labels?.[LABEL_COMPONENT] === IMPORTER_COMPONENT;
 
+/** Where the importer may not fetch from (`vmop import --deny`), and exceptions (`--allow`). */
+export interface ImportDestinations {
+  deny: string[];
+  allow: string[];
+}
+const NO_RULES: ImportDestinations = { deny: [], allow: [] };
+
 /** Whose import it is: a VM's disk, or an image. */
 export interface ImportOwner {
   podName: string;
@@ -41,7 +48,12 @@ export interface ImportOwner {
   placement?: Pick<V1PodSpec, 'nodeName' | 'nodeSelector' | 'affinity' | 'tolerations'>;
 }
 
-export function desiredImporterPod(vm: VirtualMachine, disk: ImportDisk, image: RunnerImage): V1Pod {
+export function desiredImporterPod(
+  vm: VirtualMachine,
+  disk: ImportDisk,
+  image: RunnerImage,
+  destinations: ImportDestinations = NO_RULES,
+): V1Pod {
   const { name, namespace } = vm.metadata;
   const { spec } = vm;
   return importerPod(
@@ -61,10 +73,16 @@ export function desiredImporterPod(vm: VirtualMachine, disk: ImportDisk, image: 
     },
     disk,
     image,
+    destinations,
   );
 }
 
-export function importerPod(owner: ImportOwner, disk: ImportDisk, image: RunnerImage): V1Pod {
+export function importerPod(
+  owner: ImportOwner,
+  disk: ImportDisk,
+  image: RunnerImage,
+  destinations: ImportDestinations = NO_RULES,
+): V1Pod {
   const { http, registry, pvc }: DiskSource = disk.copyFrom ?? disk.source;
   return {
     apiVersion: 'v1',
@@ -88,6 +106,8 @@ export function importerPod(owner: ImportOwner, disk: ImportDisk, image: RunnerI
             ...(registry ? ['--image', registry.image, ...(registry.insecure ? ['--insecure'] : [])] : []),
             ...(pvc ? ['--pvc', pvc.name, '--source-device', SOURCE_DEVICE] : []),
             ...['--target', DEVICE, '--scratch', SCRATCH_DIR, '--volume', disk.volume],
+            ...destinations.deny.flatMap((rule) => ['--deny', rule]),
+            ...destinations.allow.flatMap((rule) => ['--allow', rule]),
           ],
           env: [
             { name: 'VMOP_VM_KEY', value: owner.key },

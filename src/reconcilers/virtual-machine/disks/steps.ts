@@ -15,7 +15,8 @@ export const diskImportsStep: Step<VmState> = {
   async run({ seen, plan, io }) {
     const events: ObjectEvent[] = [];
     const writes = await carryOutImports(io.clients, seen.namespace, plan.imports, {
-      importerPod: (disk) => desiredImporterPod(seen.vm, disk, io.options.defaultRunnerImage),
+      importerPod: (disk) =>
+        desiredImporterPod(seen.vm, disk, io.options.defaultRunnerImage, io.options.importDestinations?.()),
       recordEvent: async (event) => void events.push(event),
     });
     return { writes, events };
