@@ -54,6 +54,10 @@ export function register(program: Command): void {
     .option('--runner-image <image>', 'runner image for VMs that do not name one', DEFAULT_RUNNER_IMAGE)
     .option('--runner-image-pull-policy <policy>', 'Always, IfNotPresent or Never (default: by the tag)')
     .option(
+      '--allow-display-without-password',
+      'let VMs run a SPICE display without a password (generateSecret: false and no Secret), open to the node network',
+    )
+    .option(
       '--import-deny <network>',
       'a network, address or address:port disk imports may not fetch from, besides the nodes, the apiserver, loopback and link-local; repeatable',
       (value: string, previous: string[]) => [...previous, value],
@@ -172,6 +176,7 @@ export function register(program: Command): void {
         runnerImage: flags.runnerImage,
         runnerImagePullPolicy: flags.runnerImagePullPolicy,
         allowedRunnerImages: flags.allowedRunnerImage,
+        allowDisplayWithoutPassword: flags.allowDisplayWithoutPassword ?? false,
         importDeniedNetworks: flags.importDeny,
         importAllowedNetworks: flags.importAllow,
         runnerRedisUrl: flags.runnerRedisUrl,

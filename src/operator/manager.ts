@@ -51,6 +51,8 @@ export const ManagerOptions = z.object({
   runnerImagePullPolicy: z.enum(['Always', 'IfNotPresent', 'Never']).optional(),
   /** Runner images a VM may name in spec.image besides the default (exact, or a prefix ending in `*`). */
   allowedRunnerImages: z.array(z.string().min(1)).default([]),
+  /** Whether a SPICE display may run without a password (open to the node network). */
+  allowDisplayWithoutPassword: z.boolean().default(false),
   /** Networks, addresses or address:ports importers may not fetch from, besides the cluster's own endpoints. */
   importDeniedNetworks: z.array(z.string().min(1)).default([]),
   /** …and those they may, even so. */
@@ -164,6 +166,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     runnerUpdate: options.runnerUpdate,
     defaultRunnerImage: runnerImage,
     allowedRunnerImages: options.allowedRunnerImages,
+    allowDisplayWithoutPassword: options.allowDisplayWithoutPassword,
     importDestinations: importRules,
     runnerRedisUrl: options.runnerRedisUrl ?? options.redisUrl,
     overcommit: { cpu: options.cpuOvercommit, ram: options.ramOvercommit },

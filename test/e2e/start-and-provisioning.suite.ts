@@ -257,6 +257,25 @@ describe('start failures and provisioning from Secrets', () => {
     await vms.kubectl(['delete', 'vm', 'own-runner', '--wait=false']);
   });
 
+  it('a VM whose SPICE display would have no password does not start unless the admin allows it, and says why', async () => {
+    await vms.apply(
+      testGuestManifest('open-display', NAMESPACE).replace(
+        'display: {outputs: 1}',
+        'display: {spice: {port: 5939, generateSecret: false}}',
+      ),
+    );
+    const vm = await vms.waitForVm('open-display', (vm) => {
+      expect(vms.condition(vm, 'SpecValid')).toMatchObject({
+        status: 'False',
+        message: expect.stringContaining(
+          'spec.vm.display.spice.generateSecret: false and no display Secret: the display would have no password',
+        ),
+      });
+    });
+    expect(vm.status?.runnerPod).toBeUndefined();
+    await vms.kubectl(['delete', 'vm', 'open-display', '--wait=false']);
+  });
+
   it('cloud-init user-data from a Secret (Deckhouse type) reaches the guest and nothing else: ConfigMap, status, Events, logs, Redis', async () => {
     const password = `pw-${Date.now().toString(36)}-never-shown`;
     await applyVm(

@@ -11,7 +11,11 @@ import { claimWait, claimWaitMessage, type ClaimWait } from './disks/claim-bindi
 import { planDiskAttachments, withAttachments, type DiskAttachments } from './disks/attachments.js';
 import { planDiskImports, type DiskImports } from './disks/imports.js';
 import { planDiskSizes, type DiskSizes } from './disks/sizes.js';
-import { generatedDisplaySecretName, wantsGeneratedDisplaySecret } from './runner-config/display-secret.js';
+import {
+  displayPasswordErrors,
+  generatedDisplaySecretName,
+  wantsGeneratedDisplaySecret,
+} from './runner-config/display-secret.js';
 import { migratability, type Migratability } from './migration/migratable.js';
 import { planMigration, type MigrationPlan } from './migration/plan.js';
 import { readVmMigrationRequest } from './migration/request.js';
@@ -64,7 +68,11 @@ function semanticErrors(vm: VirtualMachine): string[] {
 
 export function planVm(
   seen: Observed,
-  options: RunnerClaimOptions & { defaultRunnerImage: RunnerImage; allowedRunnerImages?: readonly string[] },
+  options: RunnerClaimOptions & {
+    defaultRunnerImage: RunnerImage;
+    allowedRunnerImages?: readonly string[];
+    allowDisplayWithoutPassword?: boolean;
+  },
 ): Plan {
   const { vm } = seen;
   const claims = runnerClaims(vm, seen.claims, options);
@@ -123,6 +131,11 @@ export function planVm(
     specErrors: [
       ...semanticErrors(vm),
       ...runnerImageErrors(vm, options.defaultRunnerImage, options.allowedRunnerImages ?? []),
+      ...displayPasswordErrors(
+        vm,
+        seen.displaySecret !== undefined,
+        options.allowDisplayWithoutPassword ?? false,
+      ),
       ...runnerConfig.errors,
       ...secretErrors,
     ],

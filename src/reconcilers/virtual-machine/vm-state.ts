@@ -31,6 +31,8 @@ export interface VmReconcilerOptions {
   defaultRunnerImage: RunnerImage;
   /** Where importer pods may not fetch from, now (the cluster's own endpoints change with its nodes). */
   importDestinations?: () => ImportDestinations;
+  /** Whether a SPICE display may run without a password (an admin's choice; default: refused). */
+  allowDisplayWithoutPassword?: boolean;
   /** Runner images a VM may name in spec.image besides the default (exact, or a prefix ending in `*`). */
   allowedRunnerImages?: readonly string[];
   /** The Redis URL (with the runner's credential) runners publish to; it goes into each namespace's runner Secret. */

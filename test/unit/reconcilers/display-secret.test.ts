@@ -4,6 +4,7 @@ import { parse } from 'yaml';
 import { VirtualMachine } from '../../../src/api/virtual-machine.js';
 import {
   chooseDisplaySecret,
+  displayPasswordErrors,
   generatedDisplaySecret,
   wantsGeneratedDisplaySecret,
 } from '../../../src/reconcilers/virtual-machine/runner-config/display-secret.js';
@@ -16,6 +17,21 @@ const vmWith = (display: unknown, state = 'Running') =>
     spec: { ...seed.spec, vm: { ...seed.spec.vm, display, state } },
   });
 const decode = (value: string | undefined) => Buffer.from(value ?? '', 'base64').toString();
+
+describe('a display without a password', () => {
+  const open = vmWith({ spice: { port: 5910, generateSecret: false } });
+  it('is refused, saying how to fix it, unless a Secret gives it one or the admin allows it', () => {
+    expect(displayPasswordErrors(open, false, false)).toEqual([
+      expect.stringMatching(
+        /^spec\.vm\.display\.spice\.generateSecret: false and no display Secret: .*display\.allowWithoutPassword\)$/,
+      ),
+    ]);
+    expect(displayPasswordErrors(open, true, false)).toEqual([]);
+    expect(displayPasswordErrors(open, false, true)).toEqual([]);
+    expect(displayPasswordErrors(vmWith({ spice: { port: 5910 } }), false, false)).toEqual([]);
+    expect(displayPasswordErrors(vmWith({ outputs: 1 }), false, false)).toEqual([]);
+  });
+});
 
 describe('generated display Secret', () => {
   it('is wanted for SPICE unless generateSecret is false, and not without SPICE', () => {

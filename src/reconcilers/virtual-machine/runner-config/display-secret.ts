@@ -52,3 +52,19 @@ export function chooseDisplaySecret(secrets: V1Secret[]): V1Secret | undefined {
     (a, b) => generated(a) - generated(b) || a.metadata!.name!.localeCompare(b.metadata!.name!),
   )[0];
 }
+
+/**
+ * A SPICE display without a password is open to whoever reaches its port (the runner pods' host
+ * network): refused unless an admin allows it (`--allow-display-without-password`).
+ */
+export function displayPasswordErrors(
+  vm: VirtualMachine,
+  hasDisplaySecret: boolean,
+  allowed: boolean,
+): string[] {
+  const spice = vm.spec.vm.display.spice;
+  if (!spice || spice.generateSecret || hasDisplaySecret || allowed) return [];
+  return [
+    "spec.vm.display.spice.generateSecret: false and no display Secret: the display would have no password, open to anyone on the node network; set generateSecret: true, provide a display Secret, or ask an admin to allow displays without a password (the chart's display.allowWithoutPassword)",
+  ];
+}
