@@ -319,6 +319,11 @@ spec:
     const uidOf = async () =>
       (await vms.kubectl(['get', 'pod', importer, '-o', 'jsonpath={.metadata.uid}']).catch(() => '')).trim();
     const first = await uidOf();
+    // It runs as a user of no account (Pod Security restricted), not as root.
+    const importerPid = (await run('pgrep', ['-f', 'import --url http://[^ ]+bytesPerSecond='])).stdout
+      .trim()
+      .split('\n')[0]!;
+    expect(/^Uid:\s+(\d+)/m.exec(await readFile(`/proc/${importerPid}/status`, 'utf8'))?.[1]).toBe('65532');
     // Killed as the kernel's OOM killer would: no outcome written, the pod just fails.
     await run('pkill', ['-KILL', '-f', 'import --url http://[^ ]+bytesPerSecond=']);
     await eventually(async () => {
