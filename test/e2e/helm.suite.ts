@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useClusterBed } from '../support/beds.js';
-import { clusterVms, testGuestManifest, type ClusterVms } from '../support/cluster-vms.js';
+import { clusterVms, testGuestManifest, tickOf, type ClusterVms } from '../support/cluster-vms.js';
 import { chartImageValues, helmBinary as locateHelm } from '../support/helm-bed.js';
 import { eventually } from '../support/eventually.js';
 import { qemuPid } from '../support/qemu-process.js';
@@ -582,12 +582,7 @@ spec:
     const cgroupOf = (node: string) => bed.state().nodes.find((n) => n.name === node)!.cgroupRoot;
     const stayingQemu = await qemuPid(VM, cgroupOf(stay.status!.node!));
 
-    const lastLine = async (pattern: RegExp) =>
-      (await vms.consoleLog(MOVER))
-        .split(/\r?\n/)
-        .filter((line) => pattern.test(line))
-        .pop();
-    const tickOf = (line: string | undefined) => Number(/^tick-(\d+)$/.exec(line ?? '')?.[1] ?? -1);
+    const lastLine = (pattern: RegExp) => vms.lastConsoleLine(MOVER, pattern);
     const bootId = async (tag: string) => {
       await vms.typeOnConsole(MOVER, `sed s/^/boot-id-${tag}-/ /proc/sys/kernel/random/boot_id`);
       await vms.waitForConsole(MOVER, `\nboot-id-${tag}-`);

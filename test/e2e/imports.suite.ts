@@ -375,9 +375,11 @@ spec:
     await vms.kubectl(['delete', 'vm', ...refused.map(([name]) => name), '--wait=false']);
   });
 
-  it('a VirtualMachineImage in a namespace without VMs imports: vmop makes what its importer pod needs first', async () => {
+  it('a VirtualMachineImage in a namespace without VMs, enforcing Pod Security restricted, imports: vmop makes what its importer pod needs first', async () => {
     const alone = bed.vms(IMAGES_ONLY);
     expect(await alone.kubectl(['get', 'serviceaccounts', '-o', 'name'])).not.toContain('vm-runner');
+    // The apiserver admits the importer pod under Pod Security "restricted" (no VM's pod runs here).
+    await alone.kubectl(['label', 'namespace', IMAGES_ONLY, 'pod-security.kubernetes.io/enforce=restricted']);
     await alone.apply(`apiVersion: vmoperator.jdrupes.org/v1
 kind: VirtualMachineImage
 metadata: {name: guest, namespace: ${IMAGES_ONLY}}

@@ -9,7 +9,7 @@ import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useDevBed } from '../support/beds.js';
 import { eventually } from '../support/eventually.js';
-import { testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
+import { testGuestManifest, tickOf, type ClusterVms, type Vm } from '../support/cluster-vms.js';
 import { SPICE_LINK_OK, SPICE_LINK_PERMISSION_DENIED } from '../support/spice-login.js';
 import { PCR16_AFTER_EXTEND, PCR16_EXTEND } from '../support/tpm.js';
 
@@ -151,12 +151,7 @@ spec: {virtualMachineName: ${name}, type: ${type}${spec}}
     throw new Error(`the migration of ${name} made no target pod`);
   }
   /** The last line the guest printed that matches. */
-  const lastLine = async (name: string, pattern: RegExp) =>
-    (await vms.consoleLog(name))
-      .split(/\r?\n/)
-      .filter((line) => pattern.test(line))
-      .pop();
-  const tickOf = (line: string | undefined) => Number(/tick-(\d+)/.exec(line ?? '')?.[1] ?? -1);
+  const lastLine = (name: string, pattern: RegExp) => vms.lastConsoleLine(name, pattern);
   const podsOf = async (name: string) =>
     JSON.parse(await kubectl('get', 'pods', '-l', `app.kubernetes.io/instance=${name}`, '-o', 'json'))
       .items as Array<{

@@ -50,6 +50,9 @@ ${options.extraSpec ?? ''}
 `;
 }
 
+/** The count of a guest's ticker line (`tick-N`); -1 for none. */
+export const tickOf = (line: string | undefined) => Number(/tick-(\d+)/.exec(line ?? '')?.[1] ?? -1);
+
 /** A console log's current run: from the last run's marker on. */
 const currentRun = (log: string) => log.slice(Math.max(0, log.lastIndexOf(RUN_MARKER_PREFIX)));
 
@@ -194,6 +197,13 @@ export function clusterVms(kubeconfig: string, namespace: string) {
     /** The guest's serial console output of the current run (from the run's marker on). */
     async consoleLog(name: string): Promise<string> {
       return currentRun(await this.wholeConsoleLog(name));
+    },
+    /** The last line of the current run's console output that matches `pattern`. */
+    async lastConsoleLine(name: string, pattern: RegExp): Promise<string | undefined> {
+      return (await this.consoleLog(name))
+        .split(/\r?\n/)
+        .filter((line) => pattern.test(line))
+        .pop();
     },
     /**
      * Waits until the console output of the current run holds `text`. It follows the log (one
