@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { createWriteStream, mkdtempSync, rmSync, type WriteStream } from 'node:fs';
+import { createWriteStream, mkdtempSync, openSync, rmSync, type WriteStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -62,7 +62,9 @@ export async function launchQemu(
   const serialConsole = new SerialConsole(
     child.stdin!,
     child.stdout!,
-    createWriteStream(path.join(dir, 'console.log')),
+    // Opened now, not on a later tick: a test that stops qemu at once removes `dir` first, and a
+    // stream still opening its file then fails with ENOENT outside any test (seen in CI, loaded).
+    createWriteStream('', { fd: openSync(path.join(dir, 'console.log'), 'w') }),
   );
   serialConsole.failWhen(
     exited.then(
@@ -246,9 +248,9 @@ export async function openConsole(
   const socket = await new Promise<net.Socket>((resolve, reject) => {
     const connection = net.connect(socketPath, () => resolve(connection)).once('error', reject);
   });
-  const console = new SerialConsole(socket, socket, createWriteStream(logFile), () =>
-    socket.end(),
-  ) as SerialConsole & {
+  // Opened now (see launchQemu): the caller may remove the log's directory right after.
+  const log = createWriteStream('', { fd: openSync(logFile, 'w') });
+  const console = new SerialConsole(socket, socket, log, () => socket.end()) as SerialConsole & {
     socket: net.Socket;
   };
   console.socket = socket;
