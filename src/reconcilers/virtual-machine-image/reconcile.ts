@@ -2,7 +2,6 @@
 // same `vmop import` and import plan as a VM disk's), then marked imported; the image is Ready and
 // VM disks naming it copy that claim. Failures are told in its status and an Event, once.
 import {
-  PatchStrategy,
   type KubernetesObject,
   type V1PersistentVolumeClaim,
   type V1Pod,
@@ -20,7 +19,7 @@ import {
 } from '../../api/virtual-machine-image.js';
 import { GROUP, VERSION } from '../../api/virtual-machine.js';
 import { readableApiError, type KubeClients } from '../../kube/clients.js';
-import { isSubset } from '../../kube/subset.js';
+import { applyUnlessPresent } from '../../kube/server-side-apply.js';
 import { statusPatch, mergePatch } from '../../kube/merge-patch.js';
 import type { CachedKind, ObjectCache } from '../../kube/object-cache.js';
 import type { HandlerResult } from '../../queue/index.js';
@@ -154,16 +153,8 @@ export function createImageReconciler(options: ImageReconcilerOptions) {
           namespace,
           object.metadata!.name!,
         );
-        if (current && isSubset(object, current)) continue;
-        await clients.objects.patch(
-          object,
-          undefined,
-          undefined,
-          FIELD_MANAGER,
-          true,
-          PatchStrategy.ServerSideApply,
-        );
-        writes.push(`${object.kind} ${object.metadata!.name}`);
+        if (await applyUnlessPresent(clients, FIELD_MANAGER, object, current))
+          writes.push(`${object.kind} ${object.metadata!.name}`);
       }
     const imports = carryOutImports(clients, namespace, plan, {
       importerPod: (importing) =>

@@ -1,11 +1,12 @@
 // The idempotent reconcile of one VirtualMachine key: observe (observe.ts), plan (plan.ts), then
 // the named steps in their order (steps.ts), and report. This file keeps what a replica
 // holds between reconciles: its own newest writes of VMs, and writes shared by many reconciles.
-import { PatchStrategy, type KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesObject } from '@kubernetes/client-node';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KIND, type VirtualMachine } from '../../api/virtual-machine.js';
 import { operationApiRef, type VirtualMachineOperation } from '../../api/virtual-machine-operation.js';
 import { isConflict } from '../../kube/clients.js';
+import { applyUnlessPresent } from '../../kube/server-side-apply.js';
 import { isSubset } from '../../kube/subset.js';
 import { TerminalError, type HandlerResult } from '../../queue/index.js';
 import { eventObjectOf, eventRecorder } from '../events.js';
@@ -68,20 +69,8 @@ export function createVmReconciler(options: VmReconcilerOptions) {
   }
 
   /** Server-side applies `object` unless `current` has it already; returns the applied object, if written. */
-  async function apply<T extends KubernetesObject>(
-    object: T,
-    current: T | undefined,
-  ): Promise<T | undefined> {
-    if (current && isSubset(object, current)) return undefined;
-    return (await clients.objects.patch(
-      object,
-      undefined,
-      undefined,
-      FIELD_MANAGER,
-      true,
-      PatchStrategy.ServerSideApply,
-    )) as T;
-  }
+  const apply = <T extends KubernetesObject>(object: T, current: T | undefined) =>
+    applyUnlessPresent(clients, FIELD_MANAGER, object, current);
 
   /**
    * apply() for an object of the namespace that all its VMs need: reconciles of many new VMs at
