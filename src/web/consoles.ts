@@ -105,25 +105,30 @@ export function consoles(deps: ConsoleDeps) {
   }, SESSION_CHECK_MS);
   checks.unref();
 
-  /** Ends consoles whose login ended or whose person lost the permission; keeps the others held. */
+  /**
+   * Ends consoles whose login ended or whose person lost the permission; keeps the others held.
+   * Once per ticket: a SPICE display is several sockets (one per channel) of one ticket.
+   */
   async function checkOpenConsoles() {
     if (open.size === 0) return;
-    const consoles = [...open];
-    const digests = [...new Set(consoles.map((c) => c.ticket.session))];
+    const byTicket = new Map<string, OpenConsole[]>();
+    for (const c of open) byTicket.set(c.ticketDigest, [...(byTicket.get(c.ticketDigest) ?? []), c]);
+    const digests = [...new Set([...open].map((c) => c.ticket.session))];
     const alive = new Map((await deps.sessionsAlive(digests)).map((yes, i) => [digests[i]!, yes]));
     const recheck = Date.now() - permissionsCheckedAt >= PERMISSION_CHECK_MS;
     if (recheck) permissionsCheckedAt = Date.now();
     await Promise.all(
-      consoles.map(async (c) => {
-        const { ticket } = c;
-        if (!alive.get(ticket.session)) return c.end(LOGIN_ENDED);
-        if (recheck && !(await deps.may(c.person, ticket.namespace, ticket.vm, 'accessConsole')))
-          return c.end(PERMISSION_LOST);
+      [...byTicket].map(async ([ticketDigest, sockets]) => {
+        const { ticket, person } = sockets[0]!;
+        const end = (close: { code: number; reason: string }) => sockets.forEach((c) => c.end(close));
+        if (!alive.get(ticket.session)) return end(LOGIN_ENDED);
+        if (recheck && !(await deps.may(person, ticket.namespace, ticket.vm, 'accessConsole')))
+          return end(PERMISSION_LOST);
         await redis.eval(
           IF_HOLDER,
           1,
           holderKey(ticket.kind, ticket.namespace, ticket.vm),
-          c.ticketDigest,
+          ticketDigest,
           HOLDER_SECONDS,
         );
       }),
@@ -154,14 +159,22 @@ export function consoles(deps: ConsoleDeps) {
     });
   }
 
+  async function readHolder(
+    kind: Ticket['kind'],
+    namespace: string,
+    vm: string,
+  ): Promise<Holder | undefined> {
+    const text = await redis.get(holderKey(kind, namespace, vm));
+    return text === null ? undefined : Holder.safeParse(JSON.parse(text)).data;
+  }
+
   /**
    * Why the person may not open the VM's console now: another person uses it and this one may not
    * take it over (VM-Operator's takeConsole).
    */
   async function inUseByAnother(person: Person, kind: Ticket['kind'], vm: VirtualMachine) {
     const namespace = vm.metadata.namespace!;
-    const text = await redis.get(holderKey(kind, namespace, vm.metadata.name));
-    const holder = text === null ? undefined : Holder.safeParse(JSON.parse(text)).data;
+    const holder = await readHolder(kind, namespace, vm.metadata.name);
     if (!holder || holder.user === person.user) return undefined;
     if (await deps.may(person, namespace, vm.metadata.name, 'takeConsole')) return undefined;
     return `${holder.user} uses the ${kind === 'spice' ? 'display' : 'serial console'} of ${vm.metadata.name}; taking it over needs the takeConsole permission`;
@@ -309,11 +322,10 @@ export function consoles(deps: ConsoleDeps) {
         'a SPICE channel closed at the runner pod',
       );
       // Tell the person why, if a newer ticket took the display (QEMU just drops the connection).
-      void redis
-        .get(holderKey('spice', ticket.namespace, ticket.vm))
-        .catch(() => null)
-        .then((text) =>
-          text && Holder.safeParse(JSON.parse(text)).data?.ticket !== ticketDigest
+      void readHolder('spice', ticket.namespace, ticket.vm)
+        .catch(() => undefined)
+        .then((holder) =>
+          holder && holder.ticket !== ticketDigest
             ? browser.close(TAKEN_OVER.code, TAKEN_OVER.reason)
             : browser.close(1000, 'the display closed'),
         );
