@@ -1,5 +1,6 @@
 import { writeFile } from 'node:fs/promises';
 import { Command, Option } from 'commander';
+import { repeatable } from './repeatable.js';
 import { z } from 'zod';
 import type { ImportOutcome } from '../api/import-progress.js';
 import { DiskSource } from '../api/virtual-machine.js';
@@ -119,17 +120,14 @@ export function register(program: Command): void {
     .option('--source-device <path>', "that claim's block device (or a file)")
     .requiredOption('--target <path>', 'the disk: a block device or a file (its size is the limit)')
     .option('--scratch <dir>', 'where a qcow2 image is kept until converted', '/tmp')
-    .option(
-      '--deny <network>',
-      'a network, address or address:port imports may not fetch from (besides loopback and link-local); repeatable',
-      (value: string, previous: string[]) => [...previous, value],
-      [] as string[],
+    .addOption(
+      repeatable(
+        '--deny <network>',
+        'a network, address or address:port imports may not fetch from (besides loopback and link-local); repeatable',
+      ),
     )
-    .option(
-      '--allow <network>',
-      'a network, address or address:port allowed even so; repeatable',
-      (value: string, previous: string[]) => [...previous, value],
-      [] as string[],
+    .addOption(
+      repeatable('--allow <network>', 'a network, address or address:port allowed even so; repeatable'),
     )
     .option('--attempts <n>', 'download attempts before failing', '5')
     .option('--retry-delay-ms <ms>', 'the first wait between attempts (it doubles)', '1000')

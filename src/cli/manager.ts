@@ -1,4 +1,5 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { repeatable } from './repeatable.js';
 
 /** A flag's value as a JSON object, or a clear error naming the expected form. */
 function jsonObject(value: string): Record<string, unknown> {
@@ -57,23 +58,23 @@ export function register(program: Command): void {
       '--allow-display-without-password',
       'let VMs run a SPICE display without a password (generateSecret: false and no Secret), open to the node network',
     )
-    .option(
-      '--import-deny <network>',
-      'a network, address or address:port disk imports may not fetch from, besides the nodes, the apiserver, loopback and link-local; repeatable',
-      (value: string, previous: string[]) => [...previous, value],
-      [] as string[],
+    .addOption(
+      repeatable(
+        '--import-deny <network>',
+        'a network, address or address:port disk imports may not fetch from, besides the nodes, the apiserver, loopback and link-local; repeatable',
+      ),
     )
-    .option(
-      '--import-allow <network>',
-      'a network, address or address:port disk imports may fetch from even so; repeatable',
-      (value: string, previous: string[]) => [...previous, value],
-      [] as string[],
+    .addOption(
+      repeatable(
+        '--import-allow <network>',
+        'a network, address or address:port disk imports may fetch from even so; repeatable',
+      ),
     )
-    .option(
-      '--allowed-runner-image <image>',
-      'a runner image VMs may name in spec.image besides the default (exact, or a prefix ending in *); repeatable',
-      (value: string, previous: string[]) => [...previous, value],
-      [] as string[],
+    .addOption(
+      repeatable(
+        '--allowed-runner-image <image>',
+        'a runner image VMs may name in spec.image besides the default (exact, or a prefix ending in *); repeatable',
+      ),
     )
     .addOption(
       new Option(
