@@ -41,6 +41,12 @@ function parseRules(rules: readonly string[]): Rule[] {
   return named;
 }
 
+/** The address or name a URL connects to (without IPv6 brackets), and its port. */
+export function hostAndPort(url: URL): { host: string; port: number } {
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  return { host, port: Number(url.port || (url.protocol === 'https:' ? 443 : 80)) };
+}
+
 export interface DestinationGuard {
   /**
    * The addresses `url`'s host resolves to, all of them allowed; else an ImportFailure naming the
@@ -59,10 +65,10 @@ export function destinationGuard(
     rules.find((r) => r.matches(address, port))?.rule;
   return {
     async check(url) {
-      const host = url.hostname.replace(/^\[|\]$/g, '');
-      const port = Number(url.port || (url.protocol === 'https:' ? 443 : 80));
-      const addresses = isIP(host)
-        ? [{ address: host, family: isIP(host) }]
+      const { host, port } = hostAndPort(url);
+      const family = isIP(host);
+      const addresses = family
+        ? [{ address: host, family }]
         : await dnsLookup(host, { all: true }).catch(() => []);
       for (const { address } of addresses) {
         const deniedBy = ruleOf(deny, address, port);

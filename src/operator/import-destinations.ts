@@ -5,17 +5,17 @@
 // the importer itself (src/importer/destinations.ts).
 import type { V1Node } from '@kubernetes/client-node';
 import { isIP } from 'node:net';
+import { hostAndPort } from '../importer/destinations.js';
 import type { ObjectCache } from '../kube/object-cache.js';
 import type { ImportDestinations } from '../reconcilers/virtual-machine/disks/importer-pod.js';
 
 /** The apiserver's address and port from its URL, when the host is an address (`[v6]:port` for IPv6). */
 export function apiserverEndpoint(server: string | undefined): string | undefined {
   if (!server) return undefined;
-  const url = new URL(server);
-  const host = url.hostname.replace(/^\[|\]$/g, '');
-  if (!isIP(host)) return undefined;
-  const port = url.port || (url.protocol === 'https:' ? '443' : '80');
-  return isIP(host) === 6 ? `[${host}]:${port}` : `${host}:${port}`;
+  const { host, port } = hostAndPort(new URL(server));
+  const family = isIP(host);
+  if (!family) return undefined;
+  return family === 6 ? `[${host}]:${port}` : `${host}:${port}`;
 }
 
 export function importDestinations(
