@@ -53,6 +53,24 @@ describe('disks: imported from images', () => {
     earlierDownloads = images.downloads('test-guest.qcow2');
   });
 
+  /** The VirtualMachineImage `guest` (the test guest's disk) in `namespace`, once it is Ready. */
+  async function importGuestImage(where: ClusterVms, namespace: string) {
+    await where.apply(`apiVersion: vmoperator.jdrupes.org/v1
+kind: VirtualMachineImage
+metadata: {name: guest, namespace: ${namespace}}
+spec:
+  source: {http: {url: "${images.url}/test-guest.qcow2", sha256: "${guestSha256}"}}
+  storage: {size: 64Mi}
+`);
+    return eventually(async () => {
+      const got = JSON.parse(await where.kubectl(['get', 'vmimage', 'guest', '-o', 'json'])) as {
+        status?: { phase?: string; claim?: string; size?: string; message?: string };
+      };
+      expect(got.status?.phase).toBe('Ready');
+      return got;
+    }, 180_000);
+  }
+
   /** A test guest VM whose one disk (bootable, bootindex 0) is imported from `source`. */
   const applyVm = (name: string, source: object, size = '64Mi') =>
     vms.apply(
@@ -147,20 +165,8 @@ describe('disks: imported from images', () => {
         message: 'waiting for image guest, which does not exist',
       });
     });
-    await vms.apply(`apiVersion: vmoperator.jdrupes.org/v1
-kind: VirtualMachineImage
-metadata: {name: guest, namespace: ${NAMESPACE}}
-spec:
-  source: {http: {url: "${images.url}/test-guest.qcow2", sha256: "${guestSha256}"}}
-  storage: {size: 64Mi}
-`);
-    const image = await eventually(async () => {
-      const got = JSON.parse(await vms.kubectl(['get', 'vmimage', 'guest', '-o', 'json'])) as {
-        status?: { phase?: string; claim?: string; size?: string; message?: string };
-      };
-      expect(got.status).toMatchObject({ phase: 'Ready', claim: 'guest-image', size: '64Mi' });
-      return got;
-    }, 180_000);
+    const image = await importGuestImage(vms, NAMESPACE);
+    expect(image.status).toMatchObject({ phase: 'Ready', claim: 'guest-image', size: '64Mi' });
     expect(image.status?.message).toBe('imported into claim guest-image');
     await applyVm('from-image-b', { image: { name: 'guest' } });
     for (const name of ['from-image-a', 'from-image-b']) {
@@ -380,19 +386,8 @@ spec:
     expect(await alone.kubectl(['get', 'serviceaccounts', '-o', 'name'])).not.toContain('vm-runner');
     // The apiserver admits the importer pod under Pod Security "restricted" (no VM's pod runs here).
     await alone.kubectl(['label', 'namespace', IMAGES_ONLY, 'pod-security.kubernetes.io/enforce=restricted']);
-    await alone.apply(`apiVersion: vmoperator.jdrupes.org/v1
-kind: VirtualMachineImage
-metadata: {name: guest, namespace: ${IMAGES_ONLY}}
-spec:
-  source: {http: {url: "${images.url}/test-guest.qcow2", sha256: "${guestSha256}"}}
-  storage: {size: 64Mi}
-`);
-    await eventually(async () => {
-      const got = JSON.parse(await alone.kubectl(['get', 'vmimage', 'guest', '-o', 'json'])) as {
-        status?: { phase?: string; message?: string };
-      };
-      expect(got.status).toMatchObject({ phase: 'Ready', message: 'imported into claim guest-image' });
-    }, 180_000);
+    const image = await importGuestImage(alone, IMAGES_ONLY);
+    expect(image.status).toMatchObject({ phase: 'Ready', message: 'imported into claim guest-image' });
     const account = JSON.parse(await alone.kubectl(['get', 'serviceaccount', 'vm-runner', '-o', 'json']));
     expect(account.automountServiceAccountToken).toBe(false);
   });
