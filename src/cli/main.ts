@@ -19,6 +19,7 @@ const commands: Record<string, () => Promise<{ register: (program: Command) => v
   dev: () => import('./dev.js'),
   vm: () => import('./vm.js'),
   import: () => import('./import.js'),
+  'node-agent': () => import('./node-agent.js'),
 };
 
 /** The program with every subcommand registered, parsing nothing (scripts/gen-docs.ts reads it). */
