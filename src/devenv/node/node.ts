@@ -1,13 +1,20 @@
-// One real Kubernetes node on this machine: containerd, kubelet and kube-proxy in the node's own
-// network namespace, running pods from locally built images. The three are supervised as systemd
-// would on a real node: one that dies is started again with back-off (running pods stay).
+// One real Kubernetes node on this machine: containerd, kubelet, kube-proxy and vmop's node agent
+// in the node's own network namespace, running pods from locally built images. They are supervised
+// as systemd would on a real node: one that dies is started again with back-off (running pods stay).
+// The node agent runs as a node service rather than the chart's DaemonSet (whose hostPath is the
+// machine's /var/lib/kubelet/device-plugins, which each node here has in its own mount namespace:
+// mount-namespace.ts).
 import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, readdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
+import { existsSync } from 'node:fs';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { KVM_DEVICE } from '../../api/node-devices.js';
+import { VMOP_BIN } from '../vmop-bin.js';
+import { makeNodeMountNamespace } from './mount-namespace.js';
 import type { Logger } from '../../util/logger.js';
 import type { NodeCredentials } from '../control-plane.js';
 import { locateNodeBinaries } from '../kube-binaries.js';
@@ -28,7 +35,7 @@ import {
 const run = promisify(execFile);
 
 /** The node's own processes, in the order they start. */
-export const NODE_SERVICES = ['containerd', 'kubelet', 'kube-proxy'] as const;
+export const NODE_SERVICES = ['containerd', 'kubelet', 'kube-proxy', 'node-agent'] as const;
 export type NodeService = (typeof NODE_SERVICES)[number];
 
 export interface LocalNode {
@@ -126,10 +133,12 @@ export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
   const reaper = options.reaper ?? ownReaper!;
 
   const services = new Map<NodeService, SupervisedProcess>();
+  const mountNamespace = await makeNodeMountNamespace(dir);
+  const inNode = [...inNodeNetwork(network).slice(0, -1), `--mount=${mountNamespace}`, '--'];
   const serviceArgs: Record<NodeService, string[]> = {
-    containerd: [...inNodeNetwork(network), 'containerd', '--config', file('containerd.toml')],
+    containerd: [...inNode, 'containerd', '--config', file('containerd.toml')],
     kubelet: [
-      ...inNodeNetwork(network),
+      ...inNode,
       binaries.kubelet,
       `--config=${file('kubelet.yaml')}`,
       `--kubeconfig=${credentials.kubeletKubeconfig}`,
@@ -145,7 +154,8 @@ export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
           ]
         : []),
     ],
-    'kube-proxy': [...inNodeNetwork(network), binaries.kubeProxy, `--config=${file('kube-proxy.yaml')}`],
+    'kube-proxy': [...inNode, binaries.kubeProxy, `--config=${file('kube-proxy.yaml')}`],
+    'node-agent': [...inNode, VMOP_BIN, 'node-agent'],
   };
   /** Starts a service under supervision; resolves with its first process. */
   const launch = async (name: NodeService): Promise<LoggedProcess> => {
@@ -167,7 +177,7 @@ export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
   };
   const stopServices = async () => {
     // kubelet first: it must not see containerd go and restart containers meanwhile.
-    for (const name of ['kubelet', 'kube-proxy', 'containerd'] as const) {
+    for (const name of ['kubelet', 'node-agent', 'kube-proxy', 'containerd'] as const) {
       await services.get(name)?.stop(10_000);
       services.delete(name);
     }
@@ -181,10 +191,10 @@ export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
   };
 
   const stop = async (graceMs = DEFAULT_STOP_GRACE_MS) => {
-    await services.get('kubelet')?.stop(10_000);
-    services.delete('kubelet');
-    await services.get('kube-proxy')?.stop(10_000);
-    services.delete('kube-proxy');
+    for (const name of ['kubelet', 'node-agent', 'kube-proxy'] as const) {
+      await services.get(name)?.stop(10_000);
+      services.delete(name);
+    }
     const containerd = services.get('containerd');
     if (containerd?.alive()) await stopContainers(ctr, graceMs, logger);
     await containerd?.stop(10_000);
@@ -209,10 +219,15 @@ export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
 
     const kubelet = await launch('kubelet');
     await launch('kube-proxy');
+    await launch('node-agent');
     const core = options.kubeConfig.makeApiClient(CoreV1Api);
+    // Ready, and with /dev/kvm to give where this machine has it (runner pods ask for it).
+    const kvm = existsSync('/dev/kvm');
     await waitFor(kubelet, async () => {
       const node = await core.readNode({ name: credentials.name }).catch(() => undefined);
-      return node?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+      const ready = node?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+      const kvmSlots = node?.status?.allocatable?.[KVM_DEVICE]; // a quantity: "1k"
+      return ready && (!kvm || (kvmSlots !== undefined && kvmSlots !== '0'));
     });
     logger.info({ node: credentials.name, dir, ms: Date.now() - startedAt }, 'node ready');
     let stopping: Promise<void> | undefined;
