@@ -55,6 +55,16 @@ export function register(program: Command): void {
     .option('--runner-image <image>', 'runner image for VMs that do not name one', DEFAULT_RUNNER_IMAGE)
     .option('--runner-image-pull-policy <policy>', 'Always, IfNotPresent or Never (default: by the tag)')
     .option(
+      '--no-kvm',
+      "runner pods do not ask for /dev/kvm (vmop's node agent gives it); QEMU emulates (TCG), for nodes without KVM",
+    )
+    .addOption(
+      repeatable(
+        '--host-network-namespace <namespace>',
+        'a namespace whose VMs may have host-bridge tap networks (their runner runs privileged on the node network); repeatable',
+      ),
+    )
+    .option(
       '--allow-display-without-password',
       'let VMs run a SPICE display without a password (generateSecret: false and no Secret), open to the node network',
     )
@@ -178,6 +188,8 @@ export function register(program: Command): void {
         runnerImagePullPolicy: flags.runnerImagePullPolicy,
         allowedRunnerImages: flags.allowedRunnerImage,
         allowDisplayWithoutPassword: flags.allowDisplayWithoutPassword ?? false,
+        kvm: flags.kvm,
+        hostNetworkNamespaces: flags.hostNetworkNamespace,
         importDeniedNetworks: flags.importDeny,
         importAllowedNetworks: flags.importAllow,
         runnerRedisUrl: flags.runnerRedisUrl,

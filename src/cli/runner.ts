@@ -18,6 +18,7 @@ interface RunnerCliOptions {
   snapshotSuffix?: string;
   pod?: string;
   podUid?: string;
+  podIp?: string;
   podInfo?: string;
   migrationKeys?: string;
 }
@@ -45,6 +46,7 @@ async function runRunner(options: RunnerCliOptions): Promise<number> {
     logger,
     pod: options.pod,
     podUid: options.podUid,
+    ...(options.podIp && { podIP: options.podIp }),
     ...(options.podInfo && { migration: { podInfoFile: options.podInfo } }),
     ...(options.redis &&
       options.podUid && {
@@ -81,6 +83,12 @@ export function register(program: Command): void {
     .addOption(new Option('--pod <name>', 'the pod the runner runs in').env('VMOP_POD_NAME'))
     .addOption(
       new Option('--pod-uid <uid>', "the pod's uid (tells pod incarnations apart)").env('VMOP_POD_UID'),
+    )
+    .addOption(
+      new Option(
+        '--pod-ip <address>',
+        "the pod's address (a migration's source reaches its target there)",
+      ).env('VMOP_POD_IP'),
     )
     .addOption(
       new Option('--pod-info <file>', "the pod's annotations (downward API): live migration requests").env(

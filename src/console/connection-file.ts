@@ -10,13 +10,14 @@ export interface SpiceEndpoint {
 }
 
 /**
- * Where a SPICE client reaches the VM: `spice.server` when set, else the address of the node its
- * runner pod runs on (SPICE listens on the node's network), with `spice.proxyUrl` as proxy.
+ * Where a SPICE client reaches the VM: `spice.server` when set, else its runner pod's address (SPICE
+ * listens on the pod's network; a VM-Operator pod on the host network has the node's), with
+ * `spice.proxyUrl` as proxy.
  */
 export function spiceEndpoint(vm: VirtualMachine, pod: V1Pod | undefined): SpiceEndpoint | string {
   const spice = vm.spec.vm.display.spice;
   if (!spice) return `VM ${vm.metadata.name} has no SPICE display (spec.vm.display.spice)`;
-  const host = spice.server ?? pod?.status?.hostIP;
+  const host = spice.server ?? pod?.status?.podIP;
   if (!host)
     return `VM ${vm.metadata.name} has no runner pod on a node yet (phase ${vm.status?.phase ?? 'unknown'})`;
   return { host, port: spice.port, ...(spice.proxyUrl && { proxy: spice.proxyUrl }) };

@@ -4,8 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { z } from 'zod';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createLogger, type Logger } from '../util/logger.js';
@@ -26,15 +25,16 @@ import { startImageRegistry, type ImageRegistry } from './image-registry.js';
 import { superviseProcess, type SupervisedProcess } from './supervised-process.js';
 import { DEV_PASSWORD, DEV_PEOPLE, startOidcProvider, type OidcProvider } from './oidc-provider.js';
 import { applyObjects } from './cluster.js';
+import { RESTRICTED_NAMESPACE_LABELS } from '../reconcilers/virtual-machine/pod-security.js';
 import { freePort, waitForPort } from '../util/free-port.js';
 import { GROUP } from '../api/virtual-machine.js';
+import { VMOP_BIN } from './vmop-bin.js';
 
 export const MANAGER_REPLICAS = 2;
 /** How long runners get to power their guests down when the environment stops. */
 const NODE_STOP_GRACE_MS = 120_000;
 
-/** The vmop launcher of this checkout (node + tsx loader in one process, so signals reach vmop). */
-export const VMOP_BIN = resolve(dirname(fileURLToPath(import.meta.url)), '../../bin/vmop');
+export { VMOP_BIN };
 
 export function devDir(): string {
   return process.env.VMOP_DEV_DIR ?? join(homedir(), '.vmop', 'dev');
@@ -197,6 +197,14 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
   const kubeconfig = join(dir, 'kubeconfig');
   writeFileSync(kubeconfig, cluster.controlPlane.kubeconfigYaml, { mode: 0o600 });
   await installCrds(cluster.kubeConfig);
+  // VMs are made here as a tenant makes them: every pod vmop makes must pass Pod Security "restricted".
+  await applyObjects(cluster.kubeConfig, [
+    {
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: { name: 'default', labels: RESTRICTED_NAMESPACE_LABELS },
+    },
+  ]);
   // Every namespace gets the test guest's image repository, also one made later.
   const imageRepositories = provideImageRepositoryEverywhere({
     kubeConfig: cluster.kubeConfig,
@@ -236,6 +244,9 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
       ...(runnerRedisUrl ? ['--runner-redis-url', runnerRedisUrl] : []),
       ...web,
       ...['--runner-image', cluster.images.runner.ref, '--runner-image-pull-policy', 'Never'],
+      // Runner pods get /dev/kvm from the nodes' agents where this machine has it (the test guest
+      // emulates all the same: nested KVM does not boot Linux reliably here).
+      ...(existsSync('/dev/kvm') ? [] : ['--no-kvm']),
       // Any node can take a VM over: its runner data is on the shared (network) class.
       ...['--runner-data-storage-class', SHARED_STORAGE_CLASS, '--runner-data-access-mode', 'ReadWriteMany'],
       ...(options.managerArgs ?? []),

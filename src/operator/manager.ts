@@ -51,6 +51,10 @@ export const ManagerOptions = z.object({
   runnerImagePullPolicy: z.enum(['Always', 'IfNotPresent', 'Never']).optional(),
   /** Runner images a VM may name in spec.image besides the default (exact, or a prefix ending in `*`). */
   allowedRunnerImages: z.array(z.string().min(1)).default([]),
+  /** Whether runner pods ask for /dev/kvm (vmop's node agent); off where nodes have no KVM (QEMU emulates). */
+  kvm: z.boolean().default(true),
+  /** Namespaces whose VMs may have host-bridge tap networks (a privileged runner on the node's network). */
+  hostNetworkNamespaces: z.array(z.string().min(1)).default([]),
   /** Whether a SPICE display may run without a password (open to the node network). */
   allowDisplayWithoutPassword: z.boolean().default(false),
   /** Networks, addresses or address:ports importers may not fetch from, besides the cluster's own endpoints. */
@@ -166,6 +170,8 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     runnerUpdate: options.runnerUpdate,
     defaultRunnerImage: runnerImage,
     allowedRunnerImages: options.allowedRunnerImages,
+    kvm: options.kvm,
+    hostNetworkNamespaces: options.hostNetworkNamespaces,
     allowDisplayWithoutPassword: options.allowDisplayWithoutPassword,
     importDestinations: importRules,
     runnerRedisUrl: options.runnerRedisUrl ?? options.redisUrl,

@@ -50,6 +50,8 @@ export interface RunnerOptions {
   env?: NodeJS.ProcessEnv;
   /** Live migration: where the pod's annotations appear (downward API). */
   migration?: { podInfoFile: string };
+  /** Live migration: this pod's address, which a target tells its source. */
+  podIP?: string;
   /** Live migration: the requests the manager sends at once (request-channel.ts). */
   watchRequests?: (onRequest: (request: MigrationRequest) => void) => RequestChannel;
   /** Where the VM's key file appears (live migration, attached disks); beside the config when absent. */
@@ -560,6 +562,7 @@ export class VmRunner {
       imageRepository: this.paths.imageRepository,
       dataDir: this.paths.dataDir,
       qemuExited: this.qemu!.exited,
+      ...(this.options.podIP && { address: this.options.podIP }),
       setDisplayPassword: async () => {
         if (this.startedWithDisplayPassword)
           await controls.applyDisplayPassword(secret.password, secret.expiry);

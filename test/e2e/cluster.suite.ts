@@ -41,12 +41,15 @@ kind: Pod
 metadata: {name: ${name}, labels: {app: ${name}}}
 spec:
   nodeSelector: {kubernetes.io/hostname: vmop-node-${node}}
+  # As the suite's namespace requires (Pod Security "restricted"); the block devices become the user's.
+  securityContext: {runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}
   containers:
     - name: probe
       image: ${bed.state().images.runner}
       imagePullPolicy: Never
       command: [sh, -c, ${JSON.stringify(command)}]
       volumeDevices: ${devices}
+      securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
   volumes: [{name: shared, persistentVolumeClaim: {claimName: shared}}${node === 2 ? ', {name: local, persistentVolumeClaim: {claimName: local}}' : ''}]
 `;
     const server = `node -e "require('http').createServer((q, r) => r.end('served by ' + require('os').hostname())).listen(8080)"`;

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { useClusterBed } from '../support/beds.js';
+import { RESTRICTED_LABEL, useClusterBed } from '../support/beds.js';
 import { clusterVms, testGuestManifest, tickOf, type ClusterVms } from '../support/cluster-vms.js';
 import { chartImageValues, helmBinary as locateHelm } from '../support/helm-bed.js';
 import { eventually } from '../support/eventually.js';
@@ -96,7 +96,9 @@ describe('the Helm chart on real nodes', () => {
   it('passes helm lint, and the apiserver accepts what it renders (server-side dry run)', async () => {
     expect(await helm('lint', '--strict', CHART)).toContain('0 chart(s) failed');
     await vms.kubectl(['create', 'namespace', RELEASE_NAMESPACE]);
+    await vms.kubectl(['label', 'namespace', RELEASE_NAMESPACE, RESTRICTED_LABEL]);
     await vms.kubectl(['create', 'namespace', 'team-a']);
+    await vms.kubectl(['label', 'namespace', 'team-a', RESTRICTED_LABEL]);
     const web = [
       ...[
         'web.enabled=true',
@@ -327,8 +329,22 @@ spec:
     );
   });
 
+  it("a VM with a tap network on the node's bridge is refused when applied outside runner.hostNetworkNamespaces", async () => {
+    const bridged = testGuestManifest('bridged', VM_NAMESPACE).replace(
+      '    networks: []\n',
+      '    networks: [{user: {}}, {tap: {bridge: br0}}]\n',
+    );
+    const refused = await vms
+      .kubectl(['apply', '--dry-run=server', '-f', '-'], bridged)
+      .catch((err: { stderr: string }) => err.stderr);
+    expect(refused).toContain(
+      "spec.vm.networks: a tap network on the node's bridge br0 needs a privileged runner on the node's network, which this cluster allows only in the namespaces runner.hostNetworkNamespaces names",
+    );
+  });
+
   it("the seed's example VM applies unchanged and gets its runner pod (its disk waits for the PV it selects)", async () => {
     await vms.kubectl(['create', 'namespace', 'vmop-demo']);
+    await vms.kubectl(['label', 'namespace', 'vmop-demo', RESTRICTED_LABEL]);
     const demo = clusterVms(bed.kubeconfig, 'vmop-demo');
     await demo.kubectl(['apply', '-f', 'examples/local-path-test-vm.yaml']);
     await eventually(() => demo.kubectl(['get', 'pod', 'test-vm']), 60_000);
@@ -352,9 +368,10 @@ spec:
     expect(await vms.eventReasons(VM)).toContain('Started');
   });
 
-  // A real SPICE link handshake against qemu, from inside its node's network namespace (the
-  // runner pod's host network), where the test guest's SPICE listens on 127.0.0.1:5930.
+  // A real SPICE link handshake against qemu, from inside its node's network namespace, at the
+  // runner pod's address, where the test guest's SPICE listens on port 5930.
   const login = async (password: string): Promise<number> => {
+    const podIP = await vms.kubectl(['get', 'pod', VM, '-o', 'jsonpath={.status.podIP}']);
     const { stdout } = await run('nsenter', [
       `--net=${(await vmNode()).netns}`,
       '--',
@@ -362,6 +379,7 @@ spec:
       '--import',
       'tsx',
       'test/support/spice-login-cli.ts',
+      podIP,
       '5930',
       password,
     ]);
@@ -416,8 +434,8 @@ spec:
         .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]),
     );
     expect((await stat(file)).mode & 0o777).toBe(0o600);
-    const hostIP = await vms.kubectl(['get', 'pod', VM, '-o', 'jsonpath={.status.hostIP}']);
-    expect(vv).toMatchObject({ type: 'spice', host: hostIP, port: '5930', 'delete-this-file': '1' });
+    const podIP = await vms.kubectl(['get', 'pod', VM, '-o', 'jsonpath={.status.podIP}']);
+    expect(vv).toMatchObject({ type: 'spice', host: podIP, port: '5930', 'delete-this-file': '1' });
     expect(vv.password).toMatch(/^[\w-]{16}$/);
     expect(stdout).not.toContain(vv.password);
     expect(await vms.kubectl(['get', 'vm', VM, '-o', 'json'])).not.toContain(vv.password);
@@ -432,6 +450,7 @@ spec:
 
   it('a VM in a namespace made after the install runs too: the manager gives it its runner credential', async () => {
     await vms.kubectl(['create', 'namespace', 'team-b']);
+    await vms.kubectl(['label', 'namespace', 'team-b', RESTRICTED_LABEL]);
     const team = clusterVms(bed.kubeconfig, 'team-b');
     await team.apply(testGuestManifest('late', 'team-b'));
     await team.waitForVm('late', (vm) => expect(team.condition(vm, 'Booted')?.status).toBe('True'));

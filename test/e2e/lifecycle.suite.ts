@@ -3,13 +3,16 @@
 // runner image, runtime changes reaching the guest and coming back into status, graceful stops
 // through kubelet's termination, guest power-offs, and a manager killed with SIGKILL.
 import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DevState } from '../../src/devenv/dev-environment.js';
-import { useDevBed } from '../support/beds.js';
+import { RESTRICTED_LABEL, useDevBed } from '../support/beds.js';
+import { KVM_DEVICE } from '../../src/api/node-devices.js';
+import { RUNNER_CONTAINER } from '../../src/reconcilers/virtual-machine/naming.js';
 import { clusterVms, testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
 import { eventually } from '../support/eventually.js';
 import { firstWrite, parseManagerLog, startedAfter } from '../support/manager-logs.js';
@@ -90,8 +93,27 @@ describe('vmop end to end', () => {
     await vms.waitForConsole('e2e', 'VMOP-GUEST-READY');
   });
 
+  it("its runner is an unprivileged pod on the pod network: a user of its own, /dev/kvm from the node agent, none of the node's network", async () => {
+    const pod = JSON.parse(await vms.kubectl(['get', 'pod', 'e2e', '-o', 'json']));
+    expect(pod.spec.hostNetwork).toBeUndefined();
+    expect(pod.spec.containers[0].securityContext).toMatchObject({
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ['ALL'] },
+    });
+    expect(pod.status.podIP).not.toBe(pod.status.hostIP);
+    const inRunner = async (script: string) =>
+      (await vms.kubectl(['exec', 'e2e', '-c', RUNNER_CONTAINER, '--', 'sh', '-c', script])).trim();
+    expect(await inRunner('id -u')).toBe('65532');
+    expect((await inRunner('ls /sys/class/net')).split(/\s+/).sort()).toEqual(['eth0', 'lo']);
+    if (existsSync('/dev/kvm')) {
+      expect(pod.spec.containers[0].resources.limits).toMatchObject({ [KVM_DEVICE]: '1' });
+      expect(await inRunner('test -r /dev/kvm && test -w /dev/kvm && echo usable')).toBe('usable');
+    } else console.log('this machine has no /dev/kvm: runner pods ask for none');
+  });
+
   it('a VM in a namespace made after `vmop dev up` finds the test guest in its image repository too', async () => {
     await vms.kubectl(['create', 'namespace', 'team-x']);
+    await vms.kubectl(['label', 'namespace', 'team-x', RESTRICTED_LABEL]);
     const team = clusterVms(state.kubeconfig, 'team-x');
     await team.apply(testGuestManifest('elsewhere', 'team-x'));
     await team.waitForVm('elsewhere', (vm) => expect(team.condition(vm, 'Booted')?.status).toBe('True'));

@@ -257,6 +257,28 @@ describe('start failures and provisioning from Secrets', () => {
     await vms.kubectl(['delete', 'vm', 'own-runner', '--wait=false']);
   });
 
+  it("a VM with a tap network on the node's bridge does not start in a namespace the admin did not allow, and says why", async () => {
+    await vms.apply(
+      testGuestManifest('bridged', NAMESPACE).replace(
+        '    networks: []\n',
+        '    networks: [{tap: {bridge: br0}}]\n',
+      ),
+    );
+    const vm = await vms.waitForVm('bridged', (vm) => {
+      expect(vms.condition(vm, 'SpecValid')).toMatchObject({
+        status: 'False',
+        message: expect.stringContaining(
+          "spec.vm.networks[0].tap: a tap network on the node's bridge br0 needs a privileged runner on the node's network",
+        ),
+      });
+    });
+    expect(vm.status?.phase).toBe('Pending');
+    expect(await vms.kubectl(['get', 'pods', '-l', 'app.kubernetes.io/instance=bridged', '-o', 'name'])).toBe(
+      '',
+    );
+    await vms.kubectl(['delete', 'vm', 'bridged', '--wait=false']);
+  });
+
   it('a VM whose SPICE display would have no password does not start unless the admin allows it, and says why', async () => {
     await vms.apply(
       testGuestManifest('open-display', NAMESPACE).replace(

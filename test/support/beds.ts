@@ -26,6 +26,7 @@ import { isAlive } from '../../src/util/process.js';
 import { ClusterBedState } from './cluster-owner.js';
 import { clusterVms, type ClusterVms } from './cluster-vms.js';
 import { failureReport } from './failure-report.js';
+import { RESTRICTED_NAMESPACE_LABELS } from '../../src/reconcilers/virtual-machine/pod-security.js';
 import {
   leftBehind,
   machineTraces,
@@ -180,9 +181,14 @@ export interface SuiteOptions {
 /** A copy of the bed's kubeconfig whose context has `namespace` (as `kubectl config set-context --namespace`). */
 const kubeconfigIn = (namespace: string) => path.join(bed().dir, `kubeconfig.${namespace}`);
 
+/** `kubectl label` arguments for RESTRICTED_NAMESPACE_LABELS. */
+export const RESTRICTED_LABEL = Object.entries(RESTRICTED_NAMESPACE_LABELS).map(([k, v]) => `${k}=${v}`)[0]!;
+
 async function makeNamespaces(kubeconfig: string, namespaces: string[]): Promise<void> {
   for (const namespace of namespaces) {
     await run('kubectl', ['--kubeconfig', kubeconfig, 'create', 'namespace', namespace]);
+    // Every pod vmop makes for a VM must be admitted as a tenant's pod is (pod-security.ts).
+    await run('kubectl', ['--kubeconfig', kubeconfig, 'label', 'namespace', namespace, RESTRICTED_LABEL]);
     await copyFile(kubeconfig, kubeconfigIn(namespace));
     await run('kubectl', [
       ...['--kubeconfig', kubeconfigIn(namespace), 'config', 'set-context', '--current'],

@@ -1,5 +1,6 @@
 // What the Helm chart's tests need on the cluster bed (test/support/beds.ts): the helm binary, and
 // the values a user sets to install the chart there: where the locally built images are.
+import { existsSync } from 'node:fs';
 import { locateNodeBinaries } from '../../src/devenv/kube-binaries.js';
 import type { ClusterBedState } from './cluster-owner.js';
 
@@ -17,5 +18,9 @@ export function chartImageValues(state: ClusterBedState): string[] {
     ...['--set', 'image.pullPolicy=Never'],
     ...['--set', `runner.image.repository=${runnerRepository}`, '--set', `runner.image.tag=${runnerTag}`],
     ...['--set', 'runner.image.pullPolicy=Never'],
+    // Runner pods get /dev/kvm from the nodes' agents where this machine has it (dev-environment.ts).
+    ...(existsSync('/dev/kvm') ? [] : ['--set', 'runner.kvm=false']),
+    // The bed's nodes run their agent as a node service (src/devenv/node/node.ts says why).
+    ...['--set', 'nodeAgent.enabled=false'],
   ];
 }

@@ -1,8 +1,8 @@
-// `node --import tsx spice-login-cli.ts PORT PASSWORD`: one SPICE login on 127.0.0.1, for a
-// test that runs it inside another network namespace (nsenter); prints {"result": N}.
+// `node --import tsx spice-login-cli.ts HOST PORT PASSWORD`: one SPICE login, for a test that
+// runs it inside another network namespace (nsenter); prints {"result": N}.
 import { spiceLogin } from './spice-login.js';
 
-const [port, password] = process.argv.slice(2);
-const session = await spiceLogin(Number(port), password ?? '');
+const [host, port, password] = process.argv.slice(2);
+const session = await spiceLogin(Number(port), password ?? '', host);
 session.close();
 console.log(JSON.stringify({ result: session.result }));

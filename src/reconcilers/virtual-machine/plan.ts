@@ -2,6 +2,7 @@
 // migration, hot-plugged disks and the runner config. Each part is its concern's planner; the
 // order here is the order they build on each other.
 import { runnerImageErrors } from './runner-pod/allowed-image.js';
+import { hostNetworkErrors } from './runner-pod/host-network.js';
 import { runnerImage, type RunnerImage } from './runner-pod/pod.js';
 import { runsOutdatedRunner } from './runner-pod/update.js';
 import type { V1Pod } from '@kubernetes/client-node';
@@ -72,6 +73,8 @@ export function planVm(
     defaultRunnerImage: RunnerImage;
     allowedRunnerImages?: readonly string[];
     allowDisplayWithoutPassword?: boolean;
+    kvm?: boolean;
+    hostNetworkNamespaces?: readonly string[];
   },
 ): Plan {
   const { vm } = seen;
@@ -113,6 +116,7 @@ export function planVm(
       diskSizes: diskSizes.capacities,
       podDisks: attachments.podVolumes,
       hotplugDisks: attachments.config,
+      kvm: options.kvm ?? true,
     }),
   );
   const secretErrors = provisioningSecretErrors(vm, seen.provisioningSecrets);
@@ -131,6 +135,7 @@ export function planVm(
     specErrors: [
       ...semanticErrors(vm),
       ...runnerImageErrors(vm, options.defaultRunnerImage, options.allowedRunnerImages ?? []),
+      ...hostNetworkErrors(vm, options.hostNetworkNamespaces ?? []),
       ...displayPasswordErrors(
         vm,
         seen.displaySecret !== undefined,

@@ -35,6 +35,10 @@ export interface VmReconcilerOptions {
   allowDisplayWithoutPassword?: boolean;
   /** Runner images a VM may name in spec.image besides the default (exact, or a prefix ending in `*`). */
   allowedRunnerImages?: readonly string[];
+  /** Whether runner pods ask for /dev/kvm (vmop's node agent); QEMU emulates without (default: true). */
+  kvm?: boolean;
+  /** Namespaces whose VMs may have host-bridge tap networks (a privileged runner on the host network). */
+  hostNetworkNamespaces?: readonly string[];
   /** The Redis URL (with the runner's credential) runners publish to; it goes into each namespace's runner Secret. */
   runnerRedisUrl: string;
   overcommit?: Overcommit;

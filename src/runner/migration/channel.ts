@@ -34,6 +34,11 @@ export const ChannelMessage = z.discriminatedUnion('type', [
     nbdPort: z.number().int().optional(),
     /** Export name of each mirrored disk's block node. */
     exports: z.record(z.string(), z.string()),
+    /**
+     * Where the source reaches the target's ports: its pod's address (the source may see the
+     * channel come from another, e.g. the node's, where pod traffic leaving a node is masqueraded).
+     */
+    address: z.string().optional(),
   }),
   z.object({
     type: z.literal('ended'),

@@ -15,6 +15,8 @@ export interface ArrivalContext {
   imageRepository: string;
   dataDir: string;
   qemuExited: Promise<unknown>;
+  /** This pod's address, where the source reaches this QEMU (the source may see another: NAT). */
+  address?: string;
   /** Sets this QEMU's display password (it is not part of the migrated state). */
   setDisplayPassword(): Promise<void>;
   /** The guest runs in this QEMU now. */

@@ -225,8 +225,8 @@ export async function migrateAway(
   try {
     const connected = await connectTarget(context, request, events.isAborted, (l) => (listener = l));
     channel = connected.channel;
-    const host = channel.remoteAddress;
     const { ready, mirror } = await sendBundle(context, request, channel);
+    const host = ready.address ?? channel.remoteAddress;
     await addPskCredentials(qmp, 'client', context.keysDir, connected.psk.identity);
     await setCapabilities(qmp, ['events', 'pause-before-switchover']);
     await setParameters(qmp, {

@@ -115,6 +115,7 @@ export async function receive(
     imageRepository: string;
     dataDir: string;
     qemuExited: Promise<unknown>;
+    address?: string;
     logger: Logger;
   },
 ): Promise<{ tidy: () => Promise<void> }> {
@@ -166,7 +167,14 @@ export async function receive(
     }
     const migrationPort = await freePort('0.0.0.0');
     await migrateIncoming(qmp, migrationPort);
-    channel.send({ type: 'ready', migrationPort, ...(nbdPort && { nbdPort }), exports });
+    const { address } = context;
+    channel.send({
+      type: 'ready',
+      migrationPort,
+      ...(nbdPort && { nbdPort }),
+      exports,
+      ...(address && { address }),
+    });
     context.logger.info(
       { migration: request.id, migrationPort, nbdPort },
       'ready for the incoming migration',

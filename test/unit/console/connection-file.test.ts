@@ -10,7 +10,7 @@ const vmWithSpice = (spice: Record<string, unknown> | undefined) =>
     ...seed,
     spec: { ...seed.spec, vm: { ...seed.spec.vm, display: spice ? { spice } : { outputs: 1 } } },
   });
-const pod = { status: { hostIP: '192.0.2.7' } };
+const pod = { status: { podIP: '192.0.2.7' } };
 
 describe('SPICE connection files', () => {
   it("point at the runner's node, or at spice.server, with proxyUrl as proxy", () => {

@@ -67,7 +67,7 @@ function sourcePod(vm: VirtualMachine, request?: object): V1Pod {
   pod.metadata!.uid = 'vm-pod';
   if (request) pod.metadata!.annotations![MIGRATION_ANNOTATION] = JSON.stringify(request);
   pod.spec!.nodeName = 'node-1';
-  pod.status = { phase: 'Running', hostIP: '10.0.0.1' };
+  pod.status = { phase: 'Running', podIP: '10.0.0.1' };
   return pod;
 }
 

@@ -19,6 +19,7 @@ import {
   SYSPREP_SECRET_DIR,
 } from '../../../src/reconcilers/virtual-machine/naming.js';
 import { provisioningSecretErrors } from '../../../src/reconcilers/virtual-machine/runner-config/provisioning-secrets.js';
+import { hostNetworkErrors } from '../../../src/reconcilers/virtual-machine/runner-pod/host-network.js';
 import { deriveStatus } from '../../../src/reconcilers/virtual-machine/status/derive.js';
 
 const seed = parse(readFileSync('examples/local-path-test-vm.yaml', 'utf8'));
@@ -147,10 +148,57 @@ describe('desiredRunnerPod', () => {
       restartPolicy: 'Always',
       serviceAccountName: 'vm-runner',
       automountServiceAccountToken: false,
-      // Host network for SPICE and taps, cluster DNS for Redis' Service name.
-      hostNetwork: true,
-      dnsPolicy: 'ClusterFirstWithHostNet',
     });
+  });
+
+  it('is a Pod Security "restricted" pod on the pod network, unless the VM has a tap network', () => {
+    const spec = podOf(vmFrom()).spec!;
+    const runner = spec.containers[0]!;
+    expect(spec.hostNetwork).toBeUndefined();
+    expect(spec.dnsPolicy).toBeUndefined();
+    expect(spec.securityContext).toMatchObject({
+      runAsNonRoot: true,
+      runAsUser: 65532,
+      fsGroup: 65532,
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
+    expect(runner.securityContext).toEqual({
+      allowPrivilegeEscalation: false,
+      // Its sockets are in /tmp: an emptyDir would hold `kubectl drain` up (--delete-emptydir-data).
+      readOnlyRootFilesystem: false,
+      capabilities: { drop: ['ALL'] },
+    });
+    expect(spec.volumes?.filter((volume) => volume.emptyDir)).toEqual([]);
+    // VM-Operator's host bridge: the node's network, privileged (where an admin allows it: host-network.ts).
+    const tap = podOf(vmFrom((raw) => (raw.spec.vm.networks = [{ tap: { bridge: 'br0' } }]))).spec!;
+    expect(tap).toMatchObject({ hostNetwork: true, dnsPolicy: 'ClusterFirstWithHostNet' });
+    expect(tap.securityContext).toBeUndefined();
+    expect(tap.containers[0]!.securityContext).toEqual({ privileged: true });
+  });
+
+  it('asks for /dev/kvm by its limit when nodes give it', () => {
+    expect(runnerOf(vmFrom(), { kvm: true }).resources?.limits).toEqual({
+      'devices.vmop.jdrupes.org/kvm': '1',
+    });
+    const own = vmFrom((raw) => (raw.spec.resources = { limits: { memory: '9Gi' } }));
+    expect(runnerOf(own, { kvm: true }).resources?.limits).toEqual({
+      memory: '9Gi',
+      'devices.vmop.jdrupes.org/kvm': '1',
+    });
+    expect(runnerOf(vmFrom()).resources?.limits).toBeUndefined();
+  });
+
+  it('refuses tap networks outside the namespaces an admin names', () => {
+    const tap = vmFrom((raw) => (raw.spec.vm.networks = [{ user: {} }, { tap: { bridge: 'br0' } }]));
+    expect(hostNetworkErrors(tap, [])).toEqual([
+      expect.stringMatching(/^spec\.vm\.networks\[1\]\.tap: .*br0.*runner\.hostNetworkNamespaces/),
+    ]);
+    expect(hostNetworkErrors(tap, [tap.metadata.namespace!])).toEqual([]);
+    expect(hostNetworkErrors(vmFrom(), [])).toEqual([]);
+  });
+
+  it('keeps the Redis URL in its Secret', () => {
+    const runner = podOf(vmFrom()).spec!.containers[0]!;
     expect(runner.env).toContainEqual({
       name: 'VMOP_REDIS_URL',
       valueFrom: { secretKeyRef: { name: 'vm-runner-redis', key: 'url' } },

@@ -2,7 +2,7 @@
 // cannot change, so the claim goes into a pod of its own on the runner's node, where qemu-nbd (from
 // the runner image) exports it over NBD, TLS with the VM's pre-shared key; the runner's QEMU opens
 // that export. No privileges, no node agent, no Kubernetes API access.
-import { HELPER_CONTAINER_SECURITY, HELPER_POD_SECURITY } from './helper-security.js';
+import { RESTRICTED_CONTAINER_SECURITY, RESTRICTED_POD_SECURITY } from '../pod-security.js';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { VirtualMachine } from '../../../api/virtual-machine.js';
 import { LABEL_COMPONENT, LABEL_VOLUME, ownerReference, vmLabels } from '../naming.js';
@@ -57,11 +57,11 @@ export function desiredAttachPod(
           // connection again at once (a probe's period would add a second or more to every attach).
           volumeDevices: [{ name: 'disk', devicePath: DEVICE }],
           volumeMounts: [{ name: 'keys', mountPath: KEYS_DIR, readOnly: true }],
-          securityContext: HELPER_CONTAINER_SECURITY,
+          securityContext: RESTRICTED_CONTAINER_SECURITY,
           resources: { requests: { cpu: '10m', memory: '32Mi' }, limits: { memory: '256Mi' } },
         },
       ],
-      securityContext: HELPER_POD_SECURITY,
+      securityContext: RESTRICTED_POD_SECURITY,
       volumes: [
         { name: 'disk', persistentVolumeClaim: { claimName: disk.claimName } },
         { name: 'keys', secret: { secretName: migrationSecretName(name) } },

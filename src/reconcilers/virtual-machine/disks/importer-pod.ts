@@ -2,7 +2,7 @@
 // (it has qemu-img and xz), the claim as a raw block device, no privileges, no Kubernetes API
 // access; progress goes to Redis with the runner credential, the outcome into its termination
 // message. It never restarts itself: the manager decides what a failed or lost import means.
-import { HELPER_CONTAINER_SECURITY, HELPER_POD_SECURITY } from './helper-security.js';
+import { RESTRICTED_CONTAINER_SECURITY, RESTRICTED_POD_SECURITY } from '../pod-security.js';
 import type { V1OwnerReference, V1Pod, V1PodSpec } from '@kubernetes/client-node';
 import type { DiskSource, VirtualMachine } from '../../../api/virtual-machine.js';
 import type { ImportDisk } from './imports.js';
@@ -122,11 +122,11 @@ export function importerPod(
             ...(pvc ? [{ name: 'source', devicePath: SOURCE_DEVICE }] : []),
           ],
           volumeMounts: [{ name: 'scratch', mountPath: SCRATCH_DIR }],
-          securityContext: HELPER_CONTAINER_SECURITY,
+          securityContext: RESTRICTED_CONTAINER_SECURITY,
           resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '512Mi' } },
         },
       ],
-      securityContext: HELPER_POD_SECURITY,
+      securityContext: RESTRICTED_POD_SECURITY,
       restartPolicy: 'Never',
       volumes: [
         { name: 'disk', persistentVolumeClaim: { claimName: disk.claimName } },

@@ -213,7 +213,7 @@ function goOn(facts: MigrationFacts, state: MigrationState): MigrationPlan {
       plan.state = { ...state, targetNode: target.spec.nodeName };
     return plan;
   }
-  const address = source.status?.hostIP;
+  const address = source.status?.podIP;
   if (!state.targetPod && sourceProgress?.state === 'listening' && sourceProgress.port && address) {
     const name = targetPodName(vm.metadata.name, state.id);
     const sourceClaims = podClaims(source);

@@ -34,6 +34,8 @@ export interface RunnerConfigOptions {
   podDisks?: Set<string>;
   /** Disks to attach to the running VM. */
   hotplugDisks?: HotplugDiskConfig[];
+  /** Whether the runner pod gets /dev/kvm; QEMU emulates (TCG) without it. */
+  kvm?: boolean;
 }
 
 export function maximumCpus(vm: VmDefinition): number {
@@ -77,6 +79,7 @@ export function desiredRunnerConfig(vm: VirtualMachine, options: RunnerConfigOpt
       vm: {
         name: vm.metadata.name,
         ...(def.machineUuid && { uuid: def.machineUuid }),
+        ...(options.kvm === false && { accelerator: 'tcg' }),
         useTpm: def.useTpm,
         firmware: def.firmware,
         bootMenu: def.bootMenu,

@@ -23,6 +23,7 @@ export const runnerPodCreationStep: Step<VmState> = {
       displaySecretName: state.displaySecret?.metadata?.name,
       hasImageRepository: imageRepository !== undefined && !imageRepository.metadata?.deletionTimestamp,
       overcommit: io.options.overcommit,
+      kvm: io.options.kvm ?? true,
     });
     try {
       return { writes: await createRunnerPod(io.clients, plan.claims, pod) };

@@ -2,6 +2,8 @@
 // VM's config, its claims, the display and provisioning Secrets, and the namespace's image
 // repository. vmop makes and deletes these pods itself (VM-Operator has since 3.4), so a VM can have
 // two of them for a live migration; a pod is never changed after it was made, but for its metadata.
+// It is an unprivileged pod on the pod network (Pod Security "restricted"); only a VM with a
+// host-bridge tap network, where an admin allows it, gets VM-Operator's privileged host-network pod.
 import type { V1EnvVar, V1Pod, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
 import type { VirtualMachine } from '../../../api/virtual-machine.js';
 import type { VirtualMachineOperation } from '../../../api/virtual-machine-operation.js';
@@ -26,6 +28,14 @@ import { podSpecOfVm } from '../lifecycle/restart-awaiting.js';
 import { resourceRequirements, type RunnerClaim } from '../disks/claims.js';
 import { maximumCpus } from '../runner-config/config.js';
 import { RUNNER_REDIS_URL_KEY, RUNNER_SECRET, RUNNER_SERVICE_ACCOUNT } from '../runner-config/identity.js';
+import { KVM_DEVICE } from '../../../api/node-devices.js';
+import { RESTRICTED_CONTAINER_SECURITY, RESTRICTED_POD_SECURITY } from '../pod-security.js';
+
+/**
+ * The runner keeps its sockets in /tmp of its own root file system: an emptyDir would make
+ * `kubectl drain` refuse the node unless given --delete-emptydir-data (it counts them as local data).
+ */
+const RUNNER_CONTAINER_SECURITY = { ...RESTRICTED_CONTAINER_SECURITY, readOnlyRootFilesystem: false };
 
 export interface RunnerPodOptions {
   name: string;
@@ -39,7 +49,12 @@ export interface RunnerPodOptions {
   hasImageRepository?: boolean;
   /** Divide the VM's CPUs and RAM by these for the pod's default requests (VM-Operator's). */
   overcommit?: Overcommit;
+  /** Ask for /dev/kvm from vmop's node agent (KVM_DEVICE); off where nodes have no KVM (QEMU emulates). */
+  kvm?: boolean;
 }
+
+/** A tap network on a host bridge needs the node's network and a privileged pod (VM-Operator's). */
+export const usesHostNetwork = (vm: VirtualMachine) => vm.spec.vm.networks.some((network) => network.tap);
 
 export interface Overcommit {
   cpu: number;
@@ -72,8 +87,22 @@ const isEmpty = (resources: VirtualMachine['spec']['resources']) =>
  * The runner container's resources: the VM's own `spec.resources` when it has any, else requests
  * derived from the CPUs and RAM the guest runs with, so a VM pod is never BestEffort.
  */
-export function runnerResources(vm: VirtualMachine, overcommit: Overcommit = DEFAULT_OVERCOMMIT) {
-  if (!isEmpty(vm.spec.resources)) return resourceRequirements(vm.spec.resources!);
+export function runnerResources(
+  vm: VirtualMachine,
+  overcommit: Overcommit = DEFAULT_OVERCOMMIT,
+  kvm = false,
+) {
+  const own = isEmpty(vm.spec.resources)
+    ? derivedRequests(vm, overcommit)
+    : resourceRequirements(vm.spec.resources!);
+  // An extended resource is asked for by its limit alone (its request follows).
+  return kvm ? { ...own, limits: { ...own.limits, [KVM_DEVICE]: '1' } } : own;
+}
+
+function derivedRequests(
+  vm: VirtualMachine,
+  overcommit: Overcommit,
+): { requests: Record<string, string>; limits?: Record<string, string> } {
   const def = vm.spec.vm;
   const cpus = def.currentCpus ?? maximumCpus(def);
   const ramBytes = parseMemorySize(def.currentRam ?? def.maximumRam) ?? 0;
@@ -175,6 +204,7 @@ function runnerEnv(vm: VirtualMachine): V1EnvVar[] {
     { name: 'VMOP_VM_KEY', value: vmKey(vm.metadata.namespace!, vm.metadata.name) },
     { name: 'VMOP_POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
     { name: 'VMOP_POD_UID', valueFrom: { fieldRef: { fieldPath: 'metadata.uid' } } },
+    { name: 'VMOP_POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
     { name: 'VMOP_POD_INFO', value: `${POD_INFO_DIR}/annotations` },
     { name: 'VMOP_MIGRATION_KEYS', value: MIGRATION_KEYS_DIR },
     {
@@ -191,6 +221,7 @@ export function desiredRunnerPod(vm: VirtualMachine, options: RunnerPodOptions):
   const { volumes, volumeMounts } = runnerVolumes(vm, options);
   const env = runnerEnv(vm);
   const { spec } = vm;
+  const hostNetwork = usesHostNetwork(vm);
   return {
     apiVersion: 'v1',
     kind: 'Pod',
@@ -215,17 +246,17 @@ export function desiredRunnerPod(vm: VirtualMachine, options: RunnerPodOptions):
           volumeDevices: options.claims
             .filter((claim) => claim.block)
             .map((claim) => ({ name: claim.volume, devicePath: `/dev/${claim.volume}` })),
-          // /dev/kvm and tap devices on the bridge need it (as VM-Operator's runner pods have).
-          securityContext: { privileged: true },
-          resources: runnerResources(vm, options.overcommit),
+          // Tap devices on a host bridge need it (as VM-Operator's runner pods have); nothing else does.
+          securityContext: hostNetwork ? { privileged: true } : RUNNER_CONTAINER_SECURITY,
+          resources: runnerResources(vm, options.overcommit, options.kvm),
         },
       ],
+      ...(!hostNetwork && { securityContext: RESTRICTED_POD_SECURITY }),
       // kubelet restarts a runner that crashed (QEMU with it); vmop makes a new pod when one is lost.
       restartPolicy: 'Always',
       volumes,
-      hostNetwork: true,
       // Host network, yet cluster DNS: the runner reaches Redis by its Service name.
-      dnsPolicy: 'ClusterFirstWithHostNet',
+      ...(hostNetwork && { hostNetwork, dnsPolicy: 'ClusterFirstWithHostNet' }),
       // The runner needs no Kubernetes API access: status flows back through Redis.
       serviceAccountName: RUNNER_SERVICE_ACCOUNT,
       automountServiceAccountToken: false,
