@@ -55,7 +55,7 @@ export const MigrationProgress = z.object({
    * completed: the guest runs on the target; failed: it runs on the source, as before.
    */
   state: z.enum(['listening', 'preparing', 'mirroring', 'transferring', 'completed', 'failed']),
-  /** The source's side channel port (host network). */
+  /** The source's side channel port (on its pod's address). */
   port: z.number().int().optional(),
   message: z.string().optional(),
   /** QEMU's figures, once completed: how long the guest was paused, the whole, bytes sent. */

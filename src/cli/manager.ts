@@ -66,7 +66,7 @@ export function register(program: Command): void {
     )
     .option(
       '--allow-display-without-password',
-      'let VMs run a SPICE display without a password (generateSecret: false and no Secret), open to the node network',
+      'let VMs run a SPICE display without a password (generateSecret: false and no Secret), open to whoever reaches the runner pod',
     )
     .addOption(
       repeatable(

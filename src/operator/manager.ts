@@ -55,7 +55,7 @@ export const ManagerOptions = z.object({
   kvm: z.boolean().default(true),
   /** Namespaces whose VMs may have host-bridge tap networks (a privileged runner on the node's network). */
   hostNetworkNamespaces: z.array(z.string().min(1)).default([]),
-  /** Whether a SPICE display may run without a password (open to the node network). */
+  /** Whether a SPICE display may run without a password (open to whoever reaches the runner pod). */
   allowDisplayWithoutPassword: z.boolean().default(false),
   /** Networks, addresses or address:ports importers may not fetch from, besides the cluster's own endpoints. */
   importDeniedNetworks: z.array(z.string().min(1)).default([]),

@@ -17,7 +17,7 @@ const run = promisify(execFile);
 
 const NAMESPACE = 'migration';
 const READY = 'VMOP-GUEST-READY';
-/** The mover's SPICE console (on 127.0.0.1 in its node's network namespace) and its password. */
+/** The mover's SPICE console (on its runner pod's address) and its password. */
 const SPICE_PORT = 5931;
 const SPICE_PASSWORD = 'same-console-after-the-move';
 /** The address the test guest gives its NIC on qemu's user network. */

@@ -65,7 +65,7 @@ export async function readPsk(keysFile: string): Promise<Psk> {
 const PSK_TLS = { minVersion: 'TLSv1.2', maxVersion: 'TLSv1.2', ciphers: 'PSK-AES256-GCM-SHA384' } as const;
 
 export interface Channel {
-  /** The other runner's address (its node's, on the host network). */
+  /** The other runner's address as this one sees it (a pod's, or its node's where pod traffic is masqueraded). */
   remoteAddress: string;
   send(message: ChannelMessage): void;
   /** The next message; rejects when the connection ends or a message is malformed. */

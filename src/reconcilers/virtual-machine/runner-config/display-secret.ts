@@ -65,6 +65,6 @@ export function displayPasswordErrors(
   const spice = vm.spec.vm.display.spice;
   if (!spice || spice.generateSecret || hasDisplaySecret || allowed) return [];
   return [
-    "spec.vm.display.spice.generateSecret: false and no display Secret: the display would have no password, open to anyone on the node network; set generateSecret: true, provide a display Secret, or ask an admin to allow displays without a password (the chart's display.allowWithoutPassword)",
+    "spec.vm.display.spice.generateSecret: false and no display Secret: the display would have no password, open to every pod that reaches the runner pod (and, with a tap network, to the node's network); set generateSecret: true, provide a display Secret, or ask an admin to allow displays without a password (the chart's display.allowWithoutPassword)",
   ];
 }
