@@ -1,5 +1,6 @@
 import { writeFile } from 'node:fs/promises';
 import { Command, Option } from 'commander';
+import { flagErrors } from './flag-errors.js';
 import { repeatable } from './repeatable.js';
 import { z } from 'zod';
 import type { ImportOutcome } from '../api/import-progress.js';
@@ -41,10 +42,7 @@ async function runImport(raw: unknown): Promise<number> {
   const logger = createLogger('import');
   const parsed = ImportOptions.safeParse(raw);
   if (!parsed.success) {
-    for (const issue of parsed.error.issues)
-      logger.error(
-        `--${issue.path.join('.').replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}: ${issue.message}`,
-      );
+    for (const message of flagErrors(parsed.error)) logger.error(message);
     return EXIT_BAD_ARGUMENTS;
   }
   const options = parsed.data;

@@ -4,9 +4,10 @@
 import path from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { KVM_DEVICE } from '../api/node-devices.js';
+import { DEVICE_PLUGIN_DIR, KVM_DEVICE } from '../api/node-devices.js';
 import { runDevicePlugin } from '../node-agent/device-plugin.js';
 import { createLogger } from '../util/logger.js';
+import { flagErrors } from './flag-errors.js';
 
 const NodeAgentOptions = z.object({
   deviceDir: z.string().min(1),
@@ -19,7 +20,7 @@ export function register(program: Command) {
   program
     .command('node-agent')
     .description("Run on each node: give runner pods /dev/kvm through kubelet's device plugin API")
-    .option('--device-dir <dir>', "kubelet's device-plugins directory", '/var/lib/kubelet/device-plugins')
+    .option('--device-dir <dir>', "kubelet's device-plugins directory", DEVICE_PLUGIN_DIR)
     .option('--kvm-device <path>', 'the KVM device node', '/dev/kvm')
     .option('--kvm-pods <n>', 'how many pods of the node may have /dev/kvm at once', '1000')
     .option(
@@ -31,10 +32,7 @@ export function register(program: Command) {
       const logger = createLogger('node-agent');
       const parsed = NodeAgentOptions.safeParse(flags);
       if (!parsed.success) {
-        for (const issue of parsed.error.issues)
-          logger.error(
-            `--${issue.path.join('.').replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}: ${issue.message}`,
-          );
+        for (const message of flagErrors(parsed.error)) logger.error(message);
         process.exit(2);
       }
       const { deviceDir, kvmDevice, kvmPods, hostDev } = parsed.data;

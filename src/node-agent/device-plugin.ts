@@ -36,7 +36,7 @@ export interface HostDevice {
 }
 
 export interface DevicePluginOptions {
-  /** kubelet's device-plugins directory (its --root-dir/device-plugins). */
+  /** kubelet's device-plugins directory (DEVICE_PLUGIN_DIR on every node). */
   dir: string;
   device: HostDevice;
   logger: Logger;

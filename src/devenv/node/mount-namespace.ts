@@ -8,10 +8,9 @@ import { execFile } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { DEVICE_PLUGIN_DIR } from '../../api/node-devices.js';
 
 const run = promisify(execFile);
-
-export const DEVICE_PLUGIN_DIR = '/var/lib/kubelet/device-plugins';
 
 /** Makes the node's mount namespace; returns the file that holds it (for `nsenter --mount=`). */
 export async function makeNodeMountNamespace(dir: string): Promise<string> {

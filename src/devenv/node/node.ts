@@ -34,6 +34,9 @@ import {
 
 const run = promisify(execFile);
 
+/** The services that stop before containerd, kubelet first: it must not see containerd go and restart containers meanwhile. */
+const STOPPED_BEFORE_CONTAINERD = ['kubelet', 'node-agent', 'kube-proxy'] as const;
+
 /** The node's own processes, in the order they start. */
 export const NODE_SERVICES = ['containerd', 'kubelet', 'kube-proxy', 'node-agent'] as const;
 export type NodeService = (typeof NODE_SERVICES)[number];
@@ -176,8 +179,7 @@ export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
     return first;
   };
   const stopServices = async () => {
-    // kubelet first: it must not see containerd go and restart containers meanwhile.
-    for (const name of ['kubelet', 'node-agent', 'kube-proxy', 'containerd'] as const) {
+    for (const name of [...STOPPED_BEFORE_CONTAINERD, 'containerd'] as const) {
       await services.get(name)?.stop(10_000);
       services.delete(name);
     }
@@ -191,7 +193,7 @@ export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
   };
 
   const stop = async (graceMs = DEFAULT_STOP_GRACE_MS) => {
-    for (const name of ['kubelet', 'node-agent', 'kube-proxy'] as const) {
+    for (const name of STOPPED_BEFORE_CONTAINERD) {
       await services.get(name)?.stop(10_000);
       services.delete(name);
     }
