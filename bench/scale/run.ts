@@ -136,7 +136,12 @@ async function measureRaw(kubeConfig: KubeConfig, kubeconfigPath: string): Promi
   const before = readRequestTotals(kubeconfigPath);
   const start = performance.now();
   await apply(desiredRunnerServiceAccount(namespace));
-  await apply(desiredRunnerSecret(namespace, 'redis://runner@redis:6379'));
+  await apply(
+    desiredRunnerSecret(namespace, {
+      runner: 'redis://runner@redis:6379',
+      importer: 'redis://importer@redis:6379',
+    }),
+  );
   await withConcurrency(names(), CONCURRENCY, async (name) => {
     const vm = VirtualMachine.parse(await createVm(customObjects, namespace, name));
     // A VM's default display is SPICE, locked by a generated Secret once it is to run (issue 12).

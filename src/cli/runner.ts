@@ -1,5 +1,6 @@
 import { Command, Option } from 'commander';
 import { SNAPSHOT_SUFFIX_ENV } from '../api/runner-snapshot.js';
+import { workKeyNamespace } from '../api/tenant-redis.js';
 import { WorkKeySchema } from '../queue/index.js';
 import { createLogger } from '../util/logger.js';
 import { logPublisher, redisPublisher } from '../runner/publish.js';
@@ -25,7 +26,10 @@ interface RunnerCliOptions {
 
 async function runRunner(options: RunnerCliOptions): Promise<number> {
   const logger = createLogger('runner');
-  if (options.redis && !WorkKeySchema.safeParse(options.vmKey).success) {
+  if (
+    options.redis &&
+    !(WorkKeySchema.safeParse(options.vmKey).success && workKeyNamespace(options.vmKey!))
+  ) {
     logger.error(
       `publishing to Redis needs the VM key (--vm-key or VMOP_VM_KEY) like vm:ns/name, not ${JSON.stringify(options.vmKey)}`,
     );
@@ -53,6 +57,7 @@ async function runRunner(options: RunnerCliOptions): Promise<number> {
         watchRequests: (onRequest: (request: MigrationRequest) => void) =>
           watchRunnerRequests({
             redis: openRedis(options.redis!),
+            namespace: workKeyNamespace(options.vmKey!)!,
             podUid: options.podUid!,
             logger,
             onRequest,

@@ -18,7 +18,8 @@ import { installCrds } from './install-crds.js';
 import { spawnLogged } from './logged-process.js';
 import { startOrphanReaper } from './orphan-reaper.js';
 import { startRedis } from './redis.js';
-import { REDIS_USERS } from './redis-acl.js';
+import { redisAclFile, REDIS_USERS, type RedisPasswords } from './redis-acl.js';
+import { redisUrlWithUser } from '../api/tenant-redis.js';
 import { startSentinelSet, type SentinelSet } from './redis-sentinel.js';
 import { startImageServer, type ImageServer } from './image-server.js';
 import { startImageRegistry, type ImageRegistry } from './image-registry.js';
@@ -55,8 +56,6 @@ export const DevState = z.object({
     z.object({ layout: z.literal('single'), pid: z.number().int(), restarts: z.number().int() }),
     z.object({
       layout: z.literal('sentinel'),
-      /** The runners' URL (their own ACL user); redisUrl is the managers'. */
-      runnerUrl: z.string(),
       servers: z.array(z.object({ pid: z.number().int(), port: z.number().int() })),
       sentinels: z.array(z.object({ pid: z.number().int(), port: z.number().int() })),
     }),
@@ -180,6 +179,7 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
   const { redis, sentinelSet, redisUrl, runnerRedisUrl } = await startDevRedis(
     options.redis ?? 'single',
     cluster.network.hostAddress,
+    dir,
     supervision,
   );
   const imageServer = await startImageServer({
@@ -241,7 +241,7 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
     ];
     const args = [
       ...['manager', '--kubeconfig', kubeconfig, '--redis', redisUrl, '--metrics-port', '0'],
-      ...(runnerRedisUrl ? ['--runner-redis-url', runnerRedisUrl] : []),
+      ...['--runner-redis-url', runnerRedisUrl],
       ...web,
       ...['--runner-image', cluster.images.runner.ref, '--runner-image-pull-policy', 'Never'],
       // Runner pods get /dev/kvm from the nodes' agents where this machine has it (the test guest
@@ -268,7 +268,6 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
         redis: sentinelSet
           ? {
               layout: 'sentinel' as const,
-              runnerUrl: runnerRedisUrl!,
               servers: sentinelSet.servers.map(({ pid, port }) => ({ pid, port })),
               sentinels: sentinelSet.sentinels.map(({ pid, port }) => ({ pid, port })),
             }
@@ -351,22 +350,27 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
 }
 
 /** The environment's Redis: one, supervised, or a Sentinel set with the chart's ACL users. */
+const newRedisPasswords = (): RedisPasswords => {
+  const secret = () => randomBytes(16).toString('hex');
+  return { manager: secret(), runner: secret(), replication: secret(), sentinel: secret() };
+};
+
 async function startDevRedis(
   layout: RedisLayout,
   host: string,
+  dir: string,
   supervision: Parameters<typeof superviseProcess>[2],
 ): Promise<{
   redis?: SupervisedProcess;
   sentinelSet?: SentinelSet;
   redisUrl: string;
-  runnerRedisUrl?: string;
+  runnerRedisUrl: string;
 }> {
   if (layout === 'sentinel') {
-    const secret = () => randomBytes(16).toString('hex');
-    const passwords = { manager: secret(), runner: secret(), replication: secret(), sentinel: secret() };
+    const passwords = newRedisPasswords();
     const sentinelSet = await startSentinelSet({
       passwords,
-      sentinelPassword: secret(),
+      sentinelPassword: randomBytes(16).toString('hex'),
       host,
       onStart: supervision.onStart,
     });
@@ -376,13 +380,20 @@ async function startDevRedis(
       runnerRedisUrl: sentinelSet.withUser(REDIS_USERS.runner, passwords.runner),
     };
   }
-  // A Redis that dies comes back empty on the same address, as one without persistence would.
-  const first = await startRedis({ host });
-  const redis = await superviseProcess('redis', () => startRedis({ host, port: first.port }), {
-    ...supervision,
-    first,
-  });
-  return { redis, redisUrl: first.url };
+  // With the chart's ACL users (the default user off). A Redis that dies comes back empty on the
+  // same address, as one without persistence would: only with the users of its ACL file.
+  const passwords = newRedisPasswords();
+  const aclFile = join(dir, 'redis-users.acl');
+  writeFileSync(aclFile, await redisAclFile(passwords), { mode: 0o600 });
+  const start = (port?: number) => startRedis({ host, port, extraArgs: ['--aclfile', aclFile] });
+  const first = await start();
+  const redis = await superviseProcess('redis', () => start(first.port), { ...supervision, first });
+  const url = (user: string, password: string) => redisUrlWithUser(first.url, user, password);
+  return {
+    redis,
+    redisUrl: url(REDIS_USERS.manager, passwords.manager),
+    runnerRedisUrl: url(REDIS_USERS.runner, passwords.runner),
+  };
 }
 
 /** The single Redis SIGKILLed; resolves once its supervisor has started it again (empty). */

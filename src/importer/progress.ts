@@ -1,9 +1,9 @@
 // An import's progress, sent to the manager through Redis (as a runner sends its snapshots): the
-// latest progress under the disk's key, then the VM's key enqueued so its status shows it.
+// latest progress under the disk's key, then the VM's key signalled so its status shows it.
 // Sent at most once a second; what happens in between is skipped.
 import { importProgressRedisKey, type ImportProgress } from '../api/import-progress.js';
-import { openWorkQueue } from '../queue/index.js';
 import { openRedis } from '../queue/connection.js';
+import { isAuthError, sendRunnerEvent } from '../queue/runner-events.js';
 import type { Logger } from '../util/logger.js';
 
 const INTERVAL_MS = 1000;
@@ -25,7 +25,6 @@ export function redisProgress(options: {
 }): ProgressSender {
   const redis = openRedis(options.redisUrl);
   redis.on('error', (err: Error) => options.logger.warn({ reason: err.message }, 'Redis connection problem'));
-  const queue = openWorkQueue({ redisUrl: options.redisUrl });
   const key = importProgressRedisKey(options.vmKey, options.volume);
   let latest: ImportProgress | undefined;
   let sentAt = 0;
@@ -38,11 +37,12 @@ export function redisProgress(options: {
     sending = sending
       .then(async () => {
         await redis.set(key, JSON.stringify(progress), 'EX', KEEP_SECONDS);
-        await queue.add(options.vmKey, { event: { event: 'IMPORT_PROGRESS', volume: options.volume } });
+        await sendRunnerEvent(redis, options.vmKey, { event: 'IMPORT_PROGRESS', volume: options.volume });
       })
-      .catch((err: unknown) =>
-        options.logger.warn({ reason: (err as Error).message }, 'sending the import progress failed'),
-      );
+      .catch((err: unknown) => {
+        options.logger.warn({ reason: (err as Error).message }, 'sending the import progress failed');
+        if (isAuthError(err)) redis.disconnect(true);
+      });
     return sending;
   };
   let timer: NodeJS.Timeout | undefined;
@@ -60,7 +60,7 @@ export function redisProgress(options: {
     async close() {
       clearTimeout(timer);
       await flush();
-      await Promise.all([queue.close(), redis.quit().catch(() => undefined)]);
+      await redis.quit().catch(() => undefined);
     },
   };
 }

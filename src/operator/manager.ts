@@ -1,5 +1,10 @@
 // The manager process: watches → keyed work queue → reconcilers (of VMs and their operations). Any number of replicas may run
 // against one queue; the queue keeps each key to one handler at a time, so no leader election.
+import { hostname } from 'node:os';
+import type { V1Secret } from '@kubernetes/client-node';
+import { pumpRunnerEvents } from '../queue/runner-events.js';
+import { RUNNER_SECRET } from '../reconcilers/virtual-machine/runner-config/identity.js';
+import { sharedCredentials, tenantCredentials } from './tenant-credentials.js';
 import { apiserverEndpoint, importDestinations } from './import-destinations.js';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { z } from 'zod';
@@ -147,6 +152,21 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
   }
   const clients = makeKubeClients(kubeConfig);
   const queue = openWorkQueue({ redisUrl: options.redisUrl });
+  // Namespaces with runner pods (the manager gave them their runner Secret): whose users must
+  // exist in Redis, and whose event streams are read.
+  const runnerNamespaces = () =>
+    watches.cache
+      .list<V1Secret>('Secret', undefined)
+      .filter((secret) => secret.metadata?.name === RUNNER_SECRET)
+      .map((secret) => secret.metadata!.namespace!);
+  const redisCredentials = options.runnerRedisUrl
+    ? tenantCredentials({
+        redis,
+        runnerRedisUrl: options.runnerRedisUrl,
+        knownNamespaces: runnerNamespaces,
+        logger,
+      })
+    : sharedCredentials(options.redisUrl);
   const marks = generationMarks(redis);
   const enqueue = markingSink(marks, (key: string, event: WatchEventSummary) => queue.add(key, { event }));
   const watches = createWatchEdge(kubeConfig, namespaces, enqueue, logger);
@@ -174,7 +194,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     hostNetworkNamespaces: options.hostNetworkNamespaces,
     allowDisplayWithoutPassword: options.allowDisplayWithoutPassword,
     importDestinations: importRules,
-    runnerRedisUrl: options.runnerRedisUrl ?? options.redisUrl,
+    redisCredentials,
     overcommit: { cpu: options.cpuOvercommit, ram: options.ramOvercommit },
     runnerDataStorageClass: options.runnerDataStorageClass,
     runnerDataAccessMode: options.runnerDataAccessMode,
@@ -193,7 +213,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     clients,
     cache: watches.cache,
     defaultRunnerImage: runnerImage,
-    runnerRedisUrl: options.runnerRedisUrl ?? options.redisUrl,
+    redisCredentials,
     importDestinations: importRules,
     readImportProgress: importProgressReader(redis),
     logger,
@@ -249,6 +269,13 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     logger,
     metrics: registry,
   });
+  const runnerEvents = pumpRunnerEvents({
+    redis: connectRedis(options.redisUrl, { maxRetriesPerRequest: null }),
+    namespaces: runnerNamespaces,
+    enqueue: (key, event) => queue.add(key, { event }),
+    consumer: `${hostname()}-${process.pid}`,
+    logger,
+  });
   configuration.onChange((current) => void (current ? workers.resume() : workers.pause()));
   if (!configuration.current) await workers.pause();
   // Keys an old replica took before it saw this configuration: once more, after it stopped taking them.
@@ -285,6 +312,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
       configuration.stop();
       await web?.close();
       await watches.stop();
+      await runnerEvents.stop();
       await workers.close();
       await queue.close();
       redis.disconnect();

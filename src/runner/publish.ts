@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { snapshotRedisKey, type RunnerSnapshot } from '../api/runner-snapshot.js';
-import { openWorkQueue } from '../queue/index.js';
 import { openRedis, redisWhere } from '../queue/connection.js';
+import { isAuthError, sendRunnerEvent } from '../queue/runner-events.js';
 import type { Logger } from '../util/logger.js';
 import type { VmEvent } from './qmp/events.js';
 import type { PublishSnapshot } from './snapshot/store.js';
@@ -26,8 +26,8 @@ const RETRY_MAX_MS = 5_000;
 
 /**
  * In a pod: each change is stored as `vmop:snapshot:<vmKey>` (one SET of the whole snapshot) and
- * then `vmKey` is enqueued with the triggering event in the job data, so a reconciler folds the
- * snapshot into the status. While Redis is slow or away, changes coalesce: the latest snapshot
+ * then signalled with the triggering event on the namespace's event stream, which the managers
+ * move into the work queue (queue/runner-events.ts), so a reconciler folds the snapshot into the status. While Redis is slow or away, changes coalesce: the latest snapshot
  * (and its event) is sent next, the ones in between are skipped, as the reconciler only needs the
  * latest state.
  */
@@ -41,7 +41,6 @@ export function redisPublisher(options: {
   const { vmKey, logger } = options;
   const redis = openRedis(options.redisUrl);
   redis.on('error', (err: Error) => logger.warn({ reason: err.message }, 'Redis connection problem'));
-  const queue = openWorkQueue({ redisUrl: options.redisUrl });
   let next: { snapshot: RunnerSnapshot; event: VmEvent } | undefined;
   let latest: RunnerSnapshot | undefined;
   let sending: Promise<void> | undefined;
@@ -55,7 +54,7 @@ export function redisPublisher(options: {
       next = undefined;
       try {
         await redis.set(snapshotRedisKey(vmKey, options.snapshotSuffix), JSON.stringify(snapshot));
-        await queue.add(vmKey, { event });
+        await sendRunnerEvent(redis, vmKey, event);
         logger.debug({ seq: snapshot.seq, event: event.event }, 'snapshot published');
         retryMs = RETRY_FIRST_MS;
       } catch (err) {
@@ -67,6 +66,7 @@ export function redisPublisher(options: {
           'publishing the snapshot failed; retrying',
         );
         next ??= { snapshot, event };
+        if (isAuthError(err)) redis.disconnect(true);
         await sleep(retryMs);
         retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
       }
@@ -100,7 +100,6 @@ export function redisPublisher(options: {
       ]);
       if (!flushed) logger.warn('Redis did not take the last snapshot in time');
       closed = true;
-      await Promise.race([queue.close(), sleep(CLOSE_FLUSH_MS)]);
       redis.disconnect();
     },
   };

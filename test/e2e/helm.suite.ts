@@ -455,8 +455,11 @@ spec:
     await team.apply(testGuestManifest('late', 'team-b'));
     await team.waitForVm('late', (vm) => expect(team.condition(vm, 'Booted')?.status).toBe('True'));
     const secret = JSON.parse(await team.kubectl(['get', 'secret', 'vm-runner-redis', '-o', 'json']));
-    // The runner's own Redis user, not the manager's.
-    expect(Buffer.from(secret.data.url, 'base64').toString()).toMatch(/^redis:\/\/vmop-runner:/);
+    // The namespace's own Redis users for its runners and importers, not the manager's.
+    expect(Buffer.from(secret.data.url, 'base64').toString()).toMatch(/^redis:\/\/vmop-runner\.team-b:/);
+    expect(Buffer.from(secret.data['importer-url'], 'base64').toString()).toMatch(
+      /^redis:\/\/vmop-importer\.team-b:/,
+    );
     expect(
       await team.kubectl([
         'get',

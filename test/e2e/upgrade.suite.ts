@@ -73,7 +73,7 @@ describe('upgrade from the StatefulSet layout of vmop 0.1', () => {
     const config = renderRunnerConfig(desiredRunnerConfig(vm, { hasDisplaySecret: false }));
     await applyObjects(kubeConfig, [
       desiredRunnerServiceAccount(NAMESPACE),
-      desiredRunnerSecret(NAMESPACE, redis.url),
+      desiredRunnerSecret(NAMESPACE, { runner: redis.url, importer: redis.url }),
       desiredConfigMap(vm, config.yaml),
       legacyStatefulSet(vm, {
         runnerImage: { image: bed.state().images.runner, pullPolicy: 'Never' },

@@ -1,136 +1,229 @@
-// The runner's Redis credential as the Helm chart defines it (helm/vmop/files/runner-acl-rules.txt),
-// on a real Redis: a runner can publish its snapshot, enqueue its VM and read the requests sent
-// to it, and nothing else.
+// Each namespace's runner and importer Redis users, as the managers make them (tenant-credentials.ts),
+// on a real Redis with the chart's ACL file (the default user off): a runner publishes its VMs'
+// state and reads its pods' requests, and can reach nothing of another namespace nor the queue.
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { snapshotRedisKey, type RunnerSnapshot } from '../../src/api/runner-snapshot.js';
-import { startRedis, type RedisServer } from '../../src/devenv/redis.js';
-import { redisAclFile, REDIS_USERS } from '../../src/devenv/redis-acl.js';
-import { snapshotReader } from '../../src/operator/snapshots.js';
-import { DEFAULT_QUEUE_NAME } from '../../src/queue/index.js';
-import { redisPublisher } from '../../src/runner/publish.js';
-import { createLogger } from '../../src/util/logger.js';
+import { importProgressRedisKey } from '../../src/api/import-progress.js';
 import { runnerRequestKey } from '../../src/api/runner-request.js';
+import { snapshotRedisKey, type RunnerSnapshot } from '../../src/api/runner-snapshot.js';
+import { runnerEventsKey, type TenantCredentials, type TenantRedisUrls } from '../../src/api/tenant-redis.js';
+import { redisAclFile, REDIS_USERS } from '../../src/devenv/redis-acl.js';
+import { startRedis, type RedisServer } from '../../src/devenv/redis.js';
 import { runnerRequestSender } from '../../src/operator/runner-requests.js';
+import { snapshotReader } from '../../src/operator/snapshots.js';
+import { tenantCredentials } from '../../src/operator/tenant-credentials.js';
+import { pumpRunnerEvents, type RunnerEventPump } from '../../src/queue/runner-events.js';
+import { redisProgress } from '../../src/importer/progress.js';
+import { redisPublisher } from '../../src/runner/publish.js';
 import { watchRunnerRequests } from '../../src/runner/migration/request-channel.js';
 import type { MigrationRequest } from '../../src/runner/migration/request.js';
+import { createLogger } from '../../src/util/logger.js';
 import { eventually } from '../support/eventually.js';
 
-const VM_KEY = 'vm:team-a/web';
-const PASSWORDS = { manager: 'm-secret', runner: 'r-secret', replication: 'l-secret', sentinel: 's-secret' };
+const PASSWORDS = { manager: 'm-secret', runner: 'r-base', replication: 'l-secret', sentinel: 's-secret' };
+const logger = createLogger('acl-test');
 
-describe("the runner's Redis ACL user", () => {
+const snapshot = (seq: number): RunnerSnapshot => ({
+  seq,
+  runId: 'run-1',
+  phase: 'booting',
+  cpus: 1,
+  ram: 1 << 28,
+  drives: {},
+  booted: false,
+  updatedAt: new Date().toISOString(),
+});
+
+describe("each namespace's Redis users", () => {
   let dir: string;
+  let aclFile: string;
   let server: RedisServer;
   let manager: Redis;
-  let runner: Redis;
-  const url = (user: string, password: string) => `redis://${user}:${password}@127.0.0.1:${server.port}`;
-  /** The error Redis answers the runner's credential with, or 'OK' when it allowed the command. */
-  const asRunner = (command: string, ...args: string[]) =>
-    runner.call(command, ...args).then(
-      () => 'OK',
-      (err: Error) => err.message,
-    );
+  let credentials: TenantCredentials;
+  let pump: RunnerEventPump;
+  const enqueued: Array<{ key: string; event: unknown }> = [];
+  const urls: Record<string, TenantRedisUrls> = {};
+  const clients: Redis[] = [];
+  const managerUrl = () => `redis://${REDIS_USERS.manager}:${PASSWORDS.manager}@127.0.0.1:${server.port}`;
+  /** The error Redis answers `url`'s credential with, or 'OK' when it allowed the command. */
+  const as = (url: string) => {
+    const client = new Redis(url, { maxRetriesPerRequest: 0 });
+    clients.push(client);
+    return (command: string, ...args: string[]) =>
+      client.call(command, ...args).then(
+        () => 'OK',
+        (err: Error) => err.message,
+      );
+  };
 
   beforeAll(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), 'vmop-acl-'));
-    const aclFile = path.join(dir, 'users.acl');
+    aclFile = path.join(dir, 'users.acl');
     await writeFile(aclFile, await redisAclFile(PASSWORDS));
     server = await startRedis({ extraArgs: ['--aclfile', aclFile] });
-    manager = new Redis(url(REDIS_USERS.manager, PASSWORDS.manager));
-    runner = new Redis(url(REDIS_USERS.runner, PASSWORDS.runner), { maxRetriesPerRequest: 0 });
+    manager = new Redis(managerUrl());
+    credentials = tenantCredentials({
+      redis: manager,
+      runnerRedisUrl: `redis://${REDIS_USERS.runner}:${PASSWORDS.runner}@127.0.0.1:${server.port}`,
+      knownNamespaces: () => Object.keys(urls),
+      logger,
+    });
+    for (const namespace of ['team-a', 'team-b', 'team'])
+      urls[namespace] = await credentials.forNamespace(namespace);
+    pump = pumpRunnerEvents({
+      redis: new Redis(managerUrl(), { maxRetriesPerRequest: null }),
+      namespaces: () => Object.keys(urls),
+      enqueue: async (key, event) => void enqueued.push({ key, event }),
+      consumer: 'test',
+      logger,
+    });
   });
 
   afterAll(async () => {
+    await pump?.stop();
+    for (const client of clients) client.disconnect();
     manager?.disconnect();
-    runner?.disconnect();
     await server?.stop();
     await rm(dir, { recursive: true, force: true });
   });
 
-  it("publishes a snapshot and enqueues the VM's key, as the runner does", async () => {
-    const logger = createLogger('acl-test');
-    const publisher = redisPublisher({
-      redisUrl: url(REDIS_USERS.runner, PASSWORDS.runner),
-      vmKey: VM_KEY,
-      logger,
-    });
-    const snapshot: RunnerSnapshot = {
-      seq: 1,
-      runId: 'run-1',
-      phase: 'booting',
-      cpus: 1,
-      ram: 1 << 28,
-      drives: {},
-      booted: false,
-      updatedAt: new Date().toISOString(),
-    };
-    publisher.publish(snapshot, { event: 'RUNNER_RESUMED' });
+  it("publishes a VM's snapshot and the managers enqueue its key", async () => {
+    const publisher = redisPublisher({ redisUrl: urls['team-a']!.runner, vmKey: 'vm:team-a/web', logger });
+    publisher.publish(snapshot(1), { event: 'RUNNER_RESUMED' });
     await publisher.close();
-    // The manager, with its own credential, sees both.
-    expect(await snapshotReader(manager, logger)(VM_KEY)).toMatchObject({ seq: 1, runId: 'run-1', cpus: 1 });
-    const queue = new Queue(DEFAULT_QUEUE_NAME, { connection: manager.duplicate() });
-    try {
-      await eventually(async () =>
-        expect((await queue.getJobs(['waiting'])).map((job) => job.name)).toContain(VM_KEY),
-      );
-    } finally {
-      await queue.close();
-    }
+    expect(await snapshotReader(manager, logger)('vm:team-a/web')).toMatchObject({ seq: 1, runId: 'run-1' });
+    await eventually(() =>
+      expect(enqueued).toContainEqual({ key: 'vm:team-a/web', event: { event: 'RUNNER_RESUMED' } }),
+    );
+    // Moved, not kept: the stream holds nothing read twice.
+    await eventually(async () => expect(await manager.xlen(runnerEventsKey('team-a'))).toBe(0));
   });
 
-  it('reads the requests the manager sends to its pod, the one already there first, and cannot send one', async () => {
+  it("cannot write another namespace's snapshot, event stream or the queue", async () => {
+    const teamB = as(urls['team-b']!.runner);
+    expect(await teamB('SET', snapshotRedisKey('vm:team-b/db'), '{}')).toBe('OK');
+    for (const [command, ...args] of [
+      ['SET', snapshotRedisKey('vm:team-a/web'), '{"seq":99}'],
+      ['SET', snapshotRedisKey('vm:team-a/web@web-target'), '{}'],
+      ['GET', snapshotRedisKey('vm:team-a/web')],
+      ['DEL', snapshotRedisKey('vm:team-a/web')],
+      ['XADD', runnerEventsKey('team-a'), '*', 'key', 'vm:team-a/web', 'event', '{}'],
+      ['XADD', 'bull:vmop:wait', '*', 'x', 'y'],
+      ['LPUSH', 'bull:vmop:wait', 'x'],
+      ['SET', 'vmop:vmop:failures', 'x'],
+      ['XREAD', 'STREAMS', runnerRequestKey('team-a', 'pod-1'), '0'],
+      ['SCAN', '0'],
+      ['KEYS', '*'],
+      ['FLUSHALL'],
+      ['CONFIG', 'SET', 'maxmemory-policy', 'allkeys-lru'],
+      ['ACL', 'SETUSER', 'vmop-runner.team-b', '~*'],
+      ['EVAL', "return redis.call('GET', KEYS[1])", '1', snapshotRedisKey('vm:team-a/web')],
+      ['CLIENT', 'KILL', 'TYPE', 'normal'],
+      ['PUBLISH', 'channel', 'message'],
+    ]) {
+      expect(`${command} ${args.join(' ')}: ${await teamB(command!, ...args)}`).toMatch(/: NOPERM/);
+    }
+    // `team` is a prefix of `team-b`, not its owner.
+    expect(await as(urls['team']!.runner)('SET', snapshotRedisKey('vm:team-b/db'), '{}')).toMatch(/NOPERM/);
+    expect(await snapshotReader(manager, logger)('vm:team-a/web')).toMatchObject({ seq: 1 });
+  });
+
+  it("drops an event its stream's namespace does not own", async () => {
+    await as(urls['team-b']!.runner)(
+      'XADD',
+      runnerEventsKey('team-b'),
+      '*',
+      'key',
+      'vm:team-a/web',
+      'event',
+      '{}',
+    );
+    await as(urls['team-b']!.runner)(
+      'XADD',
+      runnerEventsKey('team-b'),
+      '*',
+      'key',
+      'vm:team-b/db',
+      'event',
+      '{}',
+    );
+    await eventually(() => expect(enqueued.map((e) => e.key)).toContain('vm:team-b/db'));
+    expect(enqueued.filter((e) => e.key === 'vm:team-a/web')).toHaveLength(1); // the publish above
+  });
+
+  it("reads the requests sent to its namespace's pods, not another's, and cannot send one", async () => {
     const send = runnerRequestSender(manager);
     const first: MigrationRequest = { id: 'm1', role: 'source', mirror: [] };
-    await send('pod-uid-1', first);
-    await send('pod-uid-2', { id: 'other', role: 'source', mirror: [] }); // another pod's
+    await send('team-a', 'pod-uid-1', first);
     const received: MigrationRequest[] = [];
     const channel = watchRunnerRequests({
-      redis: new Redis(url(REDIS_USERS.runner, PASSWORDS.runner)),
+      redis: new Redis(urls['team-a']!.runner),
+      namespace: 'team-a',
       podUid: 'pod-uid-1',
-      logger: createLogger('acl-test'),
+      logger,
       onRequest: (request) => received.push(request),
     });
     try {
       await eventually(() => expect(received).toEqual([first]));
-      // Sent right after the first, as an abort follows a start: it comes too.
-      await send('pod-uid-1', { ...first, abort: true });
+      await send('team-a', 'pod-uid-1', { ...first, abort: true });
       await eventually(() => expect(received).toEqual([first, { ...first, abort: true }]));
     } finally {
       channel.close();
     }
-    // Only the latest request is kept; the runner may read it, not write one.
-    expect(await manager.xlen(runnerRequestKey('pod-uid-1'))).toBe(1);
-    expect(await asRunner('XREVRANGE', runnerRequestKey('pod-uid-1'), '+', '-', 'COUNT', '1')).toBe('OK');
-    expect(await asRunner('XADD', runnerRequestKey('pod-uid-1'), '*', 'request', '{}')).toMatch(/NOPERM/);
-    expect(await asRunner('DEL', runnerRequestKey('pod-uid-1'))).toMatch(/NOPERM/);
+    const teamA = as(urls['team-a']!.runner);
+    const request = runnerRequestKey('team-a', 'pod-uid-1');
+    expect(await teamA('XREAD', 'STREAMS', request, '0')).toBe('OK');
+    expect(await teamA('XADD', request, '*', 'request', '{}')).toMatch(/NOPERM/);
+    expect(await as(urls['team-b']!.runner)('XREAD', 'STREAMS', request, '0')).toMatch(/NOPERM/);
   });
 
-  it('may touch no other key and run no administrative command', async () => {
-    expect(await asRunner('GET', snapshotRedisKey(VM_KEY))).toBe('OK');
-    for (const [command, ...args] of [
-      ['SET', 'vmop:vmop:failures', 'x'],
-      ['GET', 'some-other-app:secret'],
-      ['DEL', 'vmop:vmop:follow-ups'],
-      ['FLUSHALL'],
-      ['CONFIG', 'SET', 'maxmemory-policy', 'allkeys-lru'],
-      ['ACL', 'SETUSER', REDIS_USERS.runner, '+@all'],
-      ['SCRIPT', 'FLUSH'],
-      ['FUNCTION', 'LOAD', "#!lua name=x\nredis.register_function('x', function() return 1 end)"],
-      ['KEYS', '*'],
-      ['CLIENT', 'KILL', 'TYPE', 'normal'],
-      ['SHUTDOWN'],
-      ['PUBLISH', 'channel', 'message'],
-    ]) {
-      expect(`${command} ${args.join(' ')}: ${await asRunner(command!, ...args)}`).toMatch(/: NOPERM/);
-    }
-    // A script runs with the caller's rights: it cannot reach other keys either.
-    expect(await asRunner('EVAL', "return redis.call('GET', KEYS[1])", '1', 'some-other-app:secret')).toMatch(
-      /NOPERM|permissions/,
+  it("gives the importer its disks' progress and nothing else", async () => {
+    const progress = redisProgress({
+      redisUrl: urls['team-a']!.importer,
+      vmKey: 'image:team-a/debian',
+      volume: 'image',
+      podUid: 'importer-1',
+      logger,
+    });
+    progress.send({ bytes: 42, attempt: 1 });
+    await progress.close();
+    expect(
+      JSON.parse((await manager.get(importProgressRedisKey('image:team-a/debian', 'image')))!),
+    ).toMatchObject({
+      bytes: 42,
+    });
+    await eventually(() => expect(enqueued.map((e) => e.key)).toContain('image:team-a/debian'));
+    const importer = as(urls['team-a']!.importer);
+    expect(await importer('SET', importProgressRedisKey('vm:team-a/web', 'root'), '{}')).toBe('OK');
+    expect(await importer('SET', snapshotRedisKey('vm:team-a/web'), '{}')).toMatch(/NOPERM/);
+    expect(await importer('XREAD', 'STREAMS', runnerRequestKey('team-a', 'pod-uid-1'), '0')).toMatch(
+      /NOPERM/,
     );
+    expect(await importer('SET', importProgressRedisKey('vm:team-b/db', 'root'), '{}')).toMatch(/NOPERM/);
+  });
+
+  it('are made again when Redis comes back without them, and a runner publishes again', async () => {
+    const publisher = redisPublisher({ redisUrl: urls['team-a']!.runner, vmKey: 'vm:team-a/web', logger });
+    try {
+      publisher.publish(snapshot(2), { event: 'RUNNER_RESUMED' });
+      await eventually(async () =>
+        expect(await snapshotReader(manager, logger)('vm:team-a/web')).toMatchObject({ seq: 2 }),
+      );
+      // Restarted empty on the same address: only the ACL file's users.
+      await server.stop();
+      server = await startRedis({ port: server.port, extraArgs: ['--aclfile', aclFile] });
+      publisher.publish(snapshot(3), { event: 'RUNNER_RESUMED' });
+      await eventually(async () =>
+        expect(await snapshotReader(manager, logger)('vm:team-a/web')).toMatchObject({ seq: 3 }),
+      );
+      expect(await manager.call('ACL', 'USERS')).toEqual(
+        expect.arrayContaining(['vmop-runner.team-a', 'vmop-importer.team-b']),
+      );
+    } finally {
+      await publisher.close();
+    }
   });
 });

@@ -12,7 +12,8 @@ import type { RunnerSnapshot } from '../../src/api/runner-snapshot.js';
 import { REDIS_USERS } from '../../src/devenv/redis-acl.js';
 import { startSentinelSet, type SentinelSet } from '../../src/devenv/redis-sentinel.js';
 import { snapshotReader } from '../../src/operator/snapshots.js';
-import { DEFAULT_QUEUE_NAME } from '../../src/queue/index.js';
+import { tenantCredentials } from '../../src/operator/tenant-credentials.js';
+import { runnerEventsKey } from '../../src/api/tenant-redis.js';
 import { KeyQueue } from '../../src/queue/producer.js';
 import { assertRedisReachable, bullConnection, openRedis } from '../../src/queue/connection.js';
 import { redisPublisher } from '../../src/runner/publish.js';
@@ -49,17 +50,26 @@ describe('Redis through Sentinel', () => {
     booted: true,
     updatedAt: new Date().toISOString(),
   });
-  /** A runner's publisher for `vmKey` with the runner's ACL user, and the managers' reader of it. */
-  const runnerAndReader = (vmKey: string) => {
+  /**
+   * A runner's publisher for `vmKey` with its namespace's ACL user, made by the managers' client
+   * (which makes it again on a promoted master: ACL users are not replicated), and its reader.
+   */
+  const runnerAndReader = async (vmKey: string) => {
     const logger = createLogger('sentinel-test');
     logger.level = 'error';
+    const manager = openRedis(set.url);
+    manager.on('error', () => undefined);
+    const credentials = tenantCredentials({
+      redis: manager,
+      runnerRedisUrl: set.withUser(REDIS_USERS.runner, PASSWORDS.runner),
+      knownNamespaces: () => ['team-a'],
+      logger,
+    });
     const publisher = redisPublisher({
-      redisUrl: set.withUser(REDIS_USERS.runner, PASSWORDS.runner),
+      redisUrl: (await credentials.forNamespace('team-a')).runner,
       vmKey,
       logger,
     });
-    const manager = openRedis(set.url);
-    manager.on('error', () => undefined);
     return { publisher, manager, readSnapshot: snapshotReader(manager, logger) };
   };
 
@@ -138,22 +148,18 @@ describe('Redis through Sentinel', () => {
     }
   }, 120_000);
 
-  it("a runner's publisher, with the runner's ACL user, publishes to the master before and after a failover", async () => {
+  it("a runner's publisher, with its namespace's ACL user, publishes to the master before and after a failover", async () => {
     const vmKey = 'vm:team-a/web';
-    const { publisher, manager, readSnapshot } = runnerAndReader(vmKey);
-    const queue = new Queue(DEFAULT_QUEUE_NAME, { connection: bullConnection(set.url) });
-    queue.on('error', () => undefined);
+    const { publisher, manager, readSnapshot } = await runnerAndReader(vmKey);
     try {
       publisher.publish(snapshot(1), { event: 'RUNNER_RESUMED' });
       await eventually(async () => expect(await readSnapshot(vmKey)).toMatchObject({ seq: 1 }));
-      // The job is added after the snapshot is stored (so a reconciler always finds it): wait for it too.
-      await eventually(async () =>
-        expect(await queue.getJobs(['waiting']).then((jobs) => jobs.map((job) => job.name))).toContain(vmKey),
-      );
+      // The change is signalled after the snapshot is stored (so a reconciler always finds it).
+      await eventually(async () => expect(await manager.xlen(runnerEventsKey('team-a'))).toBe(1));
 
       const [master] = set.servers;
       process.kill(master!.pid, 'SIGKILL');
-      // The runner's user holds on the promoted replica too (each server has the chart's users.acl).
+      // The managers' client makes the namespace's user on the promoted master; the runner logs in again.
       await eventually(
         async () => {
           publisher.publish(snapshot(2), { event: 'RUNNER_RESUMED' });
@@ -165,14 +171,13 @@ describe('Redis through Sentinel', () => {
       expect(await port(manager)).not.toBe(master!.port);
     } finally {
       await publisher.close();
-      await queue.close();
       manager.disconnect();
     }
   }, 120_000);
 
   it("a runner's snapshot the master refused (no replica in reach: NOREPLICAS) is sent again once it takes writes", async () => {
     const vmKey = 'vm:team-a/refused';
-    const { publisher, manager, readSnapshot } = runnerAndReader(vmKey);
+    const { publisher, manager, readSnapshot } = await runnerAndReader(vmKey);
     const replicas = set.servers.slice(1);
     try {
       // Frozen replicas stop acknowledging; past min-replicas-max-lag the master refuses writes,

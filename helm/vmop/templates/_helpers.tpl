@@ -116,7 +116,20 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 
 
 {{/*
+  The runners' shared Redis user of vmop before per-namespace users (redis.legacyRunnerUser):
+  only for runners started before an upgrade to them, until they have moved.
+*/}}
+{{- define "vmop.legacyRunnerUser" -}}
+{{- $ := index . 0 -}}
+{{- if $.Values.redis.legacyRunnerUser }}
+user vmop-runner on >{{ index . 1 }} {{ $.Files.Get "files/legacy-runner-acl-rules.txt" | trim }}
+{{- end }}
+{{- end -}}
+
+{{/*
   The bundled Redis' credentials: generated once, then read back from the Secret on upgrades.
+  runner-password is no user's (unless redis.legacyRunnerUser): the managers derive each
+  namespace's runner and importer passwords from it (they make those users in Redis).
   Pods hash this (not the whole Secret) so only a credential change restarts them.
   Sentinel mode adds a user for replication and one for the Sentinels on every Redis, and a
   password on the Sentinels themselves; the URLs then name the Sentinels and the master's name.
@@ -142,7 +155,7 @@ runner-url: {{ printf "redis+sentinel://vmop-runner:%s@%s/%s?sentinelPassword=%s
 users.acl: |
   user default off
   user vmop-manager on >{{ $managerPassword }} ~* &* +@all
-  user vmop-runner on >{{ $runnerPassword }} {{ .Files.Get "files/runner-acl-rules.txt" | trim }}
+  {{- include "vmop.legacyRunnerUser" (list . $runnerPassword) | nindent 2 }}
   user vmop-replication on >{{ $replicationPassword }} {{ .Files.Get "files/replication-acl-rules.txt" | trim }}
   user vmop-sentinel on >{{ $sentinelUserPassword }} {{ .Files.Get "files/sentinel-acl-rules.txt" | trim }}
 {{- else }}
@@ -152,7 +165,7 @@ runner-url: {{ printf "redis://vmop-runner:%s@%s" $runnerPassword $host | quote 
 users.acl: |
   user default off
   user vmop-manager on >{{ $managerPassword }} ~* &* +@all
-  user vmop-runner on >{{ $runnerPassword }} {{ .Files.Get "files/runner-acl-rules.txt" | trim }}
+  {{- include "vmop.legacyRunnerUser" (list . $runnerPassword) | nindent 2 }}
 {{- end }}
 {{- end -}}
 

@@ -23,6 +23,7 @@ import { applyUnlessPresent } from '../../kube/server-side-apply.js';
 import { statusPatch, mergePatch } from '../../kube/merge-patch.js';
 import type { CachedKind, ObjectCache } from '../../kube/object-cache.js';
 import type { HandlerResult } from '../../queue/index.js';
+import type { TenantCredentials } from '../../api/tenant-redis.js';
 import type { Logger } from '../../util/logger.js';
 import { eventRecorder } from '../events.js';
 import { claimWait } from '../virtual-machine/disks/claim-binding.js';
@@ -50,8 +51,8 @@ export interface ImageReconcilerOptions {
   defaultRunnerImage: RunnerImage;
   /** Where importer pods may not fetch from, now. */
   importDestinations?: () => ImportDestinations;
-  /** The importer publishes its progress with the runners' credential (their namespace Secret). */
-  runnerRedisUrl: string;
+  /** The importer publishes its progress with its namespace's credential (in the runner Secret). */
+  redisCredentials: TenantCredentials;
   readImportProgress?: (key: string, volume: string) => Promise<ImportProgress | undefined>;
   logger: Logger;
   now?: () => Date;
@@ -147,7 +148,10 @@ export function createImageReconciler(options: ImageReconcilerOptions) {
     // namespace without VMs (none made them yet) makes them, as a VM's reconcile does.
     const writes: string[] = [];
     if (plan.startImports.length > 0)
-      for (const object of runnerIdentity(namespace, options.runnerRedisUrl)) {
+      for (const object of runnerIdentity(
+        namespace,
+        await options.redisCredentials.forNamespace(namespace),
+      )) {
         const current = cache.get<KubernetesObject>(
           object.kind as CachedKind,
           namespace,

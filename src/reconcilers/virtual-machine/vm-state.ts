@@ -9,6 +9,7 @@ import type { VirtualMachineOperation } from '../../api/virtual-machine-operatio
 import type { KubeClients } from '../../kube/clients.js';
 import type { ObjectCache } from '../../kube/object-cache.js';
 import type { HeldAssignment } from '../../pools/assignment.js';
+import type { TenantCredentials } from '../../api/tenant-redis.js';
 import type { Logger } from '../../util/logger.js';
 import type { MigrationRequest } from '../../runner/migration/request.js';
 import type { MigrationSlots } from '../../operator/migration-slots.js';
@@ -39,8 +40,8 @@ export interface VmReconcilerOptions {
   kvm?: boolean;
   /** Namespaces whose VMs may have host-bridge tap networks (a privileged runner on the host network). */
   hostNetworkNamespaces?: readonly string[];
-  /** The Redis URL (with the runner's credential) runners publish to; it goes into each namespace's runner Secret. */
-  runnerRedisUrl: string;
+  /** The Redis URLs of each namespace's runners and importers (made on demand), for its runner Secret. */
+  redisCredentials: TenantCredentials;
   overcommit?: Overcommit;
   /** The StorageClass of new runner data claims; the default one when undefined. */
   runnerDataStorageClass?: string;
@@ -66,7 +67,11 @@ export interface VmReconcilerOptions {
   now?: () => Date;
 }
 
-export type SendRunnerRequest = (podUid: string, request: MigrationRequest) => Promise<void>;
+export type SendRunnerRequest = (
+  namespace: string,
+  podUid: string,
+  request: MigrationRequest,
+) => Promise<void>;
 
 /** Writes through the manager's clients, with what a replica keeps between reconciles. */
 export interface VmIo {

@@ -4,6 +4,7 @@ import type { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { REQUEST_FIELD, runnerRequestKey } from '../../api/runner-request.js';
 import type { Logger } from '../../util/logger.js';
+import { isAuthError } from '../../queue/runner-events.js';
 import { MigrationRequest } from './request.js';
 
 export interface RequestChannel {
@@ -22,13 +23,14 @@ type StreamReply = Array<[key: string, entries: Array<[id: string, fields: strin
  */
 export function watchRunnerRequests(options: {
   redis: Redis;
+  namespace: string;
   podUid: string;
   logger: Logger;
   onRequest: (request: MigrationRequest) => void;
 }): RequestChannel {
   const { redis, logger } = options;
   redis.on('error', () => undefined); // the loop below says when reading fails
-  const key = runnerRequestKey(options.podUid);
+  const key = runnerRequestKey(options.namespace, options.podUid);
   let closed = false;
   // Stream ids grow with time: a stream made again after Redis came back empty reads on from here.
   let lastId = '0';
@@ -47,6 +49,7 @@ export function watchRunnerRequests(options: {
       } catch (err) {
         if (closed) return;
         logger.warn({ reason: (err as Error).message }, 'reading runner requests failed; retrying');
+        if (isAuthError(err)) redis.disconnect(true);
         await sleep(RETRY_MS);
       }
     }

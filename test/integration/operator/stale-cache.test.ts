@@ -24,6 +24,7 @@ import { createVmReconciler } from '../../../src/reconcilers/virtual-machine/rec
 import { eventually } from '../../support/eventually.js';
 import { createTestNamespace, kubectl, sharedKubeConfig, type TestNamespace } from '../../support/kube.js';
 import { startTcpProxy, type TcpProxy } from '../../support/tcp-proxy.js';
+import { sharedCredentials } from '../../../src/operator/tenant-credentials.js';
 
 const direct = sharedKubeConfig();
 const custom = direct.makeApiClient(CustomObjectsApi);
@@ -92,7 +93,7 @@ describe('a replica with a lagging cache (real apiserver and Redis)', () => {
         cache,
         newestGeneration: (k, uid) => marks.newest(k, uid),
         defaultRunnerImage: { image: 'localhost/vmop-runner:test' },
-        runnerRedisUrl: 'redis://runner@redis.invalid:6379',
+        redisCredentials: sharedCredentials('redis://runner@redis.invalid:6379'),
         logger,
       });
     reconcileA = replica(edgeA.cache);

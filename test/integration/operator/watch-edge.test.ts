@@ -200,7 +200,10 @@ stringData: {a: b}
   });
 
   it('caches what it listed at start as what it was told by the watch: a restarted manager finds its runner Secret and ServiceAccount as it wrote them', async () => {
-    const secret = desiredRunnerSecret(ns(), 'redis://vmop-runner:secret@redis:6379');
+    const secret = desiredRunnerSecret(ns(), {
+      runner: 'redis://vmop-runner:secret@redis:6379',
+      importer: 'redis://vmop-importer:secret@redis:6379',
+    });
     const account = desiredRunnerServiceAccount(ns());
     await kubectl(
       ['apply', '-f', '-'],

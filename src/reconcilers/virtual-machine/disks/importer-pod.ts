@@ -15,7 +15,7 @@ import {
   vmKey,
   vmLabels,
 } from '../naming.js';
-import { RUNNER_REDIS_URL_KEY, RUNNER_SECRET, RUNNER_SERVICE_ACCOUNT } from '../runner-config/identity.js';
+import { IMPORTER_REDIS_URL_KEY, RUNNER_SECRET, RUNNER_SERVICE_ACCOUNT } from '../runner-config/identity.js';
 import type { RunnerImage } from '../runner-pod/pod.js';
 
 export const IMPORTER_COMPONENT = 'disk-importer';
@@ -114,7 +114,7 @@ export function importerPod(
             { name: 'VMOP_POD_UID', valueFrom: { fieldRef: { fieldPath: 'metadata.uid' } } },
             {
               name: 'VMOP_REDIS_URL',
-              valueFrom: { secretKeyRef: { name: RUNNER_SECRET, key: RUNNER_REDIS_URL_KEY } },
+              valueFrom: { secretKeyRef: { name: RUNNER_SECRET, key: IMPORTER_REDIS_URL_KEY } },
             },
           ],
           volumeDevices: [

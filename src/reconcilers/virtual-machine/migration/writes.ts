@@ -68,7 +68,7 @@ export async function carryOutMigration(
   }
   if (plan.send && sendRunnerRequest) {
     const { pod, request } = plan.send;
-    await sendRunnerRequest(pod.metadata!.uid!, request);
+    await sendRunnerRequest(namespace, pod.metadata!.uid!, request);
     writes.push(
       `request to Pod ${pod.metadata!.name}'s runner (migration ${request.abort ? 'abort' : request.role})`,
     );

@@ -9,7 +9,10 @@ export const runnerIdentityStep: Step<VmState> = {
   owned: true,
   async run({ seen, io }) {
     const writes: string[] = [];
-    const secret = desiredRunnerSecret(seen.namespace, io.options.runnerRedisUrl);
+    const secret = desiredRunnerSecret(
+      seen.namespace,
+      await io.options.redisCredentials.forNamespace(seen.namespace),
+    );
     if (await io.applyShared(secret, seen.owned.runnerSecret)) writes.push('runner Secret');
     if (await io.applyShared(desiredRunnerServiceAccount(seen.namespace), seen.owned.serviceAccount))
       writes.push('ServiceAccount');

@@ -11,6 +11,7 @@ import type { Observed } from '../../../../src/reconcilers/virtual-machine/obser
 import { planVm } from '../../../../src/reconcilers/virtual-machine/plan.js';
 import type { VmReconcilerOptions, VmState } from '../../../../src/reconcilers/virtual-machine/vm-state.js';
 import { pino } from 'pino';
+import { sharedCredentials } from '../../../../src/operator/tenant-credentials.js';
 
 export const NOW = new Date('2026-11-27T12:00:00Z');
 
@@ -102,7 +103,7 @@ export function vmState(fixture: FixtureOptions = {}): { state: VmState; calls: 
     clients,
     cache: {} as ObjectCache,
     defaultRunnerImage: { image: 'runner:1' },
-    runnerRedisUrl: 'redis://runner@redis:6379',
+    redisCredentials: sharedCredentials('redis://runner@redis:6379'),
     logger: pino({ level: 'silent' }),
     ...fixture.options,
   } as VmReconcilerOptions;
