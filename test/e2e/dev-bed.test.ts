@@ -6,6 +6,7 @@ import './operations.suite.js';
 import './start-and-provisioning.suite.js';
 import './disks.suite.js';
 import './imports.suite.js';
+import './tenancy.suite.js';
 import './web.suite.js';
 import '../faults/faults.suite.js';
 

@@ -155,7 +155,7 @@ runner-url: {{ printf "redis+sentinel://vmop-runner:%s@%s/%s?sentinelPassword=%s
 users.acl: |
   user default off
   user vmop-manager on >{{ $managerPassword }} ~* &* +@all
-  {{- include "vmop.legacyRunnerUser" (list . $runnerPassword) | nindent 2 }}
+  {{- with include "vmop.legacyRunnerUser" (list . $runnerPassword) | trim }}{{ . | nindent 2 }}{{ end }}
   user vmop-replication on >{{ $replicationPassword }} {{ .Files.Get "files/replication-acl-rules.txt" | trim }}
   user vmop-sentinel on >{{ $sentinelUserPassword }} {{ .Files.Get "files/sentinel-acl-rules.txt" | trim }}
 {{- else }}
@@ -165,7 +165,7 @@ runner-url: {{ printf "redis://vmop-runner:%s@%s" $runnerPassword $host | quote 
 users.acl: |
   user default off
   user vmop-manager on >{{ $managerPassword }} ~* &* +@all
-  {{- include "vmop.legacyRunnerUser" (list . $runnerPassword) | nindent 2 }}
+  {{- with include "vmop.legacyRunnerUser" (list . $runnerPassword) | trim }}{{ . | nindent 2 }}{{ end }}
 {{- end }}
 {{- end -}}
 

@@ -1,0 +1,177 @@
+// Tenancy (issue 40): dora may `edit` in team-b only (kubectl --as dora, as the apiserver would
+// name her) and tries to reach team-a's VM with what team-b gives her: her namespace's Redis
+// credentials and a pod of her own. Each attempt is refused or harmless, shown by what she then
+// cannot do. Elsewhere: runner pods unprivileged on the pod network (lifecycle), runner images
+// and tap networks refused (start-and-provisioning, helm), imports of the cluster's endpoints
+// refused (imports), consoles ending with the login or permission and the login flood (web).
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { snapshotRedisKey } from '../../src/api/runner-snapshot.js';
+import { runnerEventsKey } from '../../src/api/tenant-redis.js';
+import { useDevBed } from '../support/beds.js';
+import { eventually } from '../support/eventually.js';
+import { testGuestManifest, type ClusterVms } from '../support/cluster-vms.js';
+import { SPICE_LINK_OK, SPICE_LINK_PERMISSION_DENIED } from '../support/spice-login.js';
+
+const run = promisify(execFile);
+const TEAM_A = 'tenancy-team-a';
+const TEAM_B = 'tenancy-team-b';
+const VM = 'web';
+const SPICE_PORT = 5930;
+/** A sleep no other process on the machine runs: how the test finds dora's pod's processes. */
+const DORA_SLEEP = '3600.4040';
+
+describe('tenancy: a person with edit in one namespace cannot reach another', () => {
+  const bed = useDevBed('dev', { namespaces: [TEAM_A, TEAM_B] });
+  let teamA: ClusterVms;
+  let teamB: ClusterVms;
+  const redisClients: Redis[] = [];
+  /** kubectl as dora. */
+  const dora = (...args: string[]) => teamB.kubectl(['--as', 'dora', ...args]);
+  const secretValue = async (as: (...args: string[]) => Promise<string>, secret: string, key: string) =>
+    Buffer.from(
+      await as('get', 'secret', secret, '-o', `jsonpath={.data.${key.replace(/\./g, '\\.')}}`),
+      'base64',
+    ).toString();
+
+  beforeAll(async () => {
+    teamA = bed.vms(TEAM_A);
+    teamB = bed.vms(TEAM_B);
+    await teamB.kubectl(['create', 'rolebinding', 'dora-edit', '--clusterrole=edit', '--user=dora']);
+    // A VM of team-a with a SPICE display (its password generated into a Secret), and a stopped
+    // one of team-b: team-b gets its runner Secret from it.
+    await teamA.apply(testGuestManifest(VM, TEAM_A, { spicePort: SPICE_PORT }));
+    await teamB.apply(testGuestManifest('own', TEAM_B).replace('state: Running', 'state: Stopped'));
+    await teamA.waitForVm(VM, (vm) => expect(teamA.condition(vm, 'Booted')?.status).toBe('True'));
+    await eventually(() => secretValue(dora, 'vm-runner-redis', 'url'));
+  }, 300_000);
+
+  afterAll(async () => {
+    for (const client of redisClients) client.disconnect();
+  });
+
+  const redisAs = (url: string) => {
+    const client = new Redis(url, { maxRetriesPerRequest: 0 });
+    redisClients.push(client);
+    return (command: string, ...args: string[]) =>
+      client.call(command, ...args).then(
+        () => 'OK',
+        (err: Error) => err.message,
+      );
+  };
+
+  it("cannot write team-a's VM status through Redis with team-b's runner or importer credential", async () => {
+    // She reads team-b's runner Secret (edit may), not team-a's.
+    await expect(teamA.kubectl(['--as', 'dora', 'get', 'secret', 'vm-runner-redis'])).rejects.toThrow(
+      /Forbidden/,
+    );
+    const before = await teamA.getVm(VM);
+    for (const key of ['url', 'importer-url']) {
+      const asDora = redisAs(await secretValue(dora, 'vm-runner-redis', key));
+      const forged = JSON.stringify({
+        seq: 1e9,
+        runId: 'forged',
+        phase: 'stopped',
+        cpus: 2,
+        ram: 1,
+        drives: {},
+      });
+      for (const [command, ...args] of [
+        ['SET', snapshotRedisKey(`vm:${TEAM_A}/${VM}`), forged],
+        ['XADD', runnerEventsKey(TEAM_A), '*', 'key', `vm:${TEAM_A}/${VM}`, 'event', '{}'],
+        ['XADD', 'bull:vmop:events', '*', 'event', 'added'],
+        ['SCAN', '0'],
+      ])
+        expect(`${key}: ${command}: ${await asDora(command!, ...args)}`).toMatch(/: NOPERM/);
+    }
+    // What her runner may write (her namespace's stream) cannot name team-a's VM either: dropped.
+    const asRunner = redisAs(await secretValue(dora, 'vm-runner-redis', 'url'));
+    expect(
+      await asRunner('XADD', runnerEventsKey(TEAM_B), '*', 'key', `vm:${TEAM_A}/${VM}`, 'event', '{}'),
+    ).toBe('OK');
+    await eventually(async () =>
+      expect(await asRunner('SET', snapshotRedisKey(`vm:${TEAM_B}/own`), '{}')).toBe('OK'),
+    );
+    const after = await teamA.getVm(VM);
+    expect(after.status?.phase ?? after.status).toEqual(before.status?.phase ?? before.status);
+    expect(teamA.condition(after, 'Booted')?.status).toBe('True');
+  });
+
+  it("cannot log in to team-a's SPICE display from a pod of team-b without its password, which she cannot read", async () => {
+    await expect(teamA.kubectl(['--as', 'dora', 'get', 'secret', `${VM}-display-secret`])).rejects.toThrow(
+      /Forbidden/,
+    );
+    // Her pod, as `restricted` admits it, with the runner image (one the nodes have).
+    await dora(
+      'run',
+      'probe',
+      '--image',
+      bed.state().cluster.runnerImage,
+      '--image-pull-policy',
+      'Never',
+      '--restart',
+      'Never',
+      '--overrides',
+      JSON.stringify({
+        spec: {
+          securityContext: {
+            runAsNonRoot: true,
+            runAsUser: 65532,
+            seccompProfile: { type: 'RuntimeDefault' },
+          },
+          containers: [
+            {
+              name: 'probe',
+              image: bed.state().cluster.runnerImage,
+              imagePullPolicy: 'Never',
+              command: ['sleep', DORA_SLEEP],
+              securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
+            },
+          ],
+        },
+      }),
+    );
+    await dora('wait', '--for=condition=Ready', 'pod/probe', '--timeout=120s');
+    const { stdout: pids } = await run('pgrep', ['-f', `sleep ${DORA_SLEEP}`]);
+    const netns = `/proc/${pids.trim().split('\n')[0]}/ns/net`;
+    const podIP = await teamA.kubectl([
+      'get',
+      'pod',
+      (await teamA.getVm(VM)).status!.runnerPod!.name,
+      '-o',
+      'jsonpath={.status.podIP}',
+    ]);
+    const login = async (password: string) => {
+      const { stdout } = await run('nsenter', [
+        `--net=${netns}`,
+        '--',
+        process.execPath,
+        ...['--import', 'tsx', 'test/support/spice-login-cli.ts', podIP, String(SPICE_PORT), password],
+      ]);
+      return (JSON.parse(stdout) as { result: number }).result;
+    };
+    expect(await login('')).toBe(SPICE_LINK_PERMISSION_DENIED);
+    expect(await login('guessed')).toBe(SPICE_LINK_PERMISSION_DENIED);
+    // The password team-a's owner sets opens it from there: only the password kept her out.
+    const serial = (await teamA.getVm(VM)).status?.displayPasswordSerial ?? 0;
+    const password = 'team-a-only';
+    const data = { 'display-password': password, 'password-expiry': 'never' };
+    await teamA.kubectl([
+      'patch',
+      'secret',
+      `${VM}-display-secret`,
+      '--type',
+      'merge',
+      '-p',
+      JSON.stringify({ stringData: data }),
+    ]);
+    await teamA.waitForVm(
+      VM,
+      (vm) => expect(vm.status?.displayPasswordSerial).toBeGreaterThan(serial),
+      60_000,
+    );
+    expect(await login(password)).toBe(SPICE_LINK_OK);
+  });
+});
