@@ -12,13 +12,26 @@ import { spawnLogged, type LoggedProcess } from './logged-process.js';
 export const DEV_PASSWORD = 'password';
 const DEV_PASSWORD_HASH = '$2a$10$2b2cU8CPhOTaGrs1HRQuAueS7JTT5ZHsHSzYiFPm1leZck7Mc8T4W';
 
+/** Someone with an account at the test bed's Dex (user: the login name and `preferred_username`). */
+export interface DexPerson {
+  user: string;
+  name: string;
+  groups: readonly string[];
+  /** Default `<user>@example.com`. */
+  email?: string;
+  /** Default true; false makes a person whose address nobody checked, as many providers have. */
+  emailVerified?: boolean;
+  /** Default `user`; another is a name the person picked (where a provider lets them). */
+  preferredUsername?: string;
+}
+
 /** The people of the test bed: an administrator (RBAC, see dev-environment.ts) and users. */
-export const DEV_PEOPLE = [
+export const DEV_PEOPLE: readonly DexPerson[] = [
   { user: 'admin', name: 'Ada Admin', groups: ['vmop-admins'] },
   { user: 'alice', name: 'Alice', groups: ['users'] },
   { user: 'bob', name: 'Bob', groups: ['users'] },
   { user: 'carol', name: 'Carol', groups: [] },
-] as const;
+];
 
 export const DEV_CLIENT_ID = 'vmop';
 
@@ -36,6 +49,8 @@ export async function startOidcProvider(input: {
   redirectUris: string[];
   port?: number;
   clientSecret?: string;
+  /** Default DEV_PEOPLE; each person's `sub` is made from their place in the list. */
+  people?: readonly DexPerson[];
 }): Promise<OidcProvider> {
   const binaries = await locateNodeBinaries();
   const port = input.port ?? (await freePort());
@@ -51,13 +66,13 @@ export async function startOidcProvider(input: {
     staticClients: [
       { id: DEV_CLIENT_ID, name: 'vmop', secret: clientSecret, redirectURIs: input.redirectUris },
     ],
-    staticPasswords: DEV_PEOPLE.map((person, i) => ({
-      email: `${person.user}@example.com`,
+    staticPasswords: (input.people ?? DEV_PEOPLE).map((person, i) => ({
+      email: person.email ?? `${person.user}@example.com`,
       hash: DEV_PASSWORD_HASH,
       username: person.user,
-      preferredUsername: person.user,
+      preferredUsername: person.preferredUsername ?? person.user,
       name: person.name,
-      emailVerified: true,
+      emailVerified: person.emailVerified ?? true,
       groups: [...person.groups],
       userID: `0000000${i}-0000-4000-8000-000000000000`,
     })),

@@ -63,7 +63,14 @@ describe('tenancy: a person with edit in one namespace cannot reach another', ()
   };
 
   it("cannot write team-a's VM status through Redis with team-b's runner or importer credential", async () => {
-    // She reads team-b's runner Secret (edit may), not team-a's.
+    // She reads team-b's Secrets (edit may), none of team-a's: not its runner credential, display
+    // password or migration key.
+    expect(await dora('auth', 'can-i', 'get', 'secrets').then((s) => s.trim())).toBe('yes');
+    expect(
+      await teamA
+        .kubectl(['--as', 'dora', 'auth', 'can-i', 'get', 'secrets'])
+        .catch((err: { stdout: string }) => err.stdout),
+    ).toMatch(/^no/);
     await expect(teamA.kubectl(['--as', 'dora', 'get', 'secret', 'vm-runner-redis'])).rejects.toThrow(
       /Forbidden/,
     );
