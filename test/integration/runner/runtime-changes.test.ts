@@ -1,12 +1,11 @@
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
-import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunnerConfigInput } from '../../../src/api/runner-config.js';
 import { RunnerSnapshot, snapshotRedisKey } from '../../../src/api/runner-snapshot.js';
 import { startRedis, type RedisServer } from '../../../src/devenv/redis.js';
-import { DEFAULT_QUEUE_NAME } from '../../../src/queue/index.js';
+import { runnerEventsKey } from '../../../src/api/tenant-redis.js';
 import type { SerialConsole } from '../../support/qemu.js';
 import {
   BOOT_TIMEOUT_MS,
@@ -181,20 +180,22 @@ describe('runner: a running VM follows its config', () => {
     expect(snapshot.ram).toBe(192 * MiB);
   });
 
-  it('stores each change with a higher seq and enqueues the VM key with the event', async () => {
+  it("stores each change with a higher seq and signals the VM key with the event on its namespace's stream", async () => {
     const seqs = seen.map((snapshot) => snapshot.seq);
     expect(seqs.length).toBeGreaterThan(5);
     expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
     expect(new Set(seen.map((snapshot) => snapshot.runId)).size).toBe(1);
 
-    const queue = new Queue(DEFAULT_QUEUE_NAME, { connection: { url: redis.url } });
+    const reader = new Redis(redis.url);
     try {
-      const jobs = await queue.getJobs(['waiting', 'prioritized', 'delayed']);
-      expect(jobs.map((job) => job.name)).toContain(VM_KEY);
-      const job = jobs.find((candidate) => candidate.name === VM_KEY)!;
-      expect(job.data.event).toMatchObject({ event: expect.any(String) });
+      const entries = await reader.xrange(runnerEventsKey('test-ns'), '-', '+');
+      const fields = entries.map(([, values]) => Object.fromEntries(pairs(values)));
+      expect(fields.map((entry) => entry.key)).toContain(VM_KEY);
+      expect(JSON.parse(fields.find((entry) => entry.key === VM_KEY)!.event!)).toMatchObject({
+        event: expect.any(String),
+      });
     } finally {
-      await queue.close();
+      reader.disconnect();
     }
   });
 
@@ -207,3 +208,7 @@ describe('runner: a running VM follows its config', () => {
     expect(last).toMatchObject({ phase: 'stopped', lastShutdown: { guest: true, reason: 'guest-shutdown' } });
   });
 });
+
+/** A stream entry's flat field list as [name, value] pairs. */
+const pairs = (values: string[]) =>
+  values.flatMap((value, i) => (i % 2 === 0 ? [[value, values[i + 1]!]] : []));
