@@ -19,6 +19,15 @@ import {
 } from './virtual-machine-image.js';
 import { POOL_KIND, POOL_PLURAL, POOL_SINGULAR, PoolSpec } from './vm-pool.js';
 import {
+  CLASS_KIND,
+  CLASS_PLURAL,
+  CLASS_SHORT_NAMES,
+  CLASS_SINGULAR,
+  ClassSpec,
+  ClassStatus,
+  DEFAULT_CLASS_ANNOTATION,
+} from './virtual-machine-class.js';
+import {
   GROUP,
   KIND,
   MAX_VM_NAME_LENGTH,
@@ -87,6 +96,8 @@ function openApiSchema(schema: z.ZodType): unknown {
 }
 
 interface CrdDefinition {
+  /** Default Namespaced. */
+  scope?: 'Namespaced' | 'Cluster';
   plural: string;
   singular: string;
   kind: string;
@@ -107,7 +118,7 @@ function customResourceDefinition(definition: CrdDefinition) {
     metadata: { name: `${plural}.${GROUP}` },
     spec: {
       group: GROUP,
-      scope: 'Namespaced',
+      scope: definition.scope ?? 'Namespaced',
       names: { plural, singular, kind, listKind: `${kind}List`, ...(shortNames && { shortNames }) },
       versions: [
         {
@@ -229,6 +240,31 @@ export function vmPoolCrd() {
   });
 }
 
+export function virtualMachineClassCrd() {
+  return customResourceDefinition({
+    scope: 'Cluster',
+    plural: CLASS_PLURAL,
+    singular: CLASS_SINGULAR,
+    kind: CLASS_KIND,
+    shortNames: CLASS_SHORT_NAMES,
+    description:
+      'What a VM of the class may be (CPU model, sizes, core fractions) and where it runs; VMs name it in spec.vm.virtualMachineClassName.',
+    printerColumns: [
+      { name: 'CPU', type: 'string', jsonPath: '.spec.cpu.type' },
+      { name: 'Model', type: 'string', jsonPath: '.spec.cpu.model' },
+      {
+        name: 'Default',
+        type: 'string',
+        jsonPath: `.metadata.annotations.${DEFAULT_CLASS_ANNOTATION.replace(/[./]/g, (c) => `\\${c}`)}`,
+      },
+      { name: 'VMs', type: 'integer', jsonPath: '.status.usedByCount' },
+      { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+    ],
+    spec: ClassSpec,
+    status: ClassStatus,
+  });
+}
+
 /** vmop's CRDs, with the file each is generated into (in crds/ and in the Helm chart). */
 export const CRDS = [
   { file: `${PLURAL}.${GROUP}.yaml`, source: 'src/api/virtual-machine.ts', crd: virtualMachineCrd },
@@ -243,6 +279,11 @@ export const CRDS = [
     crd: virtualMachineImageCrd,
   },
   { file: `${POOL_PLURAL}.${GROUP}.yaml`, source: 'src/api/vm-pool.ts', crd: vmPoolCrd },
+  {
+    file: `${CLASS_PLURAL}.${GROUP}.yaml`,
+    source: 'src/api/virtual-machine-class.ts',
+    crd: virtualMachineClassCrd,
+  },
 ];
 
 export function renderCrdYaml(definition: (typeof CRDS)[number]): string {

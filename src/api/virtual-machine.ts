@@ -203,6 +203,11 @@ const Display = z.object({
   spice: Spice.optional(),
 });
 
+/** A share of a core, e.g. `10%`. */
+export const CoreFraction = z
+  .string()
+  .regex(/^(100|[1-9][0-9]?)%$/, 'a core fraction is a percentage from 1% to 100%, e.g. 10%');
+
 const MAX_DISKS = 32;
 const MAX_NETWORKS = 16;
 
@@ -219,7 +224,19 @@ export const VmDefinition = z
       .min(0)
       .default(900)
       .describe('Seconds a graceful powerdown may take before qemu is stopped.'),
-    cpuModel: z.string().max(128).default('host'),
+    cpuModel: z
+      .string()
+      .max(128)
+      .optional()
+      .describe("QEMU's CPU model; default the class's (virtualMachineClassName), else host."),
+    virtualMachineClassName: z
+      .string()
+      .max(253)
+      .optional()
+      .describe('The VirtualMachineClass the VM is of; the default class when absent (if one is marked).'),
+    coreFraction: CoreFraction.optional().describe(
+      "The share of each CPU the runner pod requests, e.g. 10%; default the class policy's, else the chart's CPU overcommit.",
+    ),
     maximumCpus: z
       .number()
       .int()
@@ -567,6 +584,7 @@ export const ObjectMeta = z.object({
   labels: z.record(z.string(), z.string()).optional(),
   annotations: z.record(z.string(), z.string()).optional(),
   deletionTimestamp: z.union([z.string(), z.date()]).optional(),
+  finalizers: z.array(z.string()).optional(),
 });
 
 export const VirtualMachine = z.object({

@@ -7,6 +7,7 @@ export type CachedKind =
   | 'VirtualMachineOperation'
   | 'VirtualMachineImage'
   | 'VmPool'
+  | 'VirtualMachineClass'
   | 'StatefulSet'
   | 'ConfigMap'
   | 'Pod'

@@ -20,6 +20,8 @@ import { createOperationReconciler } from '../reconcilers/virtual-machine-operat
 import { OPERATION_KIND, operationKey } from '../api/virtual-machine-operation.js';
 import { IMAGE_KIND, imageKey } from '../api/virtual-machine-image.js';
 import { createImageReconciler } from '../reconcilers/virtual-machine-image/reconcile.js';
+import { createClassReconciler } from '../reconcilers/virtual-machine-class/reconcile.js';
+import { CLASS_KIND, classKey } from '../api/virtual-machine-class.js';
 import { createLogger } from '../util/logger.js';
 import { serveHttpEndpoints } from './http-endpoints.js';
 import { importProgressReader, snapshotReader } from './snapshots.js';
@@ -218,6 +220,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     readImportProgress: importProgressReader(redis),
     logger,
   });
+  const reconcileClass = createClassReconciler({ clients, cache: watches.cache, logger });
   const handler: KeyHandler = async (key) => {
     const reconcile = key.startsWith('vm:')
       ? reconcileVm
@@ -225,7 +228,9 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
         ? reconcileOperation
         : key.startsWith('image:')
           ? reconcileImage
-          : undefined;
+          : key.startsWith('vmclass:')
+            ? reconcileClass
+            : undefined;
     if (!reconcile) throw new TerminalError(`no reconciler for key ${key}`);
     logger.debug({ key }, 'reconcile start');
     try {
@@ -243,7 +248,15 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
       key: (namespace: string, name: string) => string,
     ) =>
       watches.cache.list(kind, undefined).map((item) => key(item.metadata!.namespace!, item.metadata!.name!));
-    const keys = [...list(KIND, vmKey), ...list(OPERATION_KIND, operationKey), ...list(IMAGE_KIND, imageKey)];
+    const classes = watches.cache
+      .list(CLASS_KIND, undefined)
+      .map((vmClass) => classKey(vmClass.metadata!.name!));
+    const keys = [
+      ...list(KIND, vmKey),
+      ...list(OPERATION_KIND, operationKey),
+      ...list(IMAGE_KIND, imageKey),
+      ...classes,
+    ];
     await queue.addMany(keys, { event: { type: 'RESYNC' } });
     logger.info({ keys: keys.length }, 'resync enqueued all VMs and operations');
   };

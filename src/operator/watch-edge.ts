@@ -23,6 +23,13 @@ import { GROUP, KIND, PLURAL, VERSION } from '../api/virtual-machine.js';
 import { OPERATION_KIND, OPERATION_PLURAL, operationKey } from '../api/virtual-machine-operation.js';
 import { IMAGE_KIND, IMAGE_PLURAL, imageKey } from '../api/virtual-machine-image.js';
 import { POOL_KIND, POOL_PLURAL } from '../api/vm-pool.js';
+import {
+  CLASS_KIND,
+  CLASS_LABEL,
+  CLASS_PLURAL,
+  DEFAULT_CLASS_ANNOTATION,
+  classKey,
+} from '../api/virtual-machine-class.js';
 import { trimForCache, type CachedKind, type ObjectCache } from '../kube/object-cache.js';
 import {
   APP_NAME,
@@ -146,7 +153,23 @@ export const WATCHED: Array<{
   { apiVersion: 'v1', kind: 'Node', plural: 'nodes', clusterScoped: true },
   // Whether a disk's claim may grow (allowVolumeExpansion).
   { apiVersion: 'storage.k8s.io/v1', kind: 'StorageClass', plural: 'storageclasses', clusterScoped: true },
+  // What VMs of a class may be, and where they run.
+  { apiVersion: `${GROUP}/${VERSION}`, kind: CLASS_KIND, plural: CLASS_PLURAL, clusterScoped: true },
 ];
+
+type ClassView = KubernetesObject & { spec?: unknown; metadata?: { finalizers?: string[] } };
+type VmView = KubernetesObject & { spec?: { vm?: { virtualMachineClassName?: string } } };
+
+/** What of a class concerns its VMs and its own reconcile (status changes do not). */
+export function classFingerprint(vmClass: ClassView): string {
+  const { metadata } = vmClass;
+  return JSON.stringify([
+    vmClass.spec,
+    metadata?.annotations?.[DEFAULT_CLASS_ANNOTATION],
+    metadata?.deletionTimestamp,
+    metadata?.finalizers,
+  ]);
+}
 
 /** What of a StorageClass concerns the VMs with claims of it: whether those may grow. */
 export function storageClassFingerprint(storageClass: V1StorageClass): string {
@@ -241,6 +264,18 @@ export function createWatchEdge(
       fingerprint: (node) => nodeFingerprint(node as V1Node),
       vms: (node) => vmsWith<V1Pod>('Pod', (pod) => pod.spec?.nodeName === node),
     },
+    // A class's change concerns the VMs that name it (or take it as the default: all that name
+    // none), and the class's own reconcile (its finalizer and status).
+    VirtualMachineClass: {
+      fingerprint: (vmClass) => classFingerprint(vmClass as ClassView),
+      vms: (name) => [
+        classKey(name),
+        ...cache
+          .list<VmView>(KIND, undefined)
+          .filter((vm) => [name, undefined].includes(vm.spec?.vm?.virtualMachineClassName))
+          .map((vm) => vmKey(vm.metadata!.namespace!, vm.metadata!.name!)),
+      ],
+    },
     StorageClass: {
       fingerprint: (storageClass) => storageClassFingerprint(storageClass as V1StorageClass),
       vms: (storageClass) =>
@@ -266,6 +301,26 @@ export function createWatchEdge(
       )
       .filter((vm) => vm.spec?.pools?.includes(pool) || vm.status?.assignment?.pool === pool)
       .map((vm) => vmKey(namespace, vm.metadata!.name!));
+  /** The class a VM names, or every default class when it names none. */
+  const classesConcerned = (vm: VmView) => {
+    const named = vm.spec?.vm?.virtualMachineClassName;
+    if (named) return [classKey(named)];
+    return cache
+      .list<ClassView>(CLASS_KIND, undefined)
+      .filter((c) => c.metadata?.annotations?.[DEFAULT_CLASS_ANNOTATION] === 'true')
+      .map((c) => classKey(c.metadata!.name!));
+  };
+  /** The classes each VM (by uid) concerned last: one it left concerns them too. */
+  const lastClasses = new Map<string, string[]>();
+  const vmClassKeys = (uid: string | undefined, type: WatchEventSummary['type'], vm: VmView) => {
+    const now = type === 'deleted' ? [] : classesConcerned(vm);
+    const before = (uid && lastClasses.get(uid)) || [];
+    if (uid) {
+      if (type === 'deleted') lastClasses.delete(uid);
+      else lastClasses.set(uid, now);
+    }
+    return [...new Set([...before, ...now])];
+  };
   /** The last fingerprint of each VM (by uid): a status-only change enqueues no VM reconcile. */
   const vmFingerprints = new Map<string, string>();
   const listeners = new Set<ChangeListener>();
@@ -306,7 +361,16 @@ export function createWatchEdge(
     // An image's change (Ready, say) concerns the VMs with disks filled from it.
     const imageUsers = spec.kind === IMAGE_KIND ? vmsUsingImage(object.metadata!.namespace!, name!) : [];
     const poolMembers = spec.kind === POOL_KIND ? vmsOfPool(object.metadata!.namespace!, name!) : [];
-    for (const key of [...keysOfObject(typed, vmUnchanged), ...imageUsers, ...poolMembers]) {
+    // A VM that comes, goes or changes its class concerns the classes' reconciles (who uses them).
+    // So does a runner pod made from a class (its label), which holds the class while it exists.
+    const podClass = spec.kind === 'Pod' ? object.metadata?.labels?.[CLASS_LABEL] : undefined;
+    const classes =
+      spec.kind === KIND && !vmUnchanged
+        ? vmClassKeys(uid, type, object as VmView)
+        : podClass
+          ? [classKey(podClass)]
+          : [];
+    for (const key of [...keysOfObject(typed, vmUnchanged), ...imageUsers, ...poolMembers, ...classes]) {
       // A lost add is recovered by the resync that follows a Redis reconnect.
       sink(key, event).catch((err: unknown) => logger.warn({ err, key }, 'could not enqueue a watch event'));
     }

@@ -7,6 +7,7 @@ import './start-and-provisioning.suite.js';
 import './disks.suite.js';
 import './imports.suite.js';
 import './tenancy.suite.js';
+import './classes.suite.js';
 import './web.suite.js';
 import '../faults/faults.suite.js';
 

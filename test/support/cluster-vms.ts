@@ -144,6 +144,8 @@ export function clusterVms(kubeconfig: string, namespace: string) {
     getVm,
     listVms,
     runnerPod,
+    /** Runs a command in the VM's runner container; its stdout. */
+    exec,
     apply: (manifest: string) => kubectl(['apply', '-f', '-'], manifest),
     patchVm: (name: string, vm: object) =>
       kubectl(['patch', 'vm', name, '--type', 'merge', '-p', JSON.stringify({ spec: { vm } })]),

@@ -43,6 +43,8 @@ import { nodeFacts, type NodeFacts } from './node-facts.js';
 import { provisioningSecretNames } from './runner-config/provisioning-secrets.js';
 import { planRunnerPods } from './runner-pod/plan.js';
 import { RUNNER_SECRET, RUNNER_SERVICE_ACCOUNT } from './runner-config/identity.js';
+import { CLASS_KIND, VirtualMachineClass } from '../../api/virtual-machine-class.js';
+import { chooseClass, type ClassChoice } from './class/vm-class.js';
 import { migrationSecretName } from './runner-pod/pod.js';
 
 /** How long a reconcile waits for a cache behind a seen change, and when it tries again. */
@@ -90,6 +92,8 @@ export interface Observed {
   operation: (name: string | undefined) => VirtualMachineOperation | undefined;
   /** The pool the VM is assigned from, if it (still) exists. */
   assignedPool?: VmPool;
+  /** The VM's VirtualMachineClass (named, or the default), or why it has none it can run with. */
+  vmClass: ClassChoice;
   /** Whether the migration asked for may begin (the migration limits), while it is to begin. */
   migrationSlot?: SlotAnswer;
   now: Date;
@@ -203,6 +207,12 @@ export async function observeVm(
     },
     operation,
     assignedPool: cachedPool ? VmPool.safeParse(cachedPool).data : undefined,
+    vmClass: chooseClass(
+      vm,
+      cache
+        .list<KubernetesObject>(CLASS_KIND, undefined)
+        .flatMap((cached) => VirtualMachineClass.safeParse(cached).data ?? []),
+    ),
     migrationSlot: await askMigrationSlot(key, vm, pods.runner, io),
     now: io.now(),
   };

@@ -31,8 +31,11 @@ import {
 } from './runner-config/config.js';
 import { planRunnerPods, type RunnerPodPlan } from './runner-pod/plan.js';
 import { currentSnapshot } from './status/derive.js';
+import { classErrors, withClass } from './class/vm-class.js';
 
 export interface Plan {
+  /** The VM as its runner is made from it: with what its VirtualMachineClass gives it. */
+  vm: VirtualMachine;
   claims: RunnerClaim[];
   /** Claim sizes and expansions; the disks' statuses with their imports and attachments. */
   diskSizes: DiskSizes;
@@ -77,7 +80,7 @@ export function planVm(
     hostNetworkNamespaces?: readonly string[];
   },
 ): Plan {
-  const { vm } = seen;
+  const vm = withClass(seen.vm, seen.vmClass.class);
   const claims = runnerClaims(vm, seen.claims, options);
   const diskSizes = planDiskSizes(claims, seen.claims, seen.storageClasses.byName);
   const imports = planDiskImports({
@@ -121,6 +124,7 @@ export function planVm(
   );
   const secretErrors = provisioningSecretErrors(vm, seen.provisioningSecrets);
   return {
+    vm,
     claims,
     diskSizes,
     imports,
@@ -134,6 +138,8 @@ export function planVm(
     secretErrors,
     specErrors: [
       ...semanticErrors(vm),
+      ...(seen.vmClass.error ? [seen.vmClass.error] : []),
+      ...(seen.vmClass.class ? classErrors(seen.vm, seen.vmClass.class) : []),
       ...runnerImageErrors(vm, options.defaultRunnerImage, options.allowedRunnerImages ?? []),
       ...hostNetworkErrors(vm, options.hostNetworkNamespaces ?? []),
       ...displayPasswordErrors(

@@ -18,7 +18,6 @@ describe('VirtualMachine schema', () => {
       firmware: 'uefi',
       powerdownTimeout: 900,
       useTpm: false,
-      cpuModel: 'host',
       rtcBase: 'utc',
       rtcClock: 'rt',
     });

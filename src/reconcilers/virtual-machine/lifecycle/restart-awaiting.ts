@@ -9,7 +9,8 @@ import { POD_SPEC_ANNOTATION } from '../naming.js';
 import { specPathOfRunnerField } from '../runner-config/config.js';
 
 /**
- * The VM's own fields that shape its runner pod, as the user wrote them. Derived values (the
+ * The VM's fields that shape its runner pod, as the user wrote them or its class gave them
+ * (class/vm-class.ts withClass). Derived values (the
  * default image, requests from currentCpus/currentRam) are left out on purpose: a manager upgrade
  * or a live change must never make a VM wait for a restart.
  */
@@ -20,8 +21,19 @@ export function podSpecOfVm(vm: VirtualMachine): Record<string, unknown> {
     'cloudInit.secretRef': vm.spec.cloudInit?.secretRef,
     'sysprep.secretRef': vm.spec.sysprep?.secretRef,
   };
+  // The core fraction (the VM's or its class's) shapes the pod's CPU request.
+  const coreFraction = { 'vm.coreFraction': vm.spec.vm.coreFraction };
   return JSON.parse(
-    JSON.stringify({ image, resources, nodeName, nodeSelector, affinity, tolerations, ...secrets }),
+    JSON.stringify({
+      image,
+      resources,
+      nodeName,
+      nodeSelector,
+      affinity,
+      tolerations,
+      ...secrets,
+      ...coreFraction,
+    }),
   );
 }
 

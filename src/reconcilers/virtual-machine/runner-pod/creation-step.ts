@@ -16,7 +16,7 @@ export const runnerPodCreationStep: Step<VmState> = {
     const { seen, plan, io } = state;
     if (!state.creating) return;
     const imageRepository = seen.owned.imageRepository;
-    const pod = desiredRunnerPod(seen.vm, {
+    const pod = desiredRunnerPod(plan.vm, {
       name: state.podPlan.create!,
       claims: plan.claims,
       defaultRunnerImage: io.options.defaultRunnerImage,

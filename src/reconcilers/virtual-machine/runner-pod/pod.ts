@@ -28,6 +28,7 @@ import { podSpecOfVm } from '../lifecycle/restart-awaiting.js';
 import { resourceRequirements, type RunnerClaim } from '../disks/claims.js';
 import { maximumCpus } from '../runner-config/config.js';
 import { RUNNER_REDIS_URL_KEY, RUNNER_SECRET, RUNNER_SERVICE_ACCOUNT } from '../runner-config/identity.js';
+import { CLASS_LABEL } from '../../../api/virtual-machine-class.js';
 import { KVM_DEVICE } from '../../../api/node-devices.js';
 import { RESTRICTED_CONTAINER_SECURITY, RESTRICTED_POD_SECURITY } from '../pod-security.js';
 
@@ -106,7 +107,11 @@ function derivedRequests(
   const def = vm.spec.vm;
   const cpus = def.currentCpus ?? maximumCpus(def);
   const ramBytes = parseMemorySize(def.currentRam ?? def.maximumRam) ?? 0;
-  const cpuMillis = Math.ceil((cpus * 1000) / overcommit.cpu) + RUNNER_OVERHEAD.cpuMillis;
+  // A core fraction (the VM's, or its class's) is the request per CPU; else the chart's overcommit.
+  const cpuMillis =
+    (def.coreFraction
+      ? cpus * Number(def.coreFraction.slice(0, -1)) * 10
+      : Math.ceil((cpus * 1000) / overcommit.cpu)) + RUNNER_OVERHEAD.cpuMillis;
   const memoryBytes = Math.floor(ramBytes / overcommit.ram) + RUNNER_OVERHEAD.memoryBytes;
   return { requests: { cpu: `${cpuMillis}m`, memory: String(memoryBytes) } };
 }
@@ -153,7 +158,14 @@ export function runnerPodLabels(vm: VirtualMachine): Record<string, string> {
   const own = Object.fromEntries(
     Object.entries(vm.metadata.labels ?? {}).filter(([key]) => !key.startsWith('app.kubernetes.io/')),
   );
-  return { ...own, ...vmLabels(vm.metadata.name), [LABEL_COMPONENT]: RUNNER_COMPONENT };
+  const vmClass = vm.spec.vm.virtualMachineClassName;
+  return {
+    ...own,
+    ...vmLabels(vm.metadata.name),
+    [LABEL_COMPONENT]: RUNNER_COMPONENT,
+    // The class the pod was made from (named, or the default): it is in use while the pod is.
+    ...(vmClass && { [CLASS_LABEL]: vmClass }),
+  };
 }
 
 /** The runner pod's volumes and where the runner container has them. */

@@ -50,6 +50,8 @@ export interface ObservedState {
   waiting?: { reason: string; message: string };
   /** The pod runs an older runner image than the default one the VM takes. */
   outdatedRunner?: boolean;
+  /** The VM as its runner pod is made from it (with its class's settings), when not the VM itself. */
+  runnerVm?: VirtualMachine;
   now: Date;
 }
 
@@ -524,7 +526,7 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
   const snapshot = stoppedContainer ? undefined : ownSnapshot;
   const startFailure = nextStartFailure(vm, ownSnapshot, now);
   const phase = vmPhase(vm, observed, { stoppedContainer, ownSnapshot, snapshot }, startFailure);
-  const awaiting = restartAwaitingChanges(vm, pod, snapshot);
+  const awaiting = restartAwaitingChanges(observed.runnerVm ?? vm, pod, snapshot);
   const folded = snapshot ?? ownSnapshot;
   return {
     phase: phase.phase,

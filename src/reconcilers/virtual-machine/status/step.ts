@@ -38,6 +38,7 @@ function statusFacts(state: VmState): ObservedState {
     disks: plan.diskSizes,
     waiting: plan.waiting,
     outdatedRunner: plan.outdatedRunner,
+    runnerVm: plan.vm,
     now: seen.now,
   };
 }

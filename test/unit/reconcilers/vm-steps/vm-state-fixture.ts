@@ -96,6 +96,7 @@ export function vmState(fixture: FixtureOptions = {}): { state: VmState; calls: 
     nodes: [nodeFacts('node-1', readyNode)],
     owned: { hasMigrationKeys: false },
     operation: () => undefined,
+    vmClass: {},
     now: NOW,
     ...fixture.seen,
   };
