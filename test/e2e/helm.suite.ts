@@ -15,6 +15,7 @@ import { eventually } from '../support/eventually.js';
 import { qemuPid } from '../support/qemu-process.js';
 import { firstWrite, parseManagerLog, startedAfter } from '../support/manager-logs.js';
 import { SPICE_LINK_OK, SPICE_LINK_PERMISSION_DENIED } from '../support/spice-login.js';
+import { spiceLoginFrom } from '../support/spice-login-from.js';
 
 const run = promisify(execFile);
 const RELEASE = 'vmop';
@@ -370,21 +371,13 @@ spec:
 
   // A real SPICE link handshake against qemu, from inside its node's network namespace, at the
   // runner pod's address, where the test guest's SPICE listens on port 5930.
-  const login = async (password: string): Promise<number> => {
-    const podIP = await vms.kubectl(['get', 'pod', VM, '-o', 'jsonpath={.status.podIP}']);
-    const { stdout } = await run('nsenter', [
-      `--net=${(await vmNode()).netns}`,
-      '--',
-      process.execPath,
-      '--import',
-      'tsx',
-      'test/support/spice-login-cli.ts',
-      podIP,
-      '5930',
+  const login = async (password: string): Promise<number> =>
+    spiceLoginFrom(
+      (await vmNode()).netns,
+      await vms.kubectl(['get', 'pod', VM, '-o', 'jsonpath={.status.podIP}']),
+      5930,
       password,
-    ]);
-    return (JSON.parse(stdout) as { result: number }).result;
-  };
+    );
 
   /** What a Node script prints, run in the node's network namespace (where ClusterIPs route). */
   const fromNode = async (script: string): Promise<string> =>

@@ -3,17 +3,14 @@
 // on shared storage and with a node-local disk copied while the guest runs; a migration whose
 // target goes away leaves the guest running where it was with nothing left behind; what cannot
 // migrate is refused with a reason, or (Evict) moved cold, and says why; a drain moves VMs live.
-import { execFile } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useDevBed } from '../support/beds.js';
 import { eventually } from '../support/eventually.js';
 import { testGuestManifest, tickOf, type ClusterVms, type Vm } from '../support/cluster-vms.js';
 import { SPICE_LINK_OK, SPICE_LINK_PERMISSION_DENIED } from '../support/spice-login.js';
+import { spiceLoginFrom } from '../support/spice-login-from.js';
 import { PCR16_AFTER_EXTEND, PCR16_EXTEND } from '../support/tpm.js';
-
-const run = promisify(execFile);
 
 const NAMESPACE = 'migration';
 const READY = 'VMOP-GUEST-READY';
@@ -71,33 +68,10 @@ describe('live migration between two nodes', () => {
     const netns = bed.state().nodeServices.find((n) => n.node === node)!.netns;
     const pod = (await vms.getVm(name)).status?.runnerPod?.name ?? name;
     const podIP = await kubectl('get', 'pod', pod, '-o', 'jsonpath={.status.podIP}');
-    const { stdout } = await run('nsenter', [
-      `--net=${netns}`,
-      '--',
-      process.execPath,
-      ...['--import', 'tsx', 'test/support/spice-login-cli.ts', podIP, String(SPICE_PORT), password],
-    ]);
-    return (JSON.parse(stdout) as { result: number }).result;
+    return spiceLoginFrom(netns, podIP, SPICE_PORT, password);
   };
   /** Sets the console's password in the VM's display Secret and waits until qemu has it. */
-  async function setSpicePassword(name: string): Promise<void> {
-    const serial = (await vms.getVm(name)).status?.displayPasswordSerial ?? 0;
-    const data = { 'display-password': SPICE_PASSWORD, 'password-expiry': 'never' };
-    await kubectl(
-      'patch',
-      'secret',
-      `${name}-display-secret`,
-      '--type',
-      'merge',
-      '-p',
-      JSON.stringify({ stringData: data }),
-    );
-    await vms.waitForVm(
-      name,
-      (vm) => expect(vm.status?.displayPasswordSerial).toBeGreaterThan(serial),
-      30_000,
-    );
-  }
+  const setSpicePassword = (name: string) => vms.setDisplayPassword(name, SPICE_PASSWORD);
   /**
    * The target pod of the migration begun after `before`, once it exists. The status still names
    * the previous migration's target (after a move, the pod the VM runs in) until the new one names

@@ -14,6 +14,7 @@ import { useDevBed } from '../support/beds.js';
 import { eventually } from '../support/eventually.js';
 import { testGuestManifest, type ClusterVms } from '../support/cluster-vms.js';
 import { SPICE_LINK_OK, SPICE_LINK_PERMISSION_DENIED } from '../support/spice-login.js';
+import { spiceLoginFrom } from '../support/spice-login-from.js';
 
 const run = promisify(execFile);
 const TEAM_A = 'tenancy-team-a';
@@ -150,35 +151,12 @@ describe('tenancy: a person with edit in one namespace cannot reach another', ()
       '-o',
       'jsonpath={.status.podIP}',
     ]);
-    const login = async (password: string) => {
-      const { stdout } = await run('nsenter', [
-        `--net=${netns}`,
-        '--',
-        process.execPath,
-        ...['--import', 'tsx', 'test/support/spice-login-cli.ts', podIP, String(SPICE_PORT), password],
-      ]);
-      return (JSON.parse(stdout) as { result: number }).result;
-    };
+    const login = (password: string) => spiceLoginFrom(netns, podIP, SPICE_PORT, password);
     expect(await login('')).toBe(SPICE_LINK_PERMISSION_DENIED);
     expect(await login('guessed')).toBe(SPICE_LINK_PERMISSION_DENIED);
     // The password team-a's owner sets opens it from there: only the password kept her out.
-    const serial = (await teamA.getVm(VM)).status?.displayPasswordSerial ?? 0;
     const password = 'team-a-only';
-    const data = { 'display-password': password, 'password-expiry': 'never' };
-    await teamA.kubectl([
-      'patch',
-      'secret',
-      `${VM}-display-secret`,
-      '--type',
-      'merge',
-      '-p',
-      JSON.stringify({ stringData: data }),
-    ]);
-    await teamA.waitForVm(
-      VM,
-      (vm) => expect(vm.status?.displayPasswordSerial).toBeGreaterThan(serial),
-      60_000,
-    );
+    await teamA.setDisplayPassword(VM, password);
     expect(await login(password)).toBe(SPICE_LINK_OK);
   });
 });

@@ -150,6 +150,24 @@ export function clusterVms(kubeconfig: string, namespace: string) {
     patchVm: (name: string, vm: object) =>
       kubectl(['patch', 'vm', name, '--type', 'merge', '-p', JSON.stringify({ spec: { vm } })]),
     condition: (vm: Vm, type: string) => vm.status?.conditions?.find((c) => c.type === type),
+    /** Sets the SPICE password in the VM's display Secret (never expiring) and waits until qemu has it. */
+    setDisplayPassword: async (name: string, password: string) => {
+      const serial = (await getVm(name)).status?.displayPasswordSerial ?? 0;
+      const data = { 'display-password': password, 'password-expiry': 'never' };
+      await kubectl([
+        'patch',
+        'secret',
+        `${name}-display-secret`,
+        '--type',
+        'merge',
+        '-p',
+        JSON.stringify({ stringData: data }),
+      ]);
+      await eventually(
+        async () => expect((await getVm(name)).status?.displayPasswordSerial).toBeGreaterThan(serial),
+        60_000,
+      );
+    },
     /**
      * Polls the VM until `check` passes (and returns the VM it passed on). When it never does, the
      * error also says what the VM, its runner pod and its Events were last: a rare failure in CI
