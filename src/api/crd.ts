@@ -157,6 +157,14 @@ export function virtualMachineCrd() {
       { name: 'CPUs', type: 'integer', jsonPath: '.status.cpus' },
       { name: 'RAM', type: 'string', jsonPath: '.status.ram' },
       { name: 'Node', type: 'string', jsonPath: '.status.node' },
+      { name: 'Class', type: 'string', jsonPath: '.status.virtualMachineClassName', priority: 1 },
+      { name: 'Core fraction', type: 'string', jsonPath: '.status.coreFraction', priority: 1 },
+      {
+        name: 'Agent',
+        type: 'string',
+        jsonPath: ".status.conditions[?(@.type=='AgentConnected')].status",
+        priority: 1,
+      },
       {
         name: 'Need restart',
         type: 'string',

@@ -519,6 +519,10 @@ export const VirtualMachineStatus = z.object({
   node: z.string().optional(),
   cpus: z.number().int().optional(),
   ram: z.string().optional(),
+  /** The VirtualMachineClass the runner pod was made from (named, or the default). */
+  virtualMachineClassName: z.string().optional(),
+  /** The share of each CPU the runner pod requests (its own, or its class's). */
+  coreFraction: z.string().optional(),
   displayPasswordSerial: z.number().int().optional(),
   consoleClient: z.string().optional(),
   lastShutdown: z

@@ -19,6 +19,8 @@ import { restartAwaitingChanges } from '../lifecycle/restart-awaiting.js';
 import { specPathOfRunnerField } from '../runner-config/config.js';
 import { isBackingOff, nextStartFailure } from '../lifecycle/start-backoff.js';
 import { kubeTime } from '../../../kube/time.js';
+import { CLASS_LABEL } from '../../../api/virtual-machine-class.js';
+import { POD_SPEC_ANNOTATION } from '../naming.js';
 import type { Migratability } from '../migration/migratable.js';
 import type { DiskSizes } from '../disks/sizes.js';
 
@@ -541,6 +543,7 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
       ...(observed.disks?.statuses.length ? [observed.disks.condition] : []),
     ]),
     ...(pod?.spec?.nodeName && phase.phase !== 'Stopped' && { node: pod.spec.nodeName }),
+    ...(pod && phase.phase !== 'Stopped' && podClassFields(pod)),
     ...reportedFields(snapshot, previous, phase),
     ...(awaiting.length > 0 && { restartAwaitingChanges: awaiting }),
     ...(startFailure && { startFailure }),
@@ -551,6 +554,21 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
       migrationState: observed.migration?.state ?? previous?.migrationState,
     }),
     ...(observed.disks?.statuses.length && { disks: observed.disks.statuses }),
+  };
+}
+
+/** The class and core fraction the VM's runner pod was made with (its label, its recorded spec). */
+function podClassFields(pod: V1Pod): Pick<VirtualMachineStatus, 'virtualMachineClassName' | 'coreFraction'> {
+  const vmClass = pod.metadata?.labels?.[CLASS_LABEL];
+  let coreFraction: unknown;
+  try {
+    coreFraction = JSON.parse(pod.metadata?.annotations?.[POD_SPEC_ANNOTATION] ?? '{}')['vm.coreFraction'];
+  } catch {
+    coreFraction = undefined;
+  }
+  return {
+    ...(vmClass && { virtualMachineClassName: vmClass }),
+    ...(typeof coreFraction === 'string' && { coreFraction }),
   };
 }
 
