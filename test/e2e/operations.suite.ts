@@ -351,7 +351,8 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
       );
       expect(waiting.status?.phase).toBe('Running'); // nothing restarted by itself
       expect(await vms.kubectl(['get', 'vm', 'changes', '-o', 'wide'])).toMatch(
-        /changes\s+Running\s+Running\s+1\s+256Mi\s+\S+\s+True\s+Manual/,
+        // node, (no class, no core fraction), agent, need restart, run policy
+        /changes\s+Running\s+Running\s+1\s+256Mi\s+\S+\s+True\s+True\s+Manual/,
       );
       const list = await run('kubectl', ['vmop', 'list'], { env: env() });
       expect(list.stdout).toMatch(/changes\s+Running\s+\S+\s+1\s+256Mi\s+yes/);
