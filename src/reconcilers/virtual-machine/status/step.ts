@@ -14,6 +14,7 @@ import type { ObjectEvent } from '../../events.js';
 import { attachmentEvents } from '../disks/attachments.js';
 import { vmApiRef } from '../naming.js';
 import { policyStop } from '../lifecycle/run-policy.js';
+import { runnerContainer } from '../runner-pod/facts.js';
 import { currentSnapshot, deriveStatus, transitionEvents, type ObservedState } from './derive.js';
 import { STATUS_CONFLICT, type Step, type StepResult } from '../pipeline.js';
 import type { VmState } from '../vm-state.js';
@@ -103,6 +104,14 @@ export const statusStep: Step<VmState> = {
       state.specErrors.length === 0 &&
       state.rejected === undefined;
     const migrationStep = plan.migration.plan.state !== undefined;
-    return writeStatus(state, state.status, state.creating || migrationStep);
+    const written = await writeStatus(state, state.status, state.creating || migrationStep);
+    // A runner's changes come as events through Redis (queue/runner-events.ts); while its running
+    // container has reported nothing, look again anyway: a lost event must not leave the VM Starting.
+    const reporting = state.status.conditions?.find((c) => c.type === 'RunnerReporting')?.status;
+    const waitingForRunner = runnerContainer(pod)?.state?.running !== undefined && reporting !== 'True';
+    return written.end || !waitingForRunner ? written : { ...written, requeueAfterMs: UNREPORTED_RECHECK_MS };
   },
 };
+
+/** How often a VM whose running runner has not reported is looked at again. */
+const UNREPORTED_RECHECK_MS = 5_000;
