@@ -145,6 +145,14 @@ function customResourceDefinition(definition: CrdDefinition) {
   };
 }
 
+/** A `-o wide` column with the status of one of the VM's conditions. */
+const conditionColumn = (name: string, type: string) => ({
+  name,
+  type: 'string',
+  jsonPath: `.status.conditions[?(@.type=='${type}')].status`,
+  priority: 1,
+});
+
 export function virtualMachineCrd() {
   return customResourceDefinition({
     plural: PLURAL,
@@ -159,26 +167,11 @@ export function virtualMachineCrd() {
       { name: 'Node', type: 'string', jsonPath: '.status.node' },
       { name: 'Class', type: 'string', jsonPath: '.status.virtualMachineClassName', priority: 1 },
       { name: 'Core fraction', type: 'string', jsonPath: '.status.coreFraction', priority: 1 },
-      {
-        name: 'Agent',
-        type: 'string',
-        jsonPath: ".status.conditions[?(@.type=='AgentConnected')].status",
-        priority: 1,
-      },
-      {
-        name: 'Need restart',
-        type: 'string',
-        jsonPath: ".status.conditions[?(@.type=='AwaitingRestartToApplyConfiguration')].status",
-        priority: 1,
-      },
+      conditionColumn('Agent', 'AgentConnected'),
+      conditionColumn('Need restart', 'AwaitingRestartToApplyConfiguration'),
       { name: 'Run policy', type: 'string', jsonPath: '.spec.runPolicy', priority: 1 },
       { name: 'IP', type: 'string', jsonPath: '.status.ipAddresses[0]', priority: 1 },
-      {
-        name: 'Migratable',
-        type: 'string',
-        jsonPath: ".status.conditions[?(@.type=='Migratable')].status",
-        priority: 1,
-      },
+      conditionColumn('Migratable', 'Migratable'),
       { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
     ],
     spec: VirtualMachineSpec,

@@ -5,7 +5,6 @@ import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
 import {
   CLASS_IN_USE_FINALIZER,
   CLASS_LABEL,
-  CLASS_KIND,
   CLASS_PLURAL,
   VirtualMachineClass,
   isDefaultClass,
@@ -17,7 +16,7 @@ import type { ObjectCache } from '../../kube/object-cache.js';
 import { kubeTime } from '../../kube/time.js';
 import type { HandlerResult } from '../../queue/index.js';
 import type { Logger } from '../../util/logger.js';
-import { chooseClass } from '../virtual-machine/class/vm-class.js';
+import { cachedClasses, chooseClass } from '../virtual-machine/class/vm-class.js';
 import { LABEL_INSTANCE } from '../virtual-machine/naming.js';
 
 export interface ClassReconcilerOptions {
@@ -33,14 +32,9 @@ const LISTED_USERS = 10;
 export function createClassReconciler(options: ClassReconcilerOptions) {
   const { clients, cache } = options;
   const now = options.now ?? (() => new Date());
-  const classes = () =>
-    cache
-      .list<KubernetesObject>(CLASS_KIND, undefined)
-      .flatMap((cached) => VirtualMachineClass.safeParse(cached).data ?? []);
-
   return async (key: string): Promise<HandlerResult> => {
     const name = key.slice('vmclass:'.length);
-    const all = classes();
+    const all = cachedClasses(cache);
     const vmClass = all.find((c) => c.metadata.name === name);
     if (!vmClass) return;
     // VMs that name the class, or take it as the default, and those whose runner pods were made

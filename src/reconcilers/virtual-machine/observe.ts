@@ -43,8 +43,7 @@ import { nodeFacts, type NodeFacts } from './node-facts.js';
 import { provisioningSecretNames } from './runner-config/provisioning-secrets.js';
 import { planRunnerPods } from './runner-pod/plan.js';
 import { RUNNER_SECRET, RUNNER_SERVICE_ACCOUNT } from './runner-config/identity.js';
-import { CLASS_KIND, VirtualMachineClass } from '../../api/virtual-machine-class.js';
-import { chooseClass, type ClassChoice } from './class/vm-class.js';
+import { cachedClasses, chooseClass, type ClassChoice } from './class/vm-class.js';
 import { migrationSecretName } from './runner-pod/pod.js';
 
 /** How long a reconcile waits for a cache behind a seen change, and when it tries again. */
@@ -207,12 +206,7 @@ export async function observeVm(
     },
     operation,
     assignedPool: cachedPool ? VmPool.safeParse(cachedPool).data : undefined,
-    vmClass: chooseClass(
-      vm,
-      cache
-        .list<KubernetesObject>(CLASS_KIND, undefined)
-        .flatMap((cached) => VirtualMachineClass.safeParse(cached).data ?? []),
-    ),
+    vmClass: chooseClass(vm, cachedClasses(cache)),
     migrationSlot: await askMigrationSlot(key, vm, pods.runner, io),
     now: io.now(),
   };

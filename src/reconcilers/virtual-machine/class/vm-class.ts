@@ -4,12 +4,21 @@
 // tolerations).
 import { parseMemorySize } from '../../../api/runner-config.js';
 import type { VirtualMachine } from '../../../api/virtual-machine.js';
+import type { KubernetesObject } from '@kubernetes/client-node';
 import {
+  CLASS_KIND,
+  VirtualMachineClass,
   isDefaultClass,
   type SizingPolicy,
-  type VirtualMachineClass,
 } from '../../../api/virtual-machine-class.js';
+import type { ObjectCache } from '../../../kube/object-cache.js';
 import { maximumCpus } from '../runner-config/config.js';
+
+/** The VirtualMachineClasses the watches hold (those the schema accepts). */
+export const cachedClasses = (cache: ObjectCache): VirtualMachineClass[] =>
+  cache
+    .list<KubernetesObject>(CLASS_KIND, undefined)
+    .flatMap((cached) => VirtualMachineClass.safeParse(cached).data ?? []);
 
 export type ClassChoice =
   | { class: VirtualMachineClass; error?: undefined }
