@@ -95,6 +95,7 @@ function VmCard({ vm, onError }) {
     <p class="detail">
       ${vm.os?.prettyName ?? vm.namespace}${vm.assignment ? html` · from pool ${vm.assignment.pool}` : ''}
     </p>
+    ${vm.ipAddress && html`<p class="detail">Address: <span data-address>${vm.ipAddress}</span></p>`}
     ${vm.loggedInUser && html`<p class="detail">Logged in: <strong data-logged-in>${vm.loggedInUser}</strong></p>`}
     <${VmActions} vm=${vm} onError=${onError} />
   </article>`;
@@ -205,6 +206,7 @@ function AdminRow({ vm, onError }) {
       >${editable ? html` <${ResourceInput} vm=${vm} field="currentRam" onError=${onError} />` : ''}
     </td>
     <td data-node>${vm.node ?? ''}</td>
+    <td data-address>${vm.ipAddress ?? ''}</td>
     <td><${VmActions} vm=${vm} onError=${onError} admin=${true} /></td>
   </tr>`;
 }
@@ -254,6 +256,7 @@ function AdminView({ live, onError }) {
             <th>CPUs</th>
             <th>RAM</th>
             <th>Node</th>
+            <th>Address</th>
             <th>Actions</th>
           </tr>
         </thead>

@@ -17,6 +17,20 @@ import {
   ImageSpec,
   ImageStatus,
 } from './virtual-machine-image.js';
+import {
+  IP_ADDRESS_KIND,
+  IP_ADDRESS_PLURAL,
+  IP_ADDRESS_SHORT_NAMES,
+  IP_ADDRESS_SINGULAR,
+  IpAddressSpec,
+  IpAddressStatus,
+  LEASE_KIND,
+  LEASE_PLURAL,
+  LEASE_SHORT_NAMES,
+  LEASE_SINGULAR,
+  LeaseSpec,
+  LeaseStatus,
+} from './virtual-machine-ip-address.js';
 import { POOL_KIND, POOL_PLURAL, POOL_SINGULAR, PoolSpec } from './vm-pool.js';
 import {
   CLASS_KIND,
@@ -160,18 +174,20 @@ export function virtualMachineCrd() {
     kind: KIND,
     description: 'A QEMU virtual machine run by vmop.',
     printerColumns: [
+      // As the seed's (Deckhouse's) listing: PHASE CORES COREFRACTION MEMORY NEED RESTART AGENT
+      // MIGRATABLE NODE IPADDRESS, with VM-Operator's state first and the -o wide ones between.
       { name: 'State', type: 'string', jsonPath: '.spec.vm.state' },
       { name: 'Phase', type: 'string', jsonPath: '.status.phase' },
       { name: 'CPUs', type: 'integer', jsonPath: '.status.cpus' },
-      { name: 'RAM', type: 'string', jsonPath: '.status.ram' },
-      { name: 'Node', type: 'string', jsonPath: '.status.node' },
-      { name: 'Class', type: 'string', jsonPath: '.status.virtualMachineClassName', priority: 1 },
       { name: 'Core fraction', type: 'string', jsonPath: '.status.coreFraction', priority: 1 },
-      conditionColumn('Agent', 'AgentConnected'),
+      { name: 'RAM', type: 'string', jsonPath: '.status.ram' },
+      { name: 'Class', type: 'string', jsonPath: '.status.virtualMachineClassName', priority: 1 },
       conditionColumn('Need restart', 'AwaitingRestartToApplyConfiguration'),
-      { name: 'Run policy', type: 'string', jsonPath: '.spec.runPolicy', priority: 1 },
-      { name: 'IP', type: 'string', jsonPath: '.status.ipAddresses[0]', priority: 1 },
+      conditionColumn('Agent', 'AgentConnected'),
       conditionColumn('Migratable', 'Migratable'),
+      { name: 'Run policy', type: 'string', jsonPath: '.spec.runPolicy', priority: 1 },
+      { name: 'Node', type: 'string', jsonPath: '.status.node' },
+      { name: 'IPAddress', type: 'string', jsonPath: '.status.ipAddress' },
       { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
     ],
     spec: VirtualMachineSpec,
@@ -266,6 +282,44 @@ export function virtualMachineClassCrd() {
   });
 }
 
+export function virtualMachineIpAddressCrd() {
+  return customResourceDefinition({
+    plural: IP_ADDRESS_PLURAL,
+    singular: IP_ADDRESS_SINGULAR,
+    kind: IP_ADDRESS_KIND,
+    shortNames: IP_ADDRESS_SHORT_NAMES,
+    description:
+      "A VM's own IP address: any free one of the VM subnets (Auto) or a named one (Static), leased by a VirtualMachineIPAddressLease; VMs name it in spec.vm.virtualMachineIPAddressName.",
+    printerColumns: [
+      { name: 'Address', type: 'string', jsonPath: '.status.address' },
+      { name: 'Status', type: 'string', jsonPath: '.status.phase' },
+      { name: 'VM', type: 'string', jsonPath: '.status.virtualMachineName' },
+      { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+    ],
+    spec: IpAddressSpec,
+    status: IpAddressStatus,
+  });
+}
+
+export function virtualMachineIpAddressLeaseCrd() {
+  return customResourceDefinition({
+    scope: 'Cluster',
+    plural: LEASE_PLURAL,
+    singular: LEASE_SINGULAR,
+    kind: LEASE_KIND,
+    shortNames: LEASE_SHORT_NAMES,
+    description:
+      'The lease of one VM address (named ip-a-b-c-d after it), held by a VirtualMachineIPAddress; released, it stays with its namespace for a while.',
+    printerColumns: [
+      { name: 'VirtualMachineIPAddress', type: 'string', jsonPath: '.spec.virtualMachineIPAddressRef' },
+      { name: 'Status', type: 'string', jsonPath: '.status.phase' },
+      { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+    ],
+    spec: LeaseSpec,
+    status: LeaseStatus,
+  });
+}
+
 /** vmop's CRDs, with the file each is generated into (in crds/ and in the Helm chart). */
 export const CRDS = [
   { file: `${PLURAL}.${GROUP}.yaml`, source: 'src/api/virtual-machine.ts', crd: virtualMachineCrd },
@@ -284,6 +338,16 @@ export const CRDS = [
     file: `${CLASS_PLURAL}.${GROUP}.yaml`,
     source: 'src/api/virtual-machine-class.ts',
     crd: virtualMachineClassCrd,
+  },
+  {
+    file: `${IP_ADDRESS_PLURAL}.${GROUP}.yaml`,
+    source: 'src/api/virtual-machine-ip-address.ts',
+    crd: virtualMachineIpAddressCrd,
+  },
+  {
+    file: `${LEASE_PLURAL}.${GROUP}.yaml`,
+    source: 'src/api/virtual-machine-ip-address.ts',
+    crd: virtualMachineIpAddressLeaseCrd,
   },
 ];
 

@@ -234,6 +234,13 @@ export const VmDefinition = z
       .max(253)
       .optional()
       .describe('The VirtualMachineClass the VM is of; the default class when absent (if one is marked).'),
+    virtualMachineIPAddressName: z
+      .string()
+      .max(253)
+      .optional()
+      .describe(
+        "The VirtualMachineIPAddress (of the VM's namespace) whose address the VM has; where VM subnets are configured vmop makes one when absent.",
+      ),
     coreFraction: CoreFraction.optional().describe(
       "The share of each CPU the runner pod requests, e.g. 10%; default the class policy's, else the chart's CPU overcommit.",
     ),
@@ -541,6 +548,10 @@ export const VirtualMachineStatus = z.object({
   startFailure: StartFailure.optional(),
   /** The guest's OS as qemu-guest-agent tells it (guest-get-osinfo: id, name, pretty-name, version, kernel-release, …). */
   osinfo: z.record(z.string(), z.unknown()).meta({ 'x-kubernetes-preserve-unknown-fields': true }).optional(),
+  /** The VM's address: its VirtualMachineIPAddress's, or (it has none) the first the guest agent reports. */
+  ipAddress: z.string().optional(),
+  /** The VirtualMachineIPAddress the VM has (named in the spec, or made by vmop). */
+  virtualMachineIPAddressName: z.string().optional(),
   /** The guest's IP addresses (from qemu-guest-agent; no loopback or link-local ones). */
   ipAddresses: z.array(z.string()).optional(),
   /** How often the runner container of the current pod restarted (kubelet's restartCount). */

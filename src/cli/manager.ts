@@ -118,6 +118,18 @@ export function register(program: Command): void {
       Number,
       2,
     )
+    .addOption(
+      repeatable(
+        '--vm-cidr <subnet>',
+        'a subnet VMs get addresses of their own from (VirtualMachineIPAddress), e.g. 10.66.10.0/24; repeatable',
+      ),
+    )
+    .option(
+      '--ip-address-hold <seconds>',
+      "how long a deleted VM's address stays with its namespace",
+      Number,
+      600,
+    )
     .option('--cpu-overcommit <factor>', 'a VM pod requests its CPUs divided by this', Number, 2)
     .option('--ram-overcommit <factor>', 'a VM pod requests its RAM divided by this', Number, 1.25)
     .addOption(
@@ -201,6 +213,8 @@ export function register(program: Command): void {
           perCluster: flags.parallelMigrations,
           outboundPerNode: flags.parallelOutboundMigrationsPerNode,
         },
+        vmCidrs: flags.vmCidr,
+        ipAddressHoldSeconds: flags.ipAddressHold,
         cpuOvercommit: flags.cpuOvercommit,
         ramOvercommit: flags.ramOvercommit,
         configNudge: flags.configNudge,

@@ -8,6 +8,8 @@ export type CachedKind =
   | 'VirtualMachineImage'
   | 'VmPool'
   | 'VirtualMachineClass'
+  | 'VirtualMachineIPAddress'
+  | 'VirtualMachineIPAddressLease'
   | 'StatefulSet'
   | 'ConfigMap'
   | 'Pod'

@@ -1,7 +1,7 @@
 // The manager process: watches → keyed work queue → reconcilers (of VMs and their operations). Any number of replicas may run
 // against one queue; the queue keeps each key to one handler at a time, so no leader election.
 import { hostname } from 'node:os';
-import type { V1Secret } from '@kubernetes/client-node';
+import type { KubernetesObject, V1Secret } from '@kubernetes/client-node';
 import { pumpRunnerEvents } from '../queue/runner-events.js';
 import { RUNNER_SECRET } from '../reconcilers/virtual-machine/runner-config/identity.js';
 import { sharedCredentials, tenantCredentials } from './tenant-credentials.js';
@@ -22,6 +22,10 @@ import { IMAGE_KIND, imageKey } from '../api/virtual-machine-image.js';
 import { createImageReconciler } from '../reconcilers/virtual-machine-image/reconcile.js';
 import { createClassReconciler } from '../reconcilers/virtual-machine-class/reconcile.js';
 import { CLASS_KIND, classKey } from '../api/virtual-machine-class.js';
+import { IP_ADDRESS_KIND, LEASE_KIND, ipAddressKey, leaseKey } from '../api/virtual-machine-ip-address.js';
+import { createIpAddressReconciler } from '../reconcilers/virtual-machine-ip-address/reconcile.js';
+import { createLeaseReconciler } from '../reconcilers/virtual-machine-ip-address/lease.js';
+import { VmCidr, parsedSubnets } from '../reconcilers/virtual-machine-ip-address/subnets.js';
 import { createLogger } from '../util/logger.js';
 import { serveHttpEndpoints } from './http-endpoints.js';
 import { importProgressReader, snapshotReader } from './snapshots.js';
@@ -82,6 +86,10 @@ export const ManagerOptions = z.object({
   migrationLimits: z
     .object({ perCluster: z.number().int().positive(), outboundPerNode: z.number().int().positive() })
     .default({ perCluster: 5, outboundPerNode: 2 }),
+  /** The subnets VMs get addresses of their own from (Deckhouse's virtualMachineCIDRs); none: no addresses. */
+  vmCidrs: z.array(VmCidr).default([]),
+  /** How long a deleted VM's address stays with its namespace (Deckhouse: 10 minutes). */
+  ipAddressHoldSeconds: z.number().int().min(0).default(600),
   cpuOvercommit: z.number().positive().default(DEFAULT_OVERCOMMIT.cpu),
   ramOvercommit: z.number().positive().default(DEFAULT_OVERCOMMIT.ram),
   /** A LoadBalancer Service for every VM with SPICE (VM-Operator's loadBalancerService), with these labels/annotations. */
@@ -146,6 +154,9 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const namespaces = options.namespaces.length > 0 ? options.namespaces : undefined;
+  const watchesNamespace = (namespace: string | undefined) =>
+    namespace !== undefined && (!namespaces || namespaces.includes(namespace));
+  const subnets = parsedSubnets(options.vmCidrs);
 
   const redis = connectRedis(options.redisUrl, { maxRetriesPerRequest: 3 });
   redis.on('error', (err) => logger.warn({ err: err.message }, 'snapshot Redis connection error'));
@@ -194,6 +205,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     allowedRunnerImages: options.allowedRunnerImages,
     kvm: options.kvm,
     hostNetworkNamespaces: options.hostNetworkNamespaces,
+    ipAddresses: subnets.length > 0,
     allowDisplayWithoutPassword: options.allowDisplayWithoutPassword,
     importDestinations: importRules,
     redisCredentials,
@@ -221,6 +233,13 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     logger,
   });
   const reconcileClass = createClassReconciler({ clients, cache: watches.cache, logger });
+  const reconcileIpAddress = createIpAddressReconciler({ clients, cache: watches.cache, subnets, logger });
+  const reconcileLease = createLeaseReconciler({
+    clients,
+    cache: watches.cache,
+    holdMs: options.ipAddressHoldSeconds * 1000,
+    logger,
+  });
   const handler: KeyHandler = async (key) => {
     const reconcile = key.startsWith('vm:')
       ? reconcileVm
@@ -230,7 +249,11 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
           ? reconcileImage
           : key.startsWith('vmclass:')
             ? reconcileClass
-            : undefined;
+            : key.startsWith('vmip:')
+              ? reconcileIpAddress
+              : key.startsWith('vmipl:')
+                ? reconcileLease
+                : undefined;
     if (!reconcile) throw new TerminalError(`no reconciler for key ${key}`);
     logger.debug({ key }, 'reconcile start');
     try {
@@ -244,18 +267,27 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
 
   const enqueueAll = async () => {
     const list = (
-      kind: typeof KIND | typeof OPERATION_KIND | typeof IMAGE_KIND,
+      kind: typeof KIND | typeof OPERATION_KIND | typeof IMAGE_KIND | typeof IP_ADDRESS_KIND,
       key: (namespace: string, name: string) => string,
     ) =>
       watches.cache.list(kind, undefined).map((item) => key(item.metadata!.namespace!, item.metadata!.name!));
     const classes = watches.cache
       .list(CLASS_KIND, undefined)
       .map((vmClass) => classKey(vmClass.metadata!.name!));
+    const leases = watches.cache
+      .list<KubernetesObject & { spec?: { virtualMachineIPAddressRef?: { namespace?: string } } }>(
+        LEASE_KIND,
+        undefined,
+      )
+      .filter((lease) => watchesNamespace(lease.spec?.virtualMachineIPAddressRef?.namespace))
+      .map((lease) => leaseKey(lease.metadata!.name!));
     const keys = [
       ...list(KIND, vmKey),
       ...list(OPERATION_KIND, operationKey),
       ...list(IMAGE_KIND, imageKey),
+      ...list(IP_ADDRESS_KIND, ipAddressKey),
       ...classes,
+      ...leases,
     ];
     await queue.addMany(keys, { event: { type: 'RESYNC' } });
     logger.info({ keys: keys.length }, 'resync enqueued all VMs and operations');

@@ -30,6 +30,16 @@ import {
   DEFAULT_CLASS_ANNOTATION,
   classKey,
 } from '../api/virtual-machine-class.js';
+import {
+  IP_ADDRESS_KIND,
+  IP_ADDRESS_PLURAL,
+  LEASE_KIND,
+  LEASE_PLURAL,
+  ipAddressKey,
+  leaseKey,
+  leaseName,
+} from '../api/virtual-machine-ip-address.js';
+import { ipAddressNameOf } from '../reconcilers/virtual-machine-ip-address/attachment.js';
 import { trimForCache, type CachedKind, type ObjectCache } from '../kube/object-cache.js';
 import {
   APP_NAME,
@@ -155,10 +165,15 @@ export const WATCHED: Array<{
   { apiVersion: 'storage.k8s.io/v1', kind: 'StorageClass', plural: 'storageclasses', clusterScoped: true },
   // What VMs of a class may be, and where they run.
   { apiVersion: `${GROUP}/${VERSION}`, kind: CLASS_KIND, plural: CLASS_PLURAL, clusterScoped: true },
+  // VMs' own addresses: the claims, and the leases that hold the addresses.
+  { apiVersion: `${GROUP}/${VERSION}`, kind: IP_ADDRESS_KIND, plural: IP_ADDRESS_PLURAL },
+  { apiVersion: `${GROUP}/${VERSION}`, kind: LEASE_KIND, plural: LEASE_PLURAL, clusterScoped: true },
 ];
 
 type ClassView = KubernetesObject & { spec?: unknown; metadata?: { finalizers?: string[] } };
-type VmView = KubernetesObject & { spec?: { vm?: { virtualMachineClassName?: string } } };
+type VmView = KubernetesObject & {
+  spec?: { vm?: { virtualMachineClassName?: string; virtualMachineIPAddressName?: string } };
+};
 
 /** What of a class concerns its VMs and its own reconcile (status changes do not). */
 export function classFingerprint(vmClass: ClassView): string {
@@ -169,6 +184,16 @@ export function classFingerprint(vmClass: ClassView): string {
     metadata?.deletionTimestamp,
     metadata?.finalizers,
   ]);
+}
+
+type LeaseView = KubernetesObject & {
+  spec?: { virtualMachineIPAddressRef?: { namespace?: string; name?: string } };
+  status?: { phase?: string };
+};
+
+/** What of a lease concerns its claim and the claims waiting for an address: whom it is for, and whether it is released. */
+export function leaseFingerprint(lease: LeaseView): string {
+  return JSON.stringify([lease.spec, lease.status?.phase]);
 }
 
 /** What of a StorageClass concerns the VMs with claims of it: whether those may grow. */
@@ -258,7 +283,13 @@ export function createWatchEdge(
       .filter(concern)
       .flatMap((object) => keysOfObject({ ...object, kind }));
   const clusterScoped: Partial<
-    Record<CachedKind, { fingerprint: (object: KubernetesObject) => string; vms: (name: string) => string[] }>
+    Record<
+      CachedKind,
+      {
+        fingerprint: (object: KubernetesObject) => string;
+        vms: (name: string, object: KubernetesObject, type: WatchEventSummary['type']) => string[];
+      }
+    >
   > = {
     Node: {
       fingerprint: (node) => nodeFingerprint(node as V1Node),
@@ -275,6 +306,24 @@ export function createWatchEdge(
           .filter((vm) => [name, undefined].includes(vm.spec?.vm?.virtualMachineClassName))
           .map((vm) => vmKey(vm.metadata!.namespace!, vm.metadata!.name!)),
       ],
+    },
+    // A lease's change concerns its own reconcile and its claim's; one released or gone, the
+    // claims that wait for a free address. Leases of namespaces this replica does not watch are
+    // another installation's.
+    VirtualMachineIPAddressLease: {
+      fingerprint: (lease) => leaseFingerprint(lease as LeaseView),
+      vms: (name, lease, type) => {
+        const ref = (lease as LeaseView).spec?.virtualMachineIPAddressRef;
+        if (!ref?.namespace || !ref.name || (namespaces && !namespaces.includes(ref.namespace))) return [];
+        const freed = type === 'deleted' || (lease as LeaseView).status?.phase === 'Released';
+        const waiting = freed
+          ? cache
+              .list<KubernetesObject & { status?: { address?: string } }>(IP_ADDRESS_KIND, undefined)
+              .filter((claim) => !claim.status?.address)
+              .map((claim) => ipAddressKey(claim.metadata!.namespace!, claim.metadata!.name!))
+          : [];
+        return [leaseKey(name), ipAddressKey(ref.namespace, ref.name), ...waiting];
+      },
     },
     StorageClass: {
       fingerprint: (storageClass) => storageClassFingerprint(storageClass as V1StorageClass),
@@ -321,6 +370,34 @@ export function createWatchEdge(
     }
     return [...new Set([...before, ...now])];
   };
+  /** The address claim each VM (by uid) had last: one it left concerns it too (it detaches). */
+  const lastIpAddresses = new Map<string, string>();
+  const vmIpAddressKeys = (uid: string | undefined, type: WatchEventSummary['type'], vm: VmView) => {
+    const now = ipAddressNameOf(vm); // a deleted VM's too: its claim detaches
+    const before = uid ? lastIpAddresses.get(uid) : undefined;
+    if (uid && type === 'deleted') lastIpAddresses.delete(uid);
+    else if (uid && now) lastIpAddresses.set(uid, now);
+    return [...new Set([before, now])]
+      .filter((name): name is string => name !== undefined)
+      .map((name) => ipAddressKey(vm.metadata!.namespace!, name));
+  };
+  /**
+   * A claim's change concerns its own reconcile, the VMs that name it (it attaches to one of them),
+   * and its lease (released when it goes).
+   */
+  const ipAddressKeys = (claim: KubernetesObject & { status?: { address?: string } }) => {
+    const namespace = claim.metadata!.namespace!;
+    const name = claim.metadata!.name!;
+    const address = claim.status?.address;
+    return [
+      ipAddressKey(namespace, name),
+      ...(address ? [leaseKey(leaseName(address))] : []),
+      ...cache
+        .list<VmView>(KIND, namespace)
+        .filter((vm) => ipAddressNameOf(vm) === name)
+        .map((vm) => vmKey(namespace, vm.metadata!.name!)),
+    ];
+  };
   /** The last fingerprint of each VM (by uid): a status-only change enqueues no VM reconcile. */
   const vmFingerprints = new Map<string, string>();
   const listeners = new Set<ChangeListener>();
@@ -334,7 +411,7 @@ export function createWatchEdge(
       if (clusterFingerprints.get(known) === fingerprint) return;
       clusterFingerprints.set(known, fingerprint);
       const event = { type, kind: spec.kind, name: name!, resourceVersion };
-      for (const key of new Set(concerning.vms(name!)))
+      for (const key of new Set(concerning.vms(name!, object, type)))
         sink(key, event).catch((err: unknown) =>
           logger.warn({ err, key }, 'could not enqueue a watch event'),
         );
@@ -370,7 +447,20 @@ export function createWatchEdge(
         : podClass
           ? [classKey(podClass)]
           : [];
-    for (const key of [...keysOfObject(typed, vmUnchanged), ...imageUsers, ...poolMembers, ...classes]) {
+    const ipAddresses =
+      spec.kind === KIND && !vmUnchanged
+        ? vmIpAddressKeys(uid, type, object as VmView)
+        : spec.kind === IP_ADDRESS_KIND
+          ? ipAddressKeys(object)
+          : [];
+    const keys = [
+      ...keysOfObject(typed, vmUnchanged),
+      ...imageUsers,
+      ...poolMembers,
+      ...classes,
+      ...ipAddresses,
+    ];
+    for (const key of new Set(keys)) {
       // A lost add is recovered by the resync that follows a Redis reconnect.
       sink(key, event).catch((err: unknown) => logger.warn({ err, key }, 'could not enqueue a watch event'));
     }

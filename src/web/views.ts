@@ -18,6 +18,8 @@ export interface VmView {
   currentRam?: string;
   maximumRam: string;
   node?: string;
+  /** The VM's address (its VirtualMachineIPAddress's, else the guest agent's first). */
+  ipAddress?: string;
   /** From qemu-guest-agent: e.g. {id: "debian", prettyName: "Debian GNU/Linux 13 (trixie)"}. */
   os?: { id?: string; prettyName?: string };
   pools: string[];
@@ -60,6 +62,7 @@ export function vmView(vm: VirtualMachine, may: Iterable<Action>): VmView {
     ...(vm.spec.vm.currentRam !== undefined && { currentRam: String(vm.spec.vm.currentRam) }),
     maximumRam: String(vm.spec.vm.maximumRam),
     ...(status?.node && { node: status.node }),
+    ...(status?.ipAddress && { ipAddress: status.ipAddress }),
     ...(osinfo && {
       os: { id: text(osinfo.id), prettyName: text(osinfo['pretty-name']) ?? text(osinfo.name) },
     }),

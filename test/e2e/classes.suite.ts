@@ -71,8 +71,9 @@ describe('VirtualMachineClasses: what a VM of a class may be and runs with', () 
     });
     // kubectl get vm -o wide says the class and the fraction the pod was made with.
     const wide = await kubectl('get', 'vm', 'sized', '-o', 'wide');
-    expect(wide.split('\n')[0]).toMatch(/CLASS\s+CORE FRACTION\s+AGENT\s+NEED RESTART/);
-    expect(wide).toMatch(new RegExp(`sized\\s.*\\s${CLASS}\\s+10%\\s+True\\s`));
+    expect(wide.split('\n')[0]).toMatch(/CORE FRACTION\s+RAM\s+CLASS\s+NEED RESTART\s+AGENT/);
+    // fraction, RAM, class, need restart, agent
+    expect(wide).toMatch(new RegExp(`sized\\s.*\\s10%\\s+\\S+\\s+${CLASS}\\s+\\S+\\s+True\\s`));
   });
 
   it("a VM outside its class's policy does not start and says why, naming the class and the policy", async () => {

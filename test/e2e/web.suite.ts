@@ -417,6 +417,10 @@ spec:
       .toEqual(['alices', 'pooled-1', 'pooled-2', 'secret', 'teams'].map((vm) => `${NAMESPACE}/${vm}`));
     const row = page.locator(`tr[data-vm="${NAMESPACE}/alices"]`);
     await expect(row.locator('[data-cpus]').textContent()).resolves.toBe('1');
+    // Its address: the guest agent's here (the bed configures no VM subnets).
+    await expect
+      .poll(() => row.locator('[data-address]').textContent(), { timeout: 60_000 })
+      .toBe('10.0.2.15');
     await row.getByLabel('CPUs of alices').fill('2');
     await row.getByLabel('CPUs of alices').press('Enter');
     await expect.poll(() => row.locator('[data-cpus]').textContent(), { timeout: 60_000 }).toBe('2');

@@ -69,6 +69,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   resources: [vmpools]
   # VM-Operator's pools: their VMs are assigned to users (in the VMs' status) and released.
   verbs: [get, list, watch]
+- apiGroups: [vmoperator.jdrupes.org]
+  resources: [virtualmachineipaddresses]
+  # A VM's own address: made for a VM that names none (owned by it), leased, attached.
+  verbs: [get, list, watch, create]
+- apiGroups: [vmoperator.jdrupes.org]
+  resources: [virtualmachineipaddresses/status]
+  verbs: [patch]
 {{- if .Values.web.enabled }}
 # The web GUI's consoles: the SPICE display through a port-forward to the runner pod, the serial
 # console through exec into it (the runner's serial-console relay), for people who may.

@@ -1,6 +1,7 @@
 // The reconcile of one VirtualMachineClass key: a class keeps the finalizer `class-in-use` while it
 // exists, so deleting it waits until no VM uses it any more (deleted, or moved to another class);
 // its status says which VMs use it and whether it is a usable default.
+import { isDeepStrictEqual } from 'node:util';
 import type { KubernetesObject, V1Pod } from '@kubernetes/client-node';
 import {
   CLASS_IN_USE_FINALIZER,
@@ -9,13 +10,13 @@ import {
   VirtualMachineClass,
   isDefaultClass,
 } from '../../api/virtual-machine-class.js';
-import { GROUP, KIND, VERSION, VirtualMachine, type Condition } from '../../api/virtual-machine.js';
+import { GROUP, KIND, VERSION, VirtualMachine } from '../../api/virtual-machine.js';
 import type { KubeClients } from '../../kube/clients.js';
 import { mergePatch, statusPatch } from '../../kube/merge-patch.js';
 import type { ObjectCache } from '../../kube/object-cache.js';
-import { kubeTime } from '../../kube/time.js';
 import type { HandlerResult } from '../../queue/index.js';
 import type { Logger } from '../../util/logger.js';
+import { nextCondition } from '../conditions.js';
 import { cachedClasses, chooseClass } from '../virtual-machine/class/vm-class.js';
 import { LABEL_INSTANCE } from '../virtual-machine/naming.js';
 
@@ -71,50 +72,47 @@ export function createClassReconciler(options: ClassReconcilerOptions) {
     const otherDefaults = isDefaultClass(vmClass)
       ? all.filter((c) => c !== vmClass && isDefaultClass(c)).map((c) => c.metadata.name)
       : [];
+    const at = now();
     const status = {
       usedBy: users.slice(0, LISTED_USERS),
       usedByCount: users.length,
       observedGeneration: vmClass.metadata.generation,
       conditions: [
-        condition(vmClass.status?.conditions, {
-          type: 'InUse',
-          status: users.length > 0 ? 'True' : 'False',
-          reason: users.length > 0 ? 'UsedByVirtualMachines' : 'Unused',
-          message:
-            users.length === 0
-              ? 'no VM uses the class'
-              : `${users.length} VM(s) use the class${vmClass.metadata.deletionTimestamp ? ': it is deleted once none does' : ''}`,
-        }),
-        condition(vmClass.status?.conditions, {
-          type: 'Ready',
-          status: otherDefaults.length > 0 ? 'False' : 'True',
-          reason: otherDefaults.length > 0 ? 'SeveralDefaults' : 'Ready',
-          message:
-            otherDefaults.length > 0
-              ? `also marked default: ${otherDefaults.join(', ')}; VMs that name no class run with none until one default is left`
-              : 'VMs of the class can run',
-        }),
+        nextCondition(
+          vmClass.status?.conditions,
+          {
+            type: 'InUse',
+            status: users.length > 0 ? 'True' : 'False',
+            reason: users.length > 0 ? 'UsedByVirtualMachines' : 'Unused',
+            message:
+              users.length === 0
+                ? 'no VM uses the class'
+                : `${users.length} VM(s) use the class${vmClass.metadata.deletionTimestamp ? ': it is deleted once none does' : ''}`,
+          },
+          at,
+        ),
+        nextCondition(
+          vmClass.status?.conditions,
+          {
+            type: 'Ready',
+            status: otherDefaults.length > 0 ? 'False' : 'True',
+            reason: otherDefaults.length > 0 ? 'SeveralDefaults' : 'Ready',
+            message:
+              otherDefaults.length > 0
+                ? `also marked default: ${otherDefaults.join(', ')}; VMs that name no class run with none until one default is left`
+                : 'VMs of the class can run',
+          },
+          at,
+        ),
       ],
     };
-    const patch = statusPatch(vmClass.status, status);
-    if (Object.keys(patch).length === 0) return;
+    // Unchanged: no write (a merge patch of the whole status would always look like one).
+    if (isDeepStrictEqual(JSON.parse(JSON.stringify(status)), vmClass.status ?? {})) return;
     await clients.customObjects.patchClusterCustomObjectStatus(
-      { ...ref, body: { status: patch } },
+      { ...ref, body: { status: statusPatch(vmClass.status, status) } },
       mergePatch,
     );
   };
-
-  /** The condition as it is, with the transition time kept when its status did not change. */
-  function condition(
-    current: Condition[] | undefined,
-    next: Omit<Condition, 'lastTransitionTime'>,
-  ): Condition {
-    const before = current?.find((c) => c.type === next.type);
-    return {
-      ...next,
-      lastTransitionTime: before?.status === next.status ? before.lastTransitionTime : kubeTime(now()),
-    } as Condition;
-  }
 }
 
 const usesClass = (vm: VirtualMachine, vmClass: VirtualMachineClass, all: VirtualMachineClass[]) =>

@@ -20,6 +20,8 @@ import { VirtualMachine } from '../../api/virtual-machine.js';
 import { IMAGE_KIND, VirtualMachineImage } from '../../api/virtual-machine-image.js';
 import { OPERATION_KIND, VirtualMachineOperation } from '../../api/virtual-machine-operation.js';
 import { POOL_KIND, VmPool } from '../../api/vm-pool.js';
+import { IP_ADDRESS_KIND, VirtualMachineIPAddress } from '../../api/virtual-machine-ip-address.js';
+import { ipAddressNameOf } from '../virtual-machine-ip-address/attachment.js';
 import { readOptional, type KubeClients } from '../../kube/clients.js';
 import type { ObjectCache } from '../../kube/object-cache.js';
 import type { HandlerResult } from '../../queue/index.js';
@@ -93,6 +95,8 @@ export interface Observed {
   assignedPool?: VmPool;
   /** The VM's VirtualMachineClass (named, or the default), or why it has none it can run with. */
   vmClass: ClassChoice;
+  /** The VirtualMachineIPAddress the VM names, or the one vmop makes for it, if it exists. */
+  ipAddress?: VirtualMachineIPAddress;
   /** Whether the migration asked for may begin (the migration limits), while it is to begin. */
   migrationSlot?: SlotAnswer;
   now: Date;
@@ -207,6 +211,9 @@ export async function observeVm(
     operation,
     assignedPool: cachedPool ? VmPool.safeParse(cachedPool).data : undefined,
     vmClass: chooseClass(vm, cachedClasses(cache)),
+    ipAddress: VirtualMachineIPAddress.safeParse(
+      cache.get(IP_ADDRESS_KIND, namespace, ipAddressNameOf(vm) ?? ''),
+    ).data,
     migrationSlot: await askMigrationSlot(key, vm, pods.runner, io),
     now: io.now(),
   };

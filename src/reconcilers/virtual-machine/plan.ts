@@ -32,6 +32,7 @@ import {
 import { planRunnerPods, type RunnerPodPlan } from './runner-pod/plan.js';
 import { currentSnapshot } from './status/derive.js';
 import { classErrors, withClass } from './class/vm-class.js';
+import { planIpAddress, type IpAddressPlan } from './address/ip-address.js';
 
 export interface Plan {
   /** The VM as its runner is made from it: with what its VirtualMachineClass gives it. */
@@ -59,6 +60,8 @@ export interface Plan {
   specErrors: string[];
   /** `pod` runs an older runner image than the default one the VM takes (runner-pod/update.ts). */
   outdatedRunner: boolean;
+  /** The VM's own IP address (address/ip-address.ts). */
+  ipAddress: IpAddressPlan;
 }
 
 /** Spec problems of the VM itself (the runner config and Secrets add theirs). */
@@ -78,9 +81,11 @@ export function planVm(
     allowDisplayWithoutPassword?: boolean;
     kvm?: boolean;
     hostNetworkNamespaces?: readonly string[];
+    ipAddresses?: boolean;
   },
 ): Plan {
   const vm = withClass(seen.vm, seen.vmClass.class);
+  const ipAddress = planIpAddress(seen.vm, seen.ipAddress, options.ipAddresses ?? false);
   const claims = runnerClaims(vm, seen.claims, options);
   const diskSizes = planDiskSizes(claims, seen.claims, seen.storageClasses.byName);
   const imports = planDiskImports({
@@ -96,7 +101,7 @@ export function planVm(
     const imported = imports.statuses.get(disk.name);
     return imported ? { name: disk.name, claim: disk.claim, ...imported } : disk;
   });
-  const pods = planPods(seen, claims, imports);
+  const pods = planPods(seen, claims, imports, ipAddress.waiting);
   const migration = planVmMigration(seen, pods.podPlan.current, runnerImage(vm, options.defaultRunnerImage));
   const pod = migration.plan.switchTo ?? pods.podPlan.current;
   const podSnapshot = migration.plan.switchTo ? migration.targetSnapshot : seen.snapshot;
@@ -151,14 +156,16 @@ export function planVm(
       ...secretErrors,
     ],
     outdatedRunner: runsOutdatedRunner(vm, pod, options.defaultRunnerImage.image),
+    ipAddress,
   };
 }
 
 /**
  * The VM's runner pods. A runner pod waits for its claims, made first and then bound
- * (disks/claim-binding.ts), and for its disks' imports: it never boots a half-written disk.
+ * (disks/claim-binding.ts), for its disks' imports (it never boots a half-written disk), and for
+ * its IP address (`addressWait`).
  */
-function planPods(seen: Observed, claims: RunnerClaim[], imports: DiskImports) {
+function planPods(seen: Observed, claims: RunnerClaim[], imports: DiskImports, addressWait: Plan['waiting']) {
   let podPlan = planRunnerPods({
     vm: seen.vm,
     pods: seen.pods.runner,
@@ -183,7 +190,8 @@ function planPods(seen: Observed, claims: RunnerClaim[], imports: DiskImports) {
     imports.waiting ??
     (claimWaits.length > 0
       ? { reason: 'WaitingForVolumeBinding', message: claimWaitMessage('the runner pod', claimWaits) }
-      : undefined);
+      : undefined) ??
+    (wanted ? addressWait : undefined);
   if (waiting) podPlan = { ...podPlan, create: undefined };
   return { podPlan, claimsToMake, ...(waiting && { waiting }) };
 }

@@ -1,6 +1,7 @@
 // The VM reconcile's steps, in the order they run (pipeline.ts runs them on one state). What the
 // order guards:
 // - the display Secret is made before anything names it (the runner config, the pod);
+// - a VM's IP address is asked for (its VirtualMachineIPAddress) before its pod waits for it;
 // - the objects the VM owns are written only while its spec is valid and nothing was refused
 //   (steps marked `owned`), the ConfigMap not while a migration runs (both runners read it);
 // - a runner pod waits for its claims and imports (plan.ts), and the claims are made first;
@@ -13,6 +14,7 @@ import { assignmentStep } from './status/assignment-step.js';
 import { displaySecretStep } from './runner-config/display-secret-step.js';
 import { diskAttachmentsStep, diskExpansionStep, diskImportsStep, runnerClaimsStep } from './disks/steps.js';
 import { evictionStep } from './migration/eviction-step.js';
+import { ipAddressStep } from './address/ip-address-step.js';
 import { legacyStatefulSetStep } from './runner-pod/legacy-statefulset-step.js';
 import { loadBalancerStep } from './load-balancer/step.js';
 import { migrationStep } from './migration/step.js';
@@ -30,6 +32,7 @@ import { statusStep } from './status/step.js';
 export const VM_STEPS: ReadonlyArray<Step<VmState>> = [
   displaySecretStep,
   provisioningSecretsStep,
+  ipAddressStep,
   runnerConfigStep,
   runnerIdentityStep,
   legacyStatefulSetStep,

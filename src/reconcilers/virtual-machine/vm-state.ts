@@ -40,6 +40,8 @@ export interface VmReconcilerOptions {
   kvm?: boolean;
   /** Namespaces whose VMs may have host-bridge tap networks (a privileged runner on the host network). */
   hostNetworkNamespaces?: readonly string[];
+  /** VM subnets are configured: every VM gets an address of its own (a VirtualMachineIPAddress). */
+  ipAddresses?: boolean;
   /** The Redis URLs of each namespace's runners and importers (made on demand), for its runner Secret. */
   redisCredentials: TenantCredentials;
   overcommit?: Overcommit;

@@ -1,5 +1,6 @@
 // Folds what the cluster and the VM's runner show into the VM's status. Pure: the reconciler
 // supplies the facts (the runner pod, the runner's latest snapshot, spec problems, the time).
+import type { IpAddressPlan } from '../address/ip-address.js';
 import { runnerImageOf } from '../runner-pod/facts.js';
 import type { V1ContainerStatus, V1ContainerStateTerminated, V1Pod } from '@kubernetes/client-node';
 import type { RunnerSnapshot } from '../../../api/runner-snapshot.js';
@@ -54,6 +55,8 @@ export interface ObservedState {
   outdatedRunner?: boolean;
   /** The VM as its runner pod is made from it (with its class's settings), when not the VM itself. */
   runnerVm?: VirtualMachine;
+  /** The VM's own IP address, where it has one (or waits for one). */
+  ipAddress?: IpAddressPlan;
   now: Date;
 }
 
@@ -266,6 +269,18 @@ const RUNNER_REPORTING: ConditionFacts = {
 /** How SpecValid (and its Warning Event) word the apiserver's refusal of an object vmop made. */
 export function rejectionMessage(apiserverMessage: string): string {
   return `the apiserver refused an object made for this VM: ${apiserverMessage}`;
+}
+
+/** Whether the VM's own address is attached to it (Deckhouse's IPAddressReady). */
+function ipAddressCondition(plan: IpAddressPlan): ConditionFacts {
+  return plan.address
+    ? {
+        type: 'IPAddressReady',
+        status: 'True',
+        reason: 'Attached',
+        message: `${plan.address} (VirtualMachineIPAddress ${plan.name})`,
+      }
+    : { type: 'IPAddressReady', status: 'False', ...plan.waiting! };
 }
 
 function specValidCondition(observed: ObservedState, snapshot: RunnerSnapshot | undefined): ConditionFacts {
@@ -530,6 +545,8 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
   const phase = vmPhase(vm, observed, { stoppedContainer, ownSnapshot, snapshot }, startFailure);
   const awaiting = restartAwaitingChanges(observed.runnerVm ?? vm, pod, snapshot);
   const folded = snapshot ?? ownSnapshot;
+  const reported = reportedFields(snapshot, previous, phase);
+  const ipAddress = observed.ipAddress?.address ?? reported.ipAddresses?.[0];
   return {
     phase: phase.phase,
     observedGeneration: generation,
@@ -541,10 +558,13 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
       ...(observed.node ? [nodeReachableCondition(observed.node)] : []),
       ...(observed.migration && pod ? [migratableCondition(observed.migration.migratable)] : []),
       ...(observed.disks?.statuses.length ? [observed.disks.condition] : []),
+      ...(observed.ipAddress?.name ? [ipAddressCondition(observed.ipAddress)] : []),
     ]),
     ...(pod?.spec?.nodeName && phase.phase !== 'Stopped' && { node: pod.spec.nodeName }),
     ...(pod && phase.phase !== 'Stopped' && podClassFields(pod)),
-    ...reportedFields(snapshot, previous, phase),
+    ...reported,
+    ...(ipAddress && { ipAddress }),
+    ...(observed.ipAddress?.name && { virtualMachineIPAddressName: observed.ipAddress.name }),
     ...(awaiting.length > 0 && { restartAwaitingChanges: awaiting }),
     ...(startFailure && { startFailure }),
     ...(container && { runnerRestarts: container.restartCount }),

@@ -40,6 +40,7 @@ function statusFacts(state: VmState): ObservedState {
     waiting: plan.waiting,
     outdatedRunner: plan.outdatedRunner,
     runnerVm: plan.vm,
+    ipAddress: plan.ipAddress,
     now: seen.now,
   };
 }
