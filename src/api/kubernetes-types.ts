@@ -18,7 +18,7 @@ export const ResourceRequirements = z.object({
   requests: z.record(z.string(), Quantity).optional(),
 });
 
-const LabelSelectorRequirement = z.object({
+export const LabelSelectorRequirement = z.object({
   key: z.string(),
   operator: z.string(),
   values: z.array(z.string()).optional(),

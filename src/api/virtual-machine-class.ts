@@ -4,7 +4,7 @@
 // may be the default (by annotation) for VMs that name none. Classes apply when a runner pod is
 // made, so a changed class reaches a running VM at its next start.
 import { z } from 'zod';
-import { Quantity, Toleration } from './kubernetes-types.js';
+import { LabelSelectorRequirement, Quantity, Toleration } from './kubernetes-types.js';
 import { Condition, CoreFraction, GROUP, ObjectMeta, VERSION } from './virtual-machine.js';
 
 export const CLASS_KIND = 'VirtualMachineClass';
@@ -70,19 +70,41 @@ export const SizingPolicy = z
   })
   .describe('Sizes allowed for VMs whose CPU count falls in cores.');
 
-export const ClassSpec = z.object({
-  cpu: ClassCpu,
-  sizingPolicies: z
-    .array(SizingPolicy)
-    .max(16)
-    .default([])
-    .describe("A VM must fall in one policy's cores range and meet it; none: any size."),
-  nodeSelector: z
-    .object({ matchLabels: z.record(z.string(), z.string()).optional() })
-    .optional()
-    .describe("Labels the runner pods' nodes must have (merged under the VM's own nodeSelector)."),
-  tolerations: z.array(Toleration).optional().describe("Added to the runner pods' (the VM's own win)."),
-});
+export const ClassSpec = z
+  .object({
+    cpu: ClassCpu,
+    sizingPolicies: z
+      .array(SizingPolicy)
+      .max(16)
+      .default([])
+      .describe("A VM must fall in one policy's cores range and meet it; none: any size."),
+    nodeSelector: z
+      .object({
+        matchLabels: z.record(z.string(), z.string()).optional(),
+        matchExpressions: z
+          .array(
+            LabelSelectorRequirement.extend({
+              operator: z.enum(['In', 'NotIn', 'Exists', 'DoesNotExist', 'Gt', 'Lt']),
+            }),
+          )
+          .max(32)
+          .optional()
+          .describe("Node label expressions, added to each of the VM's own required node affinity terms."),
+      })
+      .optional()
+      .describe("The runner pods' nodes: labels (merged under the VM's own nodeSelector) and expressions."),
+    tolerations: z.array(Toleration).optional().describe("Added to the runner pods' (the VM's own win)."),
+  })
+  .meta({
+    'x-kubernetes-validations': [
+      {
+        // Deckhouse's rule too: a VM's CPU count must name one policy.
+        rule: 'self.sizingPolicies.all(a, self.sizingPolicies.exists_one(b, b.cores.min <= a.cores.max && a.cores.min <= b.cores.max))',
+        message: 'sizingPolicies: the cores ranges of two policies overlap',
+        fieldPath: '.sizingPolicies',
+      },
+    ],
+  });
 
 export const ClassStatus = z.object({
   /** VMs that use the class (`namespace/name`), at most a few listed. */

@@ -105,4 +105,19 @@ describe("the chart's admission policy for VirtualMachineClasses, on a real apis
       expect(refused, JSON.stringify(spec)).toContain(expected[0]!);
     }
   });
+
+  it('refuses a class whose policies cover one CPU count twice', async () => {
+    const overlapping = {
+      apiVersion: 'vmoperator.jdrupes.org/v1',
+      kind: 'VirtualMachineClass',
+      metadata: { name: `${CLASS}-overlapping` },
+      spec: {
+        cpu: { type: 'Host' },
+        sizingPolicies: [{ cores: { min: 1, max: 4 } }, { cores: { min: 4, max: 8 } }],
+      },
+    };
+    expect(await refusal(overlapping)).toContain('sizingPolicies: the cores ranges of two policies overlap');
+    overlapping.spec.sizingPolicies[1]!.cores.min = 5;
+    expect(await refusal(overlapping)).toBe('');
+  });
 });

@@ -105,4 +105,29 @@ describe('a VM of a VirtualMachineClass', () => {
     // A class without policies: a whole core per CPU.
     expect(request(withClass(testVm({ maximumCpus: 2 }), host))).toBe(`${2000 + overhead}m`);
   });
+
+  it("adds the class's node expressions to each of the VM's required node terms, or makes one", () => {
+    const zoned = vmClass('zoned', {
+      cpu: { type: 'Host' },
+      nodeSelector: { matchExpressions: [{ key: 'vmop.test/zone', operator: 'In', values: ['a', 'b'] }] },
+    });
+    const zone = { key: 'vmop.test/zone', operator: 'In', values: ['a', 'b'] };
+    const required = (vm: ReturnType<typeof testVm>) =>
+      vm.spec.affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution?.nodeSelectorTerms;
+    expect(required(withClass(testVm(), zoned))).toEqual([{ matchExpressions: [zone] }]);
+    const gpu = { key: 'vmop.test/gpu', operator: 'Exists' };
+    const ssd = { key: 'vmop.test/disk', operator: 'In', values: ['ssd'] };
+    const own = testVm({}, {}) as ReturnType<typeof testVm>;
+    own.spec.affinity = {
+      nodeAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: {
+          nodeSelectorTerms: [{ matchExpressions: [gpu] }, { matchExpressions: [ssd] }],
+        },
+      },
+    };
+    expect(required(withClass(own, zoned))).toEqual([
+      { matchExpressions: [gpu, zone] },
+      { matchExpressions: [ssd, zone] },
+    ]);
+  });
 });

@@ -148,8 +148,34 @@ export function withClass(vm: VirtualMachine, vmClass: VirtualMachineClass | und
     spec.vm.cpuModel ??= classCpuModel(vmClass);
     const labels = vmClass.spec.nodeSelector?.matchLabels;
     if (labels) spec.nodeSelector = { ...labels, ...vm.spec.nodeSelector };
+    const expressions = vmClass.spec.nodeSelector?.matchExpressions ?? [];
+    if (expressions.length > 0) spec.affinity = withNodeExpressions(vm.spec.affinity, expressions);
     const tolerations = vmClass.spec.tolerations ?? [];
     if (tolerations.length > 0) spec.tolerations = [...(vm.spec.tolerations ?? []), ...tolerations];
   }
   return { ...vm, spec };
+}
+
+type Affinity = NonNullable<VirtualMachine['spec']['affinity']>;
+type NodeExpression = NonNullable<Affinity['nodeAffinity']>['requiredDuringSchedulingIgnoredDuringExecution'];
+
+/** The class's node expressions in each of the VM's required node terms (terms are ORed, a term's expressions ANDed). */
+function withNodeExpressions(
+  affinity: Affinity | undefined,
+  expressions: NonNullable<NonNullable<NodeExpression>['nodeSelectorTerms'][number]['matchExpressions']>,
+): Affinity {
+  const required = affinity?.nodeAffinity?.requiredDuringSchedulingIgnoredDuringExecution;
+  const terms = required?.nodeSelectorTerms.length ? required.nodeSelectorTerms : [{}];
+  return {
+    ...affinity,
+    nodeAffinity: {
+      ...affinity?.nodeAffinity,
+      requiredDuringSchedulingIgnoredDuringExecution: {
+        nodeSelectorTerms: terms.map((term) => ({
+          ...term,
+          matchExpressions: [...(term.matchExpressions ?? []), ...expressions],
+        })),
+      },
+    },
+  };
 }
