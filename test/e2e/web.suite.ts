@@ -98,11 +98,12 @@ describe('web GUI: logins, live views, pools, permissions, consoles', () => {
     url = bed.state().web.urls[0]!;
     await bed.vms(NAMESPACE).apply(
       [
+        // With a NIC (QEMU's user network): its guest agent reports the address the GUI shows.
         stoppedVm(
           'alices',
           grants('  - user: alice\n    may: [start, stop, accessConsole]\n  - user: bob\n    may: [start]\n'),
           SPICE_PORT,
-        ),
+        ).replace('networks: []', 'networks: [{user: {}}]'),
         stoppedVm('teams', grants('  - role: users\n    may: ["*"]\n')),
         stoppedVm('secret'),
         ...['pooled-1', 'pooled-2'].map((name) => stoppedVm(name, '  pools: [class]\n')),
@@ -417,7 +418,7 @@ spec:
       .toEqual(['alices', 'pooled-1', 'pooled-2', 'secret', 'teams'].map((vm) => `${NAMESPACE}/${vm}`));
     const row = page.locator(`tr[data-vm="${NAMESPACE}/alices"]`);
     await expect(row.locator('[data-cpus]').textContent()).resolves.toBe('1');
-    // Its address: the guest agent's here (the bed configures no VM subnets).
+    // Its address: the guest agent's (QEMU's user network; the bed configures no VM subnets).
     await expect
       .poll(() => row.locator('[data-address]').textContent(), { timeout: 60_000 })
       .toBe('10.0.2.15');
