@@ -15,6 +15,8 @@ DEBIAN_PACKAGES=(
   # The local node and its images: a container runtime, CNI, kube-proxy's tools, an image builder.
   containerd runc containernetworking-plugins iptables conntrack iproute2 util-linux openssl
   buildah mmdebstrap gcc libc6-dev
+  # promtool, for the chart's alert rules and their unit tests.
+  prometheus
 )
 
 install_debian_packages() {

@@ -25,6 +25,7 @@ import { CLASS_KIND, classKey } from '../api/virtual-machine-class.js';
 import { IP_ADDRESS_KIND, LEASE_KIND, ipAddressKey, leaseKey } from '../api/virtual-machine-ip-address.js';
 import { createIpAddressReconciler } from '../reconcilers/virtual-machine-ip-address/reconcile.js';
 import { createLeaseReconciler } from '../reconcilers/virtual-machine-ip-address/lease.js';
+import { registerVmStateMetrics, vmTransitionMetrics } from './vm-metrics.js';
 import { VmCidr, parsedSubnets } from '../reconcilers/virtual-machine-ip-address/subnets.js';
 import { createLogger } from '../util/logger.js';
 import { serveHttpEndpoints } from './http-endpoints.js';
@@ -215,8 +216,10 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     evictionStrategy: options.evictionStrategy,
     loadBalancer: options.loadBalancerService,
     configNudge: options.configNudge,
+    onTransition: vmTransitionMetrics(registry),
     logger,
   });
+  registerVmStateMetrics(registry, watches.cache);
   const reconcileOperation = createOperationReconciler({
     clients,
     cache: watches.cache,

@@ -28,6 +28,10 @@ export interface WorkerMetricSources {
   depth(): Promise<Record<string, number>>;
   /** Seconds the oldest handler running in this process has been running (0 when idle). */
   longestRunningSeconds(): number;
+  /** Seconds the oldest key waiting for a worker has waited (0 when none waits), cluster-wide. */
+  oldestWaitingSeconds(): Promise<number>;
+  /** Whether Redis takes a write now (it is up, and a master). */
+  redisWritable(): Promise<boolean>;
   logger: Logger;
 }
 
@@ -53,6 +57,36 @@ export function workerMetrics(registry: Registry, sources: WorkerMetricSources):
           } catch (err) {
             sources.logger.warn({ err }, 'could not read queue depth for metrics');
           }
+        },
+      }),
+  );
+  registered(
+    registry,
+    'vmop_queue_oldest_waiting_seconds',
+    () =>
+      new Gauge({
+        name: 'vmop_queue_oldest_waiting_seconds',
+        help: 'How long the oldest key waiting for a worker has waited (0: none waits), cluster-wide',
+        registers: [registry],
+        async collect() {
+          try {
+            this.set(await sources.oldestWaitingSeconds());
+          } catch (err) {
+            sources.logger.warn({ err }, 'could not read the oldest waiting key for metrics');
+          }
+        },
+      }),
+  );
+  registered(
+    registry,
+    'vmop_queue_redis_up',
+    () =>
+      new Gauge({
+        name: 'vmop_queue_redis_up',
+        help: "1 while the queue's Redis takes writes (up, and a master), else 0",
+        registers: [registry],
+        async collect() {
+          this.set((await sources.redisWritable().catch(() => false)) ? 1 : 0);
         },
       }),
   );

@@ -72,6 +72,8 @@ export async function startWorkers(options: StartWorkersOptions): Promise<Runnin
   const metrics: WorkerMetrics | undefined = opts.metrics
     ? workerMetrics(opts.metrics, {
         depth: () => queueDepth(keys),
+        oldestWaitingSeconds: () => oldestWaitingSeconds(keys),
+        redisWritable: () => redisWritable(keys),
         // Read at scrape time, after the runner exists.
         longestRunningSeconds: (): number => keyRunner.longestRunningSeconds(),
         logger,
@@ -177,6 +179,25 @@ async function queueDepth(keys: KeyQueue): Promise<Record<string, number>> {
     keys.state.followUpCount(),
   ]);
   return { ...counts, 'follow-up': followUps };
+}
+
+async function oldestWaitingSeconds(keys: KeyQueue): Promise<number> {
+  const [oldest] = await keys.queue.getJobs(['wait', 'prioritized'], 0, 0, true);
+  return oldest ? Math.max(0, (Date.now() - oldest.timestamp) / 1000) : 0;
+}
+
+/** A write within 2 s: a Redis that is gone, or a replica left without a master, refuses or stalls. */
+const REDIS_PROBE_MS = 2_000;
+async function redisWritable(keys: KeyQueue): Promise<boolean> {
+  const write = keys.redis.set('vmop:metrics:probe', String(Date.now()), 'PX', 60_000);
+  write.catch(() => undefined);
+  return (
+    (await settlesWithin(write, REDIS_PROBE_MS)) &&
+    (await write.then(
+      () => true,
+      () => false,
+    ))
+  );
 }
 
 async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {

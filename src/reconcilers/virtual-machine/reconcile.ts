@@ -142,7 +142,10 @@ export function createVmReconciler(options: VmReconcilerOptions) {
       podPlan: plan.podPlan,
       pod: plan.pod,
     };
-    const recordEvent = (event: Parameters<typeof record>[1]) => record(eventObjectOf(seen.vm), event);
+    const recordEvent = (event: Parameters<typeof record>[1]) => {
+      options.onTransition?.(event, state.status ?? seen.vm.status);
+      return record(eventObjectOf(seen.vm), event);
+    };
     const outcome = await runSteps(VM_STEPS, state, recordEvent);
     if (outcome.end !== undefined) return outcome.end;
     // A status write alone is routine (a runner's every snapshot brings one): debug, not info.

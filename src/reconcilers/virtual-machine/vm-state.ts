@@ -21,6 +21,7 @@ import type { PolicyStop } from './lifecycle/run-policy.js';
 import type { RunnerPodPlan } from './runner-pod/plan.js';
 import type { LoadBalancerState, ObservedState } from './status/derive.js';
 import type { LoadBalancerDefaults } from './load-balancer/service.js';
+import type { ObjectEvent } from '../events.js';
 import type { Overcommit, RunnerImage } from './runner-pod/pod.js';
 
 export interface VmReconcilerOptions {
@@ -65,6 +66,8 @@ export interface VmReconcilerOptions {
   sendRunnerRequest?: SendRunnerRequest;
   /** The latest progress of a disk's import (from Redis), if any. */
   readImportProgress?: (key: string, volume: string) => Promise<ImportProgress | undefined>;
+  /** Told of each Event a reconcile records, with the status it wrote (the managers' metrics). */
+  onTransition?: (event: ObjectEvent, status: VirtualMachineStatus | undefined) => void;
   logger: Logger;
   now?: () => Date;
 }

@@ -6,6 +6,7 @@ import { startRedis, type RedisServer } from '../../../src/devenv/redis.js';
 import { eventually } from '../../support/eventually.js';
 import { isNotFound, kubectl, sharedKubeConfig } from '../../support/kube.js';
 import { startManagerProcess, type ManagerProcess } from '../../support/manager-process.js';
+import { alertRules, dashboardQueries, exports, seriesOf } from '../../support/monitoring.js';
 
 const NAMESPACE = 'vmop-demo'; // the namespace VM-Operator's example names
 const VM = 'test-vm';
@@ -192,6 +193,23 @@ spec: {vm: {state: Stopped, maximumCpus: 2, maximumRam: 256Mi, display: {spice: 
     const metrics = await (await get('/metrics')).text();
     expect(metrics).toMatch(/^vmop_queue_handler_duration_seconds_count\{[^}]*\} [1-9]/m);
     expect(metrics).toContain('vmop_queue_enqueue_to_start_seconds_bucket');
+    // The VMs as the alerts read them: this one should run and cannot (no node here).
+    expect(metrics).toMatch(
+      new RegExp(`^vmop_vm_phase_count\\{phase="Pending",node="",run_policy=""\\} [1-9]`, 'm'),
+    );
+    expect(metrics).toMatch(
+      new RegExp(
+        `^vmop_vm_not_running_seconds\\{namespace="${NAMESPACE}",name="${VM}",phase="Pending"\\} \\d`,
+        'm',
+      ),
+    );
+    expect(metrics).toMatch(/^vmop_queue_redis_up 1$/m);
+    // Every series the chart's alerts and dashboard read is one the managers export.
+    for (const { name, expr } of [
+      ...alertRules.map((rule) => ({ name: rule.alert, expr: rule.expr })),
+      ...dashboardQueries.map((query) => ({ name: query.panel, expr: query.expr })),
+    ])
+      for (const series of seriesOf(expr)) expect(exports(metrics, series), `${name}: ${series}`).toBe(true);
   });
 
   it('deletes the runner pod when the VM is stopped, and makes one when it is to run', async () => {

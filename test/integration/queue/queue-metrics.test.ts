@@ -60,6 +60,11 @@ describe('work queue metrics', () => {
     await producer.add('vm:metrics/later', { delayMs: 60_000 });
     expect(await value(registry, 'vmop_queue_depth', { state: 'waiting' })).toBe(3);
     expect(await value(registry, 'vmop_queue_depth', { state: 'follow-up' })).toBe(1);
+    // The oldest waiting key's age: paused, it only grows.
+    const waited = await value(registry, 'vmop_queue_oldest_waiting_seconds');
+    await new Promise((r) => setTimeout(r, 1100));
+    expect(await value(registry, 'vmop_queue_oldest_waiting_seconds')).toBeGreaterThanOrEqual(waited + 1);
+    expect(await value(registry, 'vmop_queue_redis_up')).toBe(1);
     await inspector.resume();
 
     await producer.add('vm:metrics/held');
