@@ -370,16 +370,21 @@ export function createWatchEdge(
     }
     return [...new Set([...before, ...now])];
   };
-  /** The address claim each VM (by uid) had last: one it left concerns it too (it detaches). */
+  /**
+   * The address claim each VM (by uid) had last: one it left concerns it too (it detaches). Only
+   * claims that exist: one vmop makes for a VM brings its own key, and VMs in a cluster without
+   * addresses enqueue nothing more.
+   */
   const lastIpAddresses = new Map<string, string>();
   const vmIpAddressKeys = (uid: string | undefined, type: WatchEventSummary['type'], vm: VmView) => {
+    const namespace = vm.metadata!.namespace!;
     const now = ipAddressNameOf(vm); // a deleted VM's too: its claim detaches
     const before = uid ? lastIpAddresses.get(uid) : undefined;
     if (uid && type === 'deleted') lastIpAddresses.delete(uid);
     else if (uid && now) lastIpAddresses.set(uid, now);
     return [...new Set([before, now])]
-      .filter((name): name is string => name !== undefined)
-      .map((name) => ipAddressKey(vm.metadata!.namespace!, name));
+      .filter((name): name is string => name !== undefined && !!cache.get(IP_ADDRESS_KIND, namespace, name))
+      .map((name) => ipAddressKey(namespace, name));
   };
   /**
    * A claim's change concerns its own reconcile, the VMs that name it (it attaches to one of them),

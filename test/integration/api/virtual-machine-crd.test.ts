@@ -62,7 +62,7 @@ describe('VirtualMachine CRD on a real apiserver', () => {
     expect(vm.spec.vm.cpuModel).toBeUndefined();
     expect(vm.spec.guestShutdownStops).toBe(false);
     const table = await kubectl(['get', 'vm', '-n', namespace, 'defaults']);
-    expect(table.split('\n')[0]).toMatch(/NAME\s+STATE\s+PHASE\s+CPUS\s+RAM\s+NODE\s+AGE/);
+    expect(table.split('\n')[0]).toMatch(/NAME\s+STATE\s+PHASE\s+CPUS\s+RAM\s+NODE\s+IPADDRESS\s+AGE/);
     expect(table).toMatch(/defaults\s+Stopped/);
   });
 

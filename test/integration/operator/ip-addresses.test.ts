@@ -125,6 +125,13 @@ describe('VM IP addresses, two replicas', () => {
   const deleteVm = (name: string, namespace = ns) =>
     custom.deleteNamespacedCustomObject({ ...GROUP, plural: 'vms', namespace, name });
 
+  /** The addresses leased now (in the whole cluster). */
+  const leasedAddresses = async () =>
+    (
+      (await custom.listClusterCustomObject({ ...GROUP, plural: 'virtualmachineipaddressleases' }))
+        .items as Lease[]
+    ).map((l) => l.metadata.name.replace(/^ip-/, '').replaceAll('-', '.'));
+
   /** The address of a VM once its claim is attached to it. */
   const addressOf = (name: string, namespace = ns) =>
     eventually(async () => {
@@ -183,9 +190,12 @@ describe('VM IP addresses, two replicas', () => {
   });
 
   it('attaches an address to one VM only, and a VM that names a taken one waits and says so', async () => {
-    await apply(claimManifest('shared', USABLE[4]));
+    // An address nobody holds (the first test's VM got a random one).
+    const taken = await leasedAddresses();
+    const shared = USABLE.find((address) => !taken.includes(address))!;
+    await apply(claimManifest('shared', shared));
     await apply(vmManifest('first', ns, ', virtualMachineIPAddressName: shared'));
-    expect(await addressOf('first')).toBe(USABLE[4]);
+    expect(await addressOf('first')).toBe(shared);
     await apply(vmManifest('second', ns, ', virtualMachineIPAddressName: shared'));
     await eventually(async () =>
       expect(ipCondition(await getVm('second'))).toMatchObject({
@@ -195,17 +205,17 @@ describe('VM IP addresses, two replicas', () => {
     );
     expect((await getVm('second')).status?.ipAddress).toBeUndefined();
     // The same address in another namespace is refused while this one holds it.
-    await apply(claimManifest('elsewhere', USABLE[4], other));
+    await apply(claimManifest('elsewhere', shared, other));
     await eventually(async () =>
       expect(bound(await getClaim('elsewhere', other))).toMatchObject({
         status: 'False',
         reason: 'LeasedToAnotherNamespace',
-        message: `${USABLE[4]} is leased to namespace ${ns}`,
+        message: `${shared} is leased to namespace ${ns}`,
       }),
     );
     // Once the first lets it go, the second gets it.
     await deleteVm('first');
-    await eventually(async () => expect((await getVm('second')).status?.ipAddress).toBe(USABLE[4]));
+    await eventually(async () => expect((await getVm('second')).status?.ipAddress).toBe(shared));
   });
 
   it('keeps a deleted VM address for its namespace during the hold, then frees it', async () => {
@@ -262,11 +272,6 @@ describe('VM IP addresses, two replicas', () => {
 
   it('gives racing claims distinct addresses while there are any, and says when the pool is full', async () => {
     // Two claims of one static address, made at once: one holds it, the other says who does.
-    const leasedAddresses = async () =>
-      (
-        (await custom.listClusterCustomObject({ ...GROUP, plural: 'virtualmachineipaddressleases' }))
-          .items as Lease[]
-      ).map((l) => l.metadata.name.replace(/^ip-/, '').replaceAll('-', '.'));
     const taken = await leasedAddresses();
     const free = USABLE.find((address) => !taken.includes(address))!;
     await apply(claimManifest('twin-a', free) + '---\n' + claimManifest('twin-b', free));
