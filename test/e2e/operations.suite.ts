@@ -351,8 +351,8 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
       );
       expect(waiting.status?.phase).toBe('Running'); // nothing restarted by itself
       expect(await vms.kubectl(['get', 'vm', 'changes', '-o', 'wide'])).toMatch(
-        // (no core fraction) RAM (no class), need restart, agent, migratable, run policy, node
-        /changes\s+Running\s+Running\s+1\s+256Mi\s+True\s+True\s+\S+\s+Manual\s+vmop-node-\d/,
+        // (no core fraction) RAM (no class), need restart, agent (connected or not yet), migratable, run policy, node
+        /changes\s+Running\s+Running\s+1\s+256Mi\s+True\s+\S+\s+\S+\s+Manual\s+vmop-node-\d/,
       );
       const list = await run('kubectl', ['vmop', 'list'], { env: env() });
       expect(list.stdout).toMatch(/changes\s+Running\s+\S+\s+1\s+256Mi\s+yes/);
