@@ -91,6 +91,15 @@ export const VirtualMachineIPAddressLease = z.object({
 });
 export type VirtualMachineIPAddressLease = z.infer<typeof VirtualMachineIPAddressLease>;
 
+/** Where the apiserver serves a namespace's claims, and the leases. */
+export const ipAddressApiRef = (namespace: string) => ({
+  group: GROUP,
+  version: VERSION,
+  plural: IP_ADDRESS_PLURAL,
+  namespace,
+});
+export const LEASE_API_REF = { group: GROUP, version: VERSION, plural: LEASE_PLURAL };
+
 /** The work-queue keys. */
 export const ipAddressKey = (namespace: string, name: string) => `vmip:${namespace}/${name}`;
 export const leaseKey = (name: string) => `vmipl:${name}`;

@@ -5,12 +5,11 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
 import {
   IP_ADDRESS_KIND,
-  IP_ADDRESS_PLURAL,
+  LEASE_API_REF,
   LEASE_KIND,
-  LEASE_PLURAL,
   VirtualMachineIPAddressLease,
+  ipAddressApiRef,
 } from '../../api/virtual-machine-ip-address.js';
-import { GROUP, VERSION } from '../../api/virtual-machine.js';
 import { isConflict, isNotFound, readOptional, type KubeClients } from '../../kube/clients.js';
 import { mergePatch } from '../../kube/merge-patch.js';
 import type { ObjectCache } from '../../kube/object-cache.js';
@@ -27,8 +26,6 @@ export interface LeaseReconcilerOptions {
   now?: () => Date;
 }
 
-const LEASE_API = { group: GROUP, version: VERSION, plural: LEASE_PLURAL };
-
 export function createLeaseReconciler(options: LeaseReconcilerOptions) {
   const { clients, cache, holdMs, logger } = options;
   const now = options.now ?? (() => new Date());
@@ -42,13 +39,7 @@ export function createLeaseReconciler(options: LeaseReconcilerOptions) {
       claim !== undefined && (!ref.uid || claim.metadata?.uid === ref.uid);
     if (sameClaim(cache.get(IP_ADDRESS_KIND, ref.namespace, ref.name))) return true;
     const read = await readOptional(() =>
-      clients.customObjects.getNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        plural: IP_ADDRESS_PLURAL,
-        namespace: ref.namespace,
-        name: ref.name,
-      }),
+      clients.customObjects.getNamespacedCustomObject({ ...ipAddressApiRef(ref.namespace), name: ref.name }),
     );
     return sameClaim(read as KubernetesObject | undefined);
   }
@@ -56,7 +47,7 @@ export function createLeaseReconciler(options: LeaseReconcilerOptions) {
   const writeStatus = (lease: VirtualMachineIPAddressLease, status: Record<string, unknown>) =>
     clients.customObjects.patchClusterCustomObjectStatus(
       {
-        ...LEASE_API,
+        ...LEASE_API_REF,
         name: lease.metadata.name,
         body: { metadata: { resourceVersion: lease.metadata.resourceVersion }, status },
       },
@@ -83,7 +74,7 @@ export function createLeaseReconciler(options: LeaseReconcilerOptions) {
     try {
       // Only this version: a claim that took the lease over meanwhile keeps it.
       await clients.customObjects.deleteClusterCustomObject({
-        ...LEASE_API,
+        ...LEASE_API_REF,
         name,
         body: { preconditions: { resourceVersion: lease.metadata.resourceVersion } },
       });

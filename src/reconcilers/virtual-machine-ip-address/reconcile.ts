@@ -6,13 +6,13 @@ import { isDeepStrictEqual } from 'node:util';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import {
   IP_ADDRESS_KIND,
-  IP_ADDRESS_PLURAL,
+  LEASE_API_REF,
   LEASE_KIND,
-  LEASE_PLURAL,
   VirtualMachineIPAddress,
   VirtualMachineIPAddressLease,
   type IpAddressStatus,
   leaseAddress,
+  ipAddressApiRef,
   leaseName,
 } from '../../api/virtual-machine-ip-address.js';
 import { GROUP, KIND, VERSION } from '../../api/virtual-machine.js';
@@ -40,14 +40,6 @@ const PICK_TRIES = 8;
 /** A claim that waits for a free address looks again this often (lease deletions also wake it). */
 const WAITING_RECHECK_MS = 60_000;
 
-const ipAddressApi = (namespace: string) => ({
-  group: GROUP,
-  version: VERSION,
-  plural: IP_ADDRESS_PLURAL,
-  namespace,
-});
-const LEASE_API = { group: GROUP, version: VERSION, plural: LEASE_PLURAL };
-
 type Leasing = { address: string } | { problem: ConditionFacts & { status: 'False' } };
 
 export function createIpAddressReconciler(options: IpAddressReconcilerOptions) {
@@ -65,7 +57,7 @@ export function createIpAddressReconciler(options: IpAddressReconcilerOptions) {
     const cached = cachedLeases().find((lease) => lease.metadata.name === name);
     if (cached) return cached;
     const read = await readOptional(() =>
-      clients.customObjects.getClusterCustomObject({ ...LEASE_API, name }),
+      clients.customObjects.getClusterCustomObject({ ...LEASE_API_REF, name }),
     );
     return read ? VirtualMachineIPAddressLease.parse(read) : undefined;
   }
@@ -75,7 +67,7 @@ export function createIpAddressReconciler(options: IpAddressReconcilerOptions) {
     const { namespace, name, uid } = vmip.metadata;
     try {
       await clients.customObjects.createClusterCustomObject({
-        ...LEASE_API,
+        ...LEASE_API_REF,
         body: {
           apiVersion: `${GROUP}/${VERSION}`,
           kind: LEASE_KIND,
@@ -149,7 +141,7 @@ export function createIpAddressReconciler(options: IpAddressReconcilerOptions) {
     const { namespace, name, uid } = vmip.metadata;
     await clients.customObjects.patchClusterCustomObject(
       {
-        ...LEASE_API,
+        ...LEASE_API_REF,
         name: lease.metadata.name,
         body: {
           metadata: { resourceVersion: lease.metadata.resourceVersion },
@@ -170,7 +162,7 @@ export function createIpAddressReconciler(options: IpAddressReconcilerOptions) {
     // address (by another replica, or before a restart) has not reached the cache yet.
     if (vmip.spec.type === 'Auto' && !vmip.status?.address) {
       const read = await readOptional(() =>
-        clients.customObjects.getNamespacedCustomObject({ ...ipAddressApi(namespace), name }),
+        clients.customObjects.getNamespacedCustomObject({ ...ipAddressApiRef(namespace), name }),
       );
       if (!read) return;
       vmip = VirtualMachineIPAddress.parse(read);
@@ -218,7 +210,7 @@ export function createIpAddressReconciler(options: IpAddressReconcilerOptions) {
       // Guarded by the resourceVersion read: a write from an older copy is refused and retried.
       await clients.customObjects.patchNamespacedCustomObjectStatus(
         {
-          ...ipAddressApi(namespace),
+          ...ipAddressApiRef(namespace),
           name,
           body: {
             metadata: { resourceVersion: vmip.metadata.resourceVersion },

@@ -1,7 +1,6 @@
 // The VirtualMachineIPAddress vmop makes for a VM that names none, where VM subnets are configured
 // (address/ip-address.ts); its own reconcile leases the address (virtual-machine-ip-address/).
-import { IP_ADDRESS_PLURAL } from '../../../api/virtual-machine-ip-address.js';
-import { GROUP, VERSION } from '../../../api/virtual-machine.js';
+import { ipAddressApiRef } from '../../../api/virtual-machine-ip-address.js';
 import { isConflict } from '../../../kube/clients.js';
 import type { Step } from '../pipeline.js';
 import type { VmState } from '../vm-state.js';
@@ -14,10 +13,7 @@ export const ipAddressStep: Step<VmState> = {
     if (!claim) return;
     try {
       await state.io.clients.customObjects.createNamespacedCustomObject({
-        group: GROUP,
-        version: VERSION,
-        plural: IP_ADDRESS_PLURAL,
-        namespace: claim.metadata.namespace!,
+        ...ipAddressApiRef(claim.metadata.namespace),
         body: claim,
       });
     } catch (err) {
