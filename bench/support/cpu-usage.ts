@@ -3,7 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 
 /** User + system CPU seconds of a process so far (/proc/<pid>/stat, in clock ticks of 1/100 s). */
-function processCpuSeconds(pid: number): number {
+export function processCpuSeconds(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[11]) + Number(fields[12])) / 100;

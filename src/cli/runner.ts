@@ -1,4 +1,5 @@
-import { Command, Option } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { z } from 'zod';
 import { SNAPSHOT_SUFFIX_ENV } from '../api/runner-snapshot.js';
 import { workKeyNamespace } from '../api/tenant-redis.js';
 import { WorkKeySchema } from '../queue/index.js';
@@ -9,6 +10,18 @@ import { relaySerialConsole } from '../console/serial-relay.js';
 import { openRedis } from '../queue/connection.js';
 import { watchRunnerRequests } from '../runner/migration/request-channel.js';
 import type { MigrationRequest } from '../runner/migration/request.js';
+import { vmUsageRegistry } from '../runner/metrics/registry.js';
+import { usageRecord } from '../runner/metrics/usage.js';
+import { USAGE_SAMPLE_SECONDS } from '../api/vm-usage-history.js';
+import { serveHttpEndpoints } from '../util/http-endpoints.js';
+
+const Port = z.coerce.number().int().min(0).max(65535);
+
+function parsePort(value: string): number {
+  const parsed = Port.safeParse(value);
+  if (!parsed.success) throw new InvalidArgumentError(`${JSON.stringify(value)} is no port (0 to 65535)`);
+  return parsed.data;
+}
 
 export const DEFAULT_CONFIG_PATH = '/etc/opt/vmrunner/config.yaml';
 
@@ -22,6 +35,8 @@ interface RunnerCliOptions {
   podIp?: string;
   podInfo?: string;
   migrationKeys?: string;
+  metricsPort?: number;
+  node?: string;
 }
 
 async function runRunner(options: RunnerCliOptions): Promise<number> {
@@ -65,6 +80,31 @@ async function runRunner(options: RunnerCliOptions): Promise<number> {
       }),
     ...(options.migrationKeys && { keysDir: options.migrationKeys }),
   });
+  const metrics =
+    options.metricsPort !== undefined
+      ? await serveHttpEndpoints(
+          options.metricsPort,
+          '::',
+          vmUsageRegistry(
+            {
+              namespace: (options.vmKey && workKeyNamespace(options.vmKey)) || '',
+              name: options.vmKey?.split('/')[1] ?? '',
+              node: options.node ?? '',
+            },
+            () => runner.usage(),
+          ),
+          () => true,
+        )
+      : undefined;
+  // The last hour of what the VM uses, for the GUI's VM page (kept in Redis, where there is one).
+  const history =
+    options.redis &&
+    setInterval(() => {
+      void runner.usage().then(
+        (usage) => usage && publisher.recordUsage(usageRecord(usage)),
+        () => undefined,
+      );
+    }, USAGE_SAMPLE_SECONDS * 1000);
   const stop = (signal: NodeJS.Signals) => {
     logger.info({ signal }, 'stop requested');
     runner.requestStop();
@@ -72,6 +112,8 @@ async function runRunner(options: RunnerCliOptions): Promise<number> {
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
   const code = await runner.run();
+  clearInterval(history);
+  await metrics?.close();
   await publisher.close();
   return code;
 }
@@ -105,6 +147,16 @@ export function register(program: Command): void {
         '--migration-keys <dir>',
         "where the VM's key file appears (live migration, attached disks)",
       ).env('VMOP_MIGRATION_KEYS'),
+    )
+    .addOption(
+      new Option('--metrics-port <port>', "serve the VM's metrics for Prometheus on this port (/metrics)")
+        .env('VMOP_METRICS_PORT')
+        .argParser(parsePort),
+    )
+    .addOption(
+      new Option('--node <name>', 'the node the runner runs on (a label of its metrics)').env(
+        'VMOP_NODE_NAME',
+      ),
     )
     .addOption(
       new Option('--snapshot-suffix <suffix>', "a migration target's own snapshot key").env(

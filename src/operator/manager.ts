@@ -28,7 +28,7 @@ import { createLeaseReconciler } from '../reconcilers/virtual-machine-ip-address
 import { registerVmStateMetrics, vmTransitionMetrics } from './vm-metrics.js';
 import { VmCidr, parsedSubnets } from '../reconcilers/virtual-machine-ip-address/subnets.js';
 import { createLogger } from '../util/logger.js';
-import { serveHttpEndpoints } from './http-endpoints.js';
+import { serveHttpEndpoints } from '../util/http-endpoints.js';
 import { importProgressReader, snapshotReader } from './snapshots.js';
 import { runnerRequestSender } from './runner-requests.js';
 import { migrationSlots } from './migration-slots.js';

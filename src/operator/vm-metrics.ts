@@ -99,6 +99,37 @@ export function registerVmStateMetrics(
       }
     },
   });
+  // Imports under way, per disk: a stuck one stops moving (the VirtualMachineDiskImportStuck alert).
+  const importing = () =>
+    vms().flatMap((vm) =>
+      (vm.status?.disks ?? [])
+        .filter((disk) => disk.phase === 'Importing')
+        .map((disk) => ({
+          labels: { namespace: vm.metadata.namespace, name: vm.metadata.name, disk: disk.name },
+          disk,
+        })),
+    );
+  new Gauge({
+    name: 'vmop_vm_disk_import_bytes',
+    help: 'Bytes of the source an import under way has downloaded so far, per disk',
+    labelNames: ['namespace', 'name', 'disk'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const { labels, disk } of importing()) this.set(labels, disk.importedBytes ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'vmop_vm_disk_import_progress_ratio',
+    help: 'How far an import under way is (of the download; of the conversion after it for qcow2), 0 to 1',
+    labelNames: ['namespace', 'name', 'disk'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const { labels, disk } of importing())
+        this.set(labels, Number.parseFloat(disk.progress ?? '0') / 100 || 0);
+    },
+  });
   new Gauge({
     name: 'vmop_vm_runner_not_reporting',
     help: 'VMs whose runner runs but does not report (RunnerReporting False), by node',
@@ -157,8 +188,23 @@ export function vmTransitionMetrics(registry: Registry) {
     buckets: DOWNTIME_SECONDS,
     registers: [registry],
   });
+  const imports = new Counter({
+    name: 'vmop_vm_disk_imports_total',
+    help: 'Disk imports by result (started, succeeded, failed)',
+    labelNames: ['result'],
+    registers: [registry],
+  });
   return (event: ObjectEvent, status: VirtualMachineStatus | undefined) => {
     switch (event.reason) {
+      case 'ImportStarted':
+        imports.inc({ result: 'started' });
+        break;
+      case 'Imported':
+        imports.inc({ result: 'succeeded' });
+        break;
+      case 'ImportFailed':
+        imports.inc({ result: 'failed' });
+        break;
       case 'Migrating':
         migrations.inc({ result: 'started' });
         break;

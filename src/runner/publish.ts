@@ -5,9 +5,12 @@ import { isAuthError, sendRunnerEvent } from '../queue/runner-events.js';
 import type { Logger } from '../util/logger.js';
 import type { VmEvent } from './qmp/events.js';
 import type { PublishSnapshot } from './snapshot/store.js';
+import { USAGE_HISTORY_MS, usageFields, usageHistoryKey, type UsageRecord } from '../api/vm-usage-history.js';
 
 export interface SnapshotPublisher {
   publish: PublishSnapshot;
+  /** Keeps a sample of what the VM uses in its last hour's history (the GUI's VM page); best effort. */
+  recordUsage(record: UsageRecord): void;
   /** Sends what is still pending (waiting at most a few seconds) and closes connections. */
   close(): Promise<void>;
 }
@@ -16,6 +19,7 @@ export interface SnapshotPublisher {
 export function logPublisher(logger: Logger): SnapshotPublisher {
   return {
     publish: (snapshot, event) => logger.info({ snapshot, event: event.event }, 'VM state changed'),
+    recordUsage: () => {},
     close: async () => {},
   };
 }
@@ -93,6 +97,15 @@ export function redisPublisher(options: {
   logger.info({ redis: redisWhere(options.redisUrl), vmKey }, 'publishing VM state to Redis');
   return {
     publish,
+    recordUsage(record) {
+      if (closed) return;
+      const oldest = Date.now() - USAGE_HISTORY_MS;
+      redis
+        .xadd(usageHistoryKey(vmKey), 'MINID', '~', String(oldest), '*', ...usageFields(record))
+        .catch((err: unknown) =>
+          logger.debug({ reason: (err as Error).message }, 'recording the usage failed'),
+        );
+    },
     async close() {
       const flushed = await Promise.race([
         (sending ?? Promise.resolve()).then(() => true),

@@ -36,6 +36,8 @@ import { readMigrationRequest, roleAtStart, type MigrationRequest } from './migr
 import type { RequestChannel } from './migration/request-channel.js';
 import path from 'node:path';
 import { readOptional } from './read-optional.js';
+import { enableGuestMemoryStats, sampleVmUsage } from './metrics/sampler.js';
+import type { VmUsage } from './metrics/usage.js';
 
 export const EXIT_CLEAN = 0;
 export const EXIT_FAILED = 1;
@@ -111,6 +113,8 @@ export class VmRunner {
   private killedAfterQuit = false;
   /** qemu was let run the guest: a failure from now on is not a start failure. */
   private guestRan = false;
+  /** When the guest was let run in this pod (its uptime here). */
+  private runningSince?: Date;
   /** Stopped before the guest ran: however qemu ended, nothing was lost. */
   private abandonedStart = false;
   /** QMP operations that change the VM run one after the other. */
@@ -396,7 +400,7 @@ export class VmRunner {
     const ram = await queryBalloon(qmp);
     this.checkStop();
     await cont(qmp);
-    this.guestRan = true;
+    this.guestRuns();
     this.store.update((state) => ({ ...state, phase: 'booting', cpus, ram }), { event: 'RUNNER_RESUMED' });
     this.logger.info({ cpus, ram }, 'VM running');
     // Disks attached while an earlier QEMU of this pod ran: the guest gets them again.
@@ -567,7 +571,7 @@ export class VmRunner {
         if (this.startedWithDisplayPassword)
           await controls.applyDisplayPassword(secret.password, secret.expiry);
       },
-      running: () => (this.guestRan = true),
+      running: () => this.guestRuns(),
     });
     // No port event tells a migrated-in runner that the agent's port is open (it was before);
     // not awaited: the start must not wait for the agent.
@@ -577,6 +581,29 @@ export class VmRunner {
         .catch((err: unknown) =>
           this.logger.debug({ err: String(err) }, 'the guest agent does not answer (yet)'),
         );
+  }
+
+  private guestRuns(): void {
+    this.guestRan = true;
+    this.runningSince = new Date();
+    // The guest's own view of its memory, for the metrics: asked of its balloon driver from now on.
+    enableGuestMemoryStats(this.qmp!).catch((err: unknown) =>
+      this.logger.debug({ err: String(err) }, "the guest's memory statistics are not available"),
+    );
+  }
+
+  /** What the VM uses now (for /metrics); undefined while QEMU does not run the guest. */
+  async usage(): Promise<VmUsage | undefined> {
+    const { qmp, qemu, controls, runningSince } = this;
+    if (!qmp || !qemu || !controls || !runningSince || this.store.snapshot.phase === 'stopped')
+      return undefined;
+    return sampleVmUsage({
+      qmp,
+      qemuPid: qemu.pid,
+      guestInterfaces: (timeoutMs) => controls.guestAgent.interfaces(timeoutMs),
+      guestAgentConnected: () => controls.guestAgent.connected,
+      runningSince,
+    });
   }
 
   /** What applies runtime changes to this QEMU (and speaks to the guest's agents). */

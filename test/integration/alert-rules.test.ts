@@ -10,7 +10,13 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
-import { RULES_FILE as RULES, alertRules as rules, dashboardQueries } from '../support/monitoring.js';
+import {
+  RULES_FILE as RULES,
+  alertRules as rules,
+  dashboardQueries,
+  OVERVIEW_DASHBOARD,
+  VM_DASHBOARD,
+} from '../support/monitoring.js';
 
 const run = promisify(execFile);
 const TESTS = 'test/alerts/vmop-rules.test.yaml';
@@ -44,10 +50,11 @@ describe("the chart's alert rules and dashboard", () => {
     }
   });
 
-  it('has a dashboard whose queries are valid PromQL (promtool checks them as recording rules)', async () => {
+  it('has dashboards whose queries are valid PromQL (promtool checks them as recording rules)', async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'vmop-dashboard-'));
     const file = path.join(dir, 'queries.yaml');
-    const records = dashboardQueries.map((query, i) => ({
+    const queries = [...dashboardQueries(OVERVIEW_DASHBOARD), ...dashboardQueries(VM_DASHBOARD)];
+    const records = queries.map((query, i) => ({
       record: `vmop_dashboard:query_${i}`,
       expr: query.expr,
     }));

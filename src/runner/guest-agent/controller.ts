@@ -70,6 +70,12 @@ export class GuestAgentController {
     });
   }
 
+  /** The guest's interfaces with their traffic counters; undefined while no agent answers. */
+  async interfaces(timeoutMs: number): Promise<unknown> {
+    if (!this.connected || !this.client || this.client.closed) return undefined;
+    return this.client.execute('guest-network-get-interfaces', { timeoutMs });
+  }
+
   /** Asks the guest to power down; false when the agent cannot be asked. */
   async shutdown(): Promise<boolean> {
     if (!this.connected || !this.client || this.client.closed) return false;

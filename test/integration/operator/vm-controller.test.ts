@@ -6,7 +6,13 @@ import { startRedis, type RedisServer } from '../../../src/devenv/redis.js';
 import { eventually } from '../../support/eventually.js';
 import { isNotFound, kubectl, sharedKubeConfig } from '../../support/kube.js';
 import { startManagerProcess, type ManagerProcess } from '../../support/manager-process.js';
-import { alertRules, dashboardQueries, exports, seriesOf } from '../../support/monitoring.js';
+import {
+  alertRules,
+  dashboardQueries,
+  exports,
+  OVERVIEW_DASHBOARD,
+  seriesOf,
+} from '../../support/monitoring.js';
 
 const NAMESPACE = 'vmop-demo'; // the namespace VM-Operator's example names
 const VM = 'test-vm';
@@ -207,7 +213,7 @@ spec: {vm: {state: Stopped, maximumCpus: 2, maximumRam: 256Mi, display: {spice: 
     // Every series the chart's alerts and dashboard read is one the managers export.
     for (const { name, expr } of [
       ...alertRules.map((rule) => ({ name: rule.alert, expr: rule.expr })),
-      ...dashboardQueries.map((query) => ({ name: query.panel, expr: query.expr })),
+      ...dashboardQueries(OVERVIEW_DASHBOARD).map((query) => ({ name: query.panel, expr: query.expr })),
     ])
       for (const series of seriesOf(expr)) expect(exports(metrics, series), `${name}: ${series}`).toBe(true);
   });

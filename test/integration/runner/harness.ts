@@ -1,5 +1,5 @@
 import { execFile, spawn } from 'node:child_process';
-import { mkdir, mkdtemp, readlink, rename, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readlink, rename, rm, symlink, truncate, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -24,6 +24,13 @@ export const BOOT_TIMEOUT_MS = 120_000;
 
 export async function makeTempDir(prefix: string): Promise<string> {
   return mkdtemp(path.join(os.tmpdir(), `vmop-${prefix}-`));
+}
+
+/** A sparse raw disk image of `bytes`, empty (made anew if it exists). */
+export async function makeEmptyDisk(file: string, bytes: number): Promise<string> {
+  await writeFile(file, '');
+  await truncate(file, bytes);
+  return file;
 }
 
 /** An image repository with the test guest's boot files (as `test-guest/`) and small ISO images. */

@@ -5,7 +5,7 @@
 // guest's "local" disk lives, so the source copies it to the target while the guest runs.
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, rm, truncate, writeFile } from 'node:fs/promises';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunnerConfigInput } from '../../../src/api/runner-config.js';
@@ -16,6 +16,7 @@ import { PCR16_AFTER_EXTEND, PCR16_EXTEND } from '../../support/tpm.js';
 import {
   configYaml,
   isAlive,
+  makeEmptyDisk,
   makeImageRepository,
   MiB,
   makeTempDir,
@@ -62,12 +63,9 @@ describe('runner: live migration between two runners', () => {
     for (const who of RUNNERS) {
       await mkdir(runtimeOf(who), { recursive: true });
       await writeFile(podInfo(who), '');
-      await truncate(path.join(runtimeOf(who), 'local.img'), 0).catch(() => undefined);
-      await writeFile(path.join(runtimeOf(who), 'local.img'), '');
-      await truncate(path.join(runtimeOf(who), 'local.img'), 16 * 1024 * 1024);
+      await makeEmptyDisk(path.join(runtimeOf(who), 'local.img'), 16 * 1024 * 1024);
     }
-    await writeFile(path.join(tmp, 'shared.img'), '');
-    await truncate(path.join(tmp, 'shared.img'), 16 * 1024 * 1024);
+    await makeEmptyDisk(path.join(tmp, 'shared.img'), 16 * 1024 * 1024);
     images = await makeImageRepository(path.join(tmp, 'images'), ['disc-a', 'disc-b']);
     for (const who of RUNNERS) await writeFile(path.join(tmp, `${who}.yaml`), configYaml(config(who)));
     source = await startRunner(path.join(tmp, 'source.yaml'), { env: runnerEnv('source') });

@@ -7,9 +7,14 @@ import { RunnerSnapshot, snapshotRedisKey } from '../../../src/api/runner-snapsh
 import { startRedis, type RedisServer } from '../../../src/devenv/redis.js';
 import { runnerEventsKey } from '../../../src/api/tenant-redis.js';
 import type { SerialConsole } from '../../support/qemu.js';
+import { eventually } from '../../support/eventually.js';
+import { dashboardQueries, exports, sampleValue, seriesOf, VM_DASHBOARD } from '../../support/monitoring.js';
+import { freePort } from '../../../src/util/free-port.js';
+import { parseUsageFields, usageHistoryKey } from '../../../src/api/vm-usage-history.js';
 import {
   BOOT_TIMEOUT_MS,
   configYaml,
+  makeEmptyDisk,
   makeImageRepository,
   makeTempDir,
   MiB,
@@ -58,13 +63,25 @@ describe('runner: a running VM follows its config', () => {
     config = { '/Runner': { ...config['/Runner'], vm: { ...config['/Runner'].vm, ...change } } };
     await volume.update({ 'config.yaml': configYaml(config) });
   };
-  const cd = (file: string) => [{ type: 'ide-cd' as const, file }];
+  // The CD, and a disk the guest writes to (its bytes show in the runner's metrics).
+  const cd = (file: string) => [
+    { type: 'ide-cd' as const, file },
+    { type: 'raw' as const, file: path.join(tmp, 'disk.img') },
+  ];
+  let metricsPort: number;
+  const scrape = async () => {
+    const response = await fetch(`http://127.0.0.1:${metricsPort}/metrics`);
+    expect(response.status).toBe(200);
+    return response.text();
+  };
 
   beforeAll(async () => {
     tmp = await makeTempDir('runner-changes');
     redis = await startRedis();
     client = new Redis(redis.url);
     const images = await makeImageRepository(path.join(tmp, 'images'), ['a', 'b']);
+    await makeEmptyDisk(path.join(tmp, 'disk.img'), 32 * MiB);
+    metricsPort = await freePort();
     config = {
       '/Runner': {
         dataDir: path.join(tmp, 'data'),
@@ -76,14 +93,21 @@ describe('runner: a running VM follows its config', () => {
           maximumCpus: 2,
           currentCpus: 1,
           maximumRam: '256Mi',
-          network: [],
+          network: [{ type: 'user' }],
           drives: cd('a.iso'),
         },
       },
     };
     volume = await ProjectedVolume.create(path.join(tmp, 'etc'), { 'config.yaml': configYaml(config) });
     runner = await startRunner(volume.file('config.yaml'), {
-      env: { ...process.env, VMOP_REDIS_URL: redis.url, VMOP_VM_KEY: VM_KEY, VMOP_POD_NAME: 'changes-0' },
+      env: {
+        ...process.env,
+        VMOP_REDIS_URL: redis.url,
+        VMOP_VM_KEY: VM_KEY,
+        VMOP_POD_NAME: 'changes-0',
+        VMOP_METRICS_PORT: String(metricsPort),
+        VMOP_NODE_NAME: 'node-a',
+      },
     });
   });
 
@@ -125,6 +149,52 @@ describe('runner: a running VM follows its config', () => {
     await changeVm({ currentRam: '192Mi' });
     const snapshot = await waitForSnapshot((candidate) => candidate.ram === 192 * MiB, 'ram 192 MiB');
     expect(snapshot.ram).toBe(192 * MiB);
+  });
+
+  it('serves what the VM uses: CPU time rising while the guest works, disk bytes by what it wrote, its traffic and memory', async () => {
+    const vm = { namespace: 'test-ns', name: 'changes', node: 'node-a' };
+    const before = await scrape();
+    const cpu = (metrics: string) => sampleValue(metrics, 'vmop_vm_vcpu_seconds_total', { ...vm, id: '0' })!;
+    const written = (metrics: string) =>
+      sampleValue(metrics, 'vmop_vm_storage_write_traffic_bytes_total', { ...vm, drive: 'disk0' })!;
+    const sent = (metrics: string) =>
+      sampleValue(metrics, 'vmop_vm_network_transmit_packets_total', {
+        ...vm,
+        interface: 'virtio-net-pci.0',
+      })!;
+    expect(cpu(before)).toBeGreaterThan(0);
+    expect(sampleValue(before, 'vmop_vm_memory_domain_bytes', vm)).toBe(192 * MiB);
+    expect(sampleValue(before, 'vmop_vm_memory_resident_bytes', vm)).toBeGreaterThan(64 * MiB);
+    expect(sampleValue(before, 'vmop_vm_guest_agent_connected', vm)).toBe(1);
+
+    // Work that costs the vCPU about 6 s under TCG here; the threshold leaves room for faster hosts.
+    expect(await guestConsole.run('i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done')).toBe(0);
+    expect(await guestConsole.run('dd if=/dev/zero of=/dev/vda bs=1M count=8 conv=fsync 2>/dev/null')).toBe(
+      0,
+    );
+    await guestConsole.run('ping -c 3 -W 1 10.0.2.2 >/dev/null'); // sent, answered or not
+    const after = await scrape();
+    // Every series the chart's one-VM dashboard reads is one the runner exports.
+    for (const { panel, expr } of dashboardQueries(VM_DASHBOARD))
+      for (const series of seriesOf(expr)) expect(exports(after, series), `${panel}: ${series}`).toBe(true);
+    expect(cpu(after) - cpu(before)).toBeGreaterThan(2);
+    expect(sampleValue(after, 'vmop_vm_cpu_usage_seconds_total', vm)).toBeGreaterThanOrEqual(cpu(after));
+    const wrote = written(after) - written(before);
+    expect(Math.abs(wrote - 8 * MiB)).toBeLessThanOrEqual(0.1 * 8 * MiB);
+    expect(sent(after) - sent(before)).toBeGreaterThanOrEqual(3);
+    // The guest's balloon driver tells its own view of the memory every 10 s.
+    await eventually(async () => {
+      const usable = sampleValue(await scrape(), 'vmop_vm_memory_usable_bytes', vm);
+      expect(usable).toBeGreaterThan(0);
+      expect(usable).toBeLessThan(192 * MiB);
+    }, 30_000);
+    // And the last hour's samples for the GUI's VM page, in the VM's Redis keys: the disk's write in them.
+    await eventually(async () => {
+      const entries = await client.xrange(usageHistoryKey(VM_KEY), '-', '+');
+      const latest = parseUsageFields(entries.at(-1)![1]);
+      expect(latest?.diskWrite).toBeGreaterThanOrEqual(8 * MiB);
+      expect(latest?.cpu).toBeGreaterThan(0);
+    }, 30_000);
   });
 
   it('changes a CD the guest has locked once the guest ejects it', async () => {

@@ -1,9 +1,10 @@
-import { readFile, rm, truncate, writeFile } from 'node:fs/promises';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../../../src/util/free-port.js';
 import {
   configYaml,
+  makeEmptyDisk,
   makeTempDir,
   MiB,
   pidsWithArgument,
@@ -18,9 +19,7 @@ describe('runner: the standard VM template', () => {
 
   beforeAll(async () => {
     tmp = await makeTempDir('runner-standard');
-    const disk = path.join(tmp, 'disk.img');
-    await writeFile(disk, '');
-    await truncate(disk, 64 * MiB);
+    const disk = await makeEmptyDisk(path.join(tmp, 'disk.img'), 64 * MiB);
     const configFile = path.join(tmp, 'config.yaml');
     await writeFile(
       configFile,

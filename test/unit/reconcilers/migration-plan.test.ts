@@ -205,6 +205,12 @@ describe('planMigration', () => {
       role: 'target',
       source: '10.0.0.1:4711',
     });
+    // Prometheus finds the VM's metrics at the target as it did at the source.
+    expect(target.metadata!.annotations).toMatchObject({
+      'prometheus.io/scrape': 'true',
+      'prometheus.io/port': '9110',
+    });
+    expect(target.spec!.containers[0]!.ports).toEqual([{ name: 'metrics', containerPort: 9110 }]);
     expect(target.spec!.nodeName).toBeUndefined();
     expect(
       target.spec!.affinity!.nodeAffinity!.requiredDuringSchedulingIgnoredDuringExecution!

@@ -176,6 +176,27 @@ describe('desiredRunnerPod', () => {
     expect(tap.containers[0]!.securityContext).toEqual({ privileged: true });
   });
 
+  it("serves the VM's metrics on a named port Prometheus finds (not on the host network, where VMs would share it)", () => {
+    const pod = podOf(vmFrom());
+    const runner = pod.spec!.containers[0]!;
+    expect(runner.ports).toEqual([{ name: 'metrics', containerPort: 9110 }]);
+    expect(runner.env).toEqual(
+      expect.arrayContaining([
+        { name: 'VMOP_METRICS_PORT', value: '9110' },
+        { name: 'VMOP_NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } },
+      ]),
+    );
+    expect(pod.metadata!.annotations).toMatchObject({
+      'prometheus.io/scrape': 'true',
+      'prometheus.io/port': '9110',
+      'prometheus.io/path': '/metrics',
+    });
+    const tap = podOf(vmFrom((raw) => (raw.spec.vm.networks = [{ tap: { bridge: 'br0' } }])));
+    expect(tap.spec!.containers[0]!.ports).toBeUndefined();
+    expect(tap.spec!.containers[0]!.env?.map((env) => env.name)).not.toContain('VMOP_METRICS_PORT');
+    expect(tap.metadata!.annotations?.['prometheus.io/scrape']).toBeUndefined();
+  });
+
   it('asks for /dev/kvm by its limit when nodes give it', () => {
     expect(runnerOf(vmFrom(), { kvm: true }).resources?.limits).toEqual({
       'devices.vmop.jdrupes.org/kvm': '1',

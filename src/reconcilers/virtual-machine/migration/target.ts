@@ -14,7 +14,7 @@ import { MIGRATION_ANNOTATION, type MigrationRequest } from '../../../runner/mig
 import { POD_SPEC_ANNOTATION } from '../naming.js';
 import { claimNames } from '../disks/claims.js';
 import { LABEL_MIGRATION } from './request.js';
-import type { RunnerImage } from '../runner-pod/pod.js';
+import { SCRAPE_ANNOTATION_PREFIX, type RunnerImage } from '../runner-pod/pod.js';
 
 export const HOSTNAME_LABEL = 'kubernetes.io/hostname';
 
@@ -145,6 +145,12 @@ export function targetPod(source: V1Pod, options: TargetPodOptions): V1Pod {
         ...(metadata?.annotations?.[POD_SPEC_ANNOTATION] && {
           [POD_SPEC_ANNOTATION]: metadata.annotations[POD_SPEC_ANNOTATION],
         }),
+        // Prometheus finds the target's metrics as it found the source's.
+        ...Object.fromEntries(
+          Object.entries(metadata?.annotations ?? {}).filter(([key]) =>
+            key.startsWith(SCRAPE_ANNOTATION_PREFIX),
+          ),
+        ),
         ...migrationAnnotation({ id: options.id, role: 'target', source: options.sourceAddress, mirror: [] }),
       },
       ownerReferences: metadata?.ownerReferences,

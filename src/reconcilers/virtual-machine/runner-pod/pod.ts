@@ -36,6 +36,15 @@ import { RESTRICTED_CONTAINER_SECURITY, RESTRICTED_POD_SECURITY } from '../pod-s
  * The runner keeps its sockets in /tmp of its own root file system: an emptyDir would make
  * `kubectl drain` refuse the node unless given --delete-emptydir-data (it counts them as local data).
  */
+/** Where a runner serves its VM's metrics (pods on the host network do not: VMs would share it). */
+export const RUNNER_METRICS_PORT = 9110;
+/** The annotations by which a plain Prometheus finds a pod's metrics (the chart's PodMonitor goes by the port's name). */
+export const SCRAPE_ANNOTATION_PREFIX = 'prometheus.io/';
+const SCRAPE_ANNOTATIONS = {
+  [`${SCRAPE_ANNOTATION_PREFIX}scrape`]: 'true',
+  [`${SCRAPE_ANNOTATION_PREFIX}port`]: String(RUNNER_METRICS_PORT),
+  [`${SCRAPE_ANNOTATION_PREFIX}path`]: '/metrics',
+};
 const RUNNER_CONTAINER_SECURITY = { ...RESTRICTED_CONTAINER_SECURITY, readOnlyRootFilesystem: false };
 
 export interface RunnerPodOptions {
@@ -213,6 +222,8 @@ function runnerVolumes(vm: VirtualMachine, options: RunnerPodOptions) {
 /** The runner's environment: its VM's key, its pod, where migration requests and keys are, Redis. */
 function runnerEnv(vm: VirtualMachine): V1EnvVar[] {
   return [
+    ...(usesHostNetwork(vm) ? [] : [{ name: 'VMOP_METRICS_PORT', value: String(RUNNER_METRICS_PORT) }]),
+    { name: 'VMOP_NODE_NAME', valueFrom: { fieldRef: { fieldPath: 'spec.nodeName' } } },
     { name: 'VMOP_VM_KEY', value: vmKey(vm.metadata.namespace!, vm.metadata.name) },
     { name: 'VMOP_POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
     { name: 'VMOP_POD_UID', valueFrom: { fieldRef: { fieldPath: 'metadata.uid' } } },
@@ -242,7 +253,10 @@ export function desiredRunnerPod(vm: VirtualMachine, options: RunnerPodOptions):
       namespace,
       labels: runnerPodLabels(vm),
       // What the pod was made from: status.restartAwaitingChanges compares it with the spec.
-      annotations: { [POD_SPEC_ANNOTATION]: JSON.stringify(podSpecOfVm(vm)) },
+      annotations: {
+        [POD_SPEC_ANNOTATION]: JSON.stringify(podSpecOfVm(vm)),
+        ...(!hostNetwork && SCRAPE_ANNOTATIONS),
+      },
       // The VM controls it: `kubectl drain` evicts it like any replicated pod, and it goes with the VM.
       ownerReferences: [ownerReference(vm)],
     },
@@ -254,6 +268,7 @@ export function desiredRunnerPod(vm: VirtualMachine, options: RunnerPodOptions):
           ...(pullPolicy && { imagePullPolicy: pullPolicy }),
           args: ['runner', '--config', `${CONFIG_DIR}/config.yaml`],
           env,
+          ...(!hostNetwork && { ports: [{ name: 'metrics', containerPort: RUNNER_METRICS_PORT }] }),
           volumeMounts,
           volumeDevices: options.claims
             .filter((claim) => claim.block)
