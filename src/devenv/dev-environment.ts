@@ -50,7 +50,15 @@ export const DevState = z.object({
   supervisorPid: z.number().int(),
   kubeconfig: z.string(),
   redisUrl: z.string(),
-  managers: z.array(z.object({ pid: z.number().int(), log: z.string(), restarts: z.number().int() })),
+  managers: z.array(
+    z.object({
+      pid: z.number().int(),
+      log: z.string(),
+      restarts: z.number().int(),
+      /** Its /metrics, on the node network's host address: a Prometheus on a node reaches it. */
+      metricsUrl: z.string(),
+    }),
+  ),
   /** single: one Redis, restarted (empty) when it dies; sentinel: the chart's Sentinel layout. */
   redis: z.discriminatedUnion('layout', [
     z.object({ layout: z.literal('single'), pid: z.number().int(), restarts: z.number().int() }),
@@ -217,6 +225,8 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
   // The web GUI: every replica serves it (on loopback), people log in at Dex.
   const webPorts = await Promise.all(Array.from({ length: MANAGER_REPLICAS }, () => freePort()));
   const webUrls = webPorts.map((port) => `http://127.0.0.1:${port}`);
+  const metricsPorts = await Promise.all(Array.from({ length: MANAGER_REPLICAS }, () => freePort()));
+  const metricsUrls = metricsPorts.map((port) => `http://${cluster.network.hostAddress}:${port}/metrics`);
   const oidcProvider = await startOidcProvider({
     dir,
     redirectUris: webUrls.map((url) => `${url}/auth/callback`),
@@ -240,7 +250,8 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
       ...['--web-usage-sample-seconds', '5'],
     ];
     const args = [
-      ...['manager', '--kubeconfig', kubeconfig, '--redis', redisUrl, '--metrics-port', '0'],
+      ...['manager', '--kubeconfig', kubeconfig, '--redis', redisUrl],
+      ...['--metrics-port', String(metricsPorts[replica - 1])],
       ...['--runner-redis-url', runnerRedisUrl],
       ...web,
       ...['--runner-image', cluster.images.runner.ref, '--runner-image-pull-policy', 'Never'],
@@ -264,7 +275,12 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
       return {
         kubeconfig,
         redisUrl,
-        managers: managers.map((m, i) => ({ pid: m.pid, log: managerLogs[i]!, restarts: m.restarts })),
+        managers: managers.map((m, i) => ({
+          pid: m.pid,
+          log: managerLogs[i]!,
+          restarts: m.restarts,
+          metricsUrl: metricsUrls[i]!,
+        })),
         redis: sentinelSet
           ? {
               layout: 'sentinel' as const,

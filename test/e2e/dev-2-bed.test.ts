@@ -3,6 +3,7 @@
 // whole set (it comes back empty): they run last.
 import { runOnBed } from '../support/beds.js';
 import './migration.suite.js';
+import './monitoring.suite.js';
 import './nodes.suite.js';
 import './redis-failover.suite.js';
 

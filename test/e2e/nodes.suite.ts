@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useDevBed } from '../support/beds.js';
 import { isAlive } from '../../src/util/process.js';
-import { testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
+import { SHARED_DATA_DISK, testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
 import { qemuPid } from '../support/qemu-process.js';
 
 const NAMESPACE = 'nodes';
@@ -19,16 +19,6 @@ const placedOn = (node: string, extra = '') => `  affinity:
       - weight: 100
         preference: {matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [${node}]}]}
 ${extra}`;
-
-/** A data disk on the shared (network) storage class: it goes wherever the VM goes. */
-const sharedDisk = `    disks:
-    - volumeClaimTemplate:
-        metadata: {name: data}
-        spec:
-          storageClassName: shared
-          accessModes: [ReadWriteMany]
-          resources: {requests: {storage: 16Mi}}
-`;
 
 describe('VMs on two nodes: drain, placement, node loss', () => {
   let vms: ClusterVms;
@@ -114,7 +104,7 @@ describe('VMs on two nodes: drain, placement, node loss', () => {
   });
 
   it('a lost node: its VM shows it within 60 s and never runs twice; once the node is out of service it runs on the other node, its shared disk intact', async () => {
-    await applyVm('lost', placedOn(two), sharedDisk);
+    await applyVm('lost', placedOn(two), SHARED_DATA_DISK);
     await applyVm('lost-manual', `  runPolicy: Manual\n${placedOn(two)}`);
     await runsOn('lost', two);
     await runsOn('lost-manual', two);

@@ -50,6 +50,16 @@ ${options.extraSpec ?? ''}
 `;
 }
 
+/** A data disk (the guest's /dev/vda) on the beds' shared (network) storage class: it goes wherever the VM goes. */
+export const SHARED_DATA_DISK = `    disks:
+    - volumeClaimTemplate:
+        metadata: {name: data}
+        spec:
+          storageClassName: shared
+          accessModes: [ReadWriteMany]
+          resources: {requests: {storage: 16Mi}}
+`;
+
 /** The count of a guest's ticker line (`tick-N`); -1 for none. */
 export const tickOf = (line: string | undefined) => Number(/tick-(\d+)/.exec(line ?? '')?.[1] ?? -1);
 
