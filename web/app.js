@@ -6,6 +6,7 @@ import htm from 'htm';
 import { api, loadMe } from './client.js';
 import { ConsoleView } from './console.js';
 import { UsageChart } from './usage-chart.js';
+import { VmPage } from './vm-page.js';
 
 const html = htm.bind(h);
 
@@ -20,6 +21,7 @@ const OS_ICONS = {
 };
 const osIcon = (os) => (os?.id && OS_ICONS[os.id]) ?? '🖥️';
 const keyOf = (vm) => `${vm.namespace}/${vm.name}`;
+const pageOf = (vm) => `/vm/${encodeURIComponent(vm.namespace)}/${encodeURIComponent(vm.name)}`;
 
 /** The person's VMs and pools, kept live. */
 function useLive() {
@@ -89,7 +91,7 @@ function VmCard({ vm, onError }) {
       <span class="os" role="img" aria-label=${vm.os?.prettyName ?? 'operating system unknown'}
         >${osIcon(vm.os)}</span
       >
-      <h3>${vm.name}</h3>
+      <h3><a href=${pageOf(vm)} data-vm-link>${vm.name}</a></h3>
       <span class=${phaseClass(vm.phase)} data-phase>${vm.phase}</span>
     </header>
     <p class="detail">
@@ -194,7 +196,7 @@ const OVERSCAN = 15;
 function AdminRow({ vm, onError }) {
   const editable = vm.may.includes('resources');
   return html`<tr data-vm=${keyOf(vm)}>
-    <td>${osIcon(vm.os)} ${vm.name}</td>
+    <td>${osIcon(vm.os)} <a href=${pageOf(vm)} data-vm-link>${vm.name}</a></td>
     <td>${vm.namespace}</td>
     <td><span class=${phaseClass(vm.phase)} data-phase title=${vm.message ?? ''}>${vm.phase}</span></td>
     <td>
@@ -275,6 +277,7 @@ function App({ me }) {
   const [error, setError] = useState('');
   const admin = location.pathname === '/admin';
   const consoleRoute = /^\/console\/([^/]+)\/([^/]+)$/.exec(location.pathname);
+  const vmRoute = /^\/vm\/([^/]+)\/([^/]+)$/.exec(location.pathname);
   const logout = async () => {
     await api('POST', '/auth/logout');
     location.href = '/auth/login';
@@ -298,9 +301,14 @@ function App({ me }) {
             namespace=${decodeURIComponent(consoleRoute[1])}
             name=${decodeURIComponent(consoleRoute[2])}
           />`
-        : admin
-          ? html`<${AdminView} live=${live} onError=${setError} />`
-          : html`<${UserView} live=${live} onError=${setError} />`
+        : vmRoute
+          ? html`<${VmPage}
+              namespace=${decodeURIComponent(vmRoute[1])}
+              name=${decodeURIComponent(vmRoute[2])}
+            />`
+          : admin
+            ? html`<${AdminView} live=${live} onError=${setError} />`
+            : html`<${UserView} live=${live} onError=${setError} />`
     }
   </div>`;
 }

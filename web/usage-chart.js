@@ -1,9 +1,10 @@
-// The admin view's chart of the cluster's CPUs and RAM in use over the last 24 h (uPlot, MIT: a
-// small canvas chart made for time series). Shown only to people who may see every VM.
+// The admin view's chart of the cluster's CPUs and RAM in use over the last 24 h. Shown only to
+// people who may see every VM.
 import { h } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import htm from 'htm';
 import { api } from './client.js';
+import { usePlot } from './plot.js';
 
 const html = htm.bind(h);
 const GIB = 1024 ** 3;
@@ -30,48 +31,36 @@ export function UsageChart() {
       clearTimeout(timer);
     };
   }, []);
-  useEffect(() => {
-    if (!usage || !element.current) return undefined;
-    let chart;
-    let over = false;
-    const size = () => ({ width: Math.max(element.current.clientWidth, 240), height: 180 });
-    const onResize = () => chart?.setSize(size());
-    (async () => {
-      const { default: uPlot } = await import('/vendor/uplot.mjs');
-      if (over) return;
-      const { samples } = usage;
-      const data = [
-        samples.map((s) => s.t / 1000),
-        samples.map((s) => s.cpus),
-        samples.map((s) => s.ramBytes / GIB),
-      ];
-      chart = new uPlot(
-        {
-          ...size(),
-          series: [
-            {},
-            { label: 'CPUs', stroke: '#2563eb', width: 2 },
-            { label: 'RAM (GiB)', stroke: '#16a34a', width: 2, scale: 'ram' },
+  usePlot(
+    element,
+    180,
+    usage &&
+      (() => {
+        const { samples } = usage;
+        return {
+          data: [
+            samples.map((s) => s.t / 1000),
+            samples.map((s) => s.cpus),
+            samples.map((s) => s.ramBytes / GIB),
           ],
-          axes: [{}, { label: 'CPUs' }, { label: 'GiB', scale: 'ram', side: 1, grid: { show: false } }],
-          scales: {
-            // Always the last 24 h, and from 0 up: one sample must not look like a trend.
-            x: { time: true, range: () => [Date.now() / 1000 - 24 * 3600, Date.now() / 1000] },
-            y: { range: (_u, _min, max) => [0, Math.max(1, max) * 1.2] },
-            ram: { range: (_u, _min, max) => [0, Math.max(1, max) * 1.2] },
+          options: {
+            series: [
+              {},
+              { label: 'CPUs', stroke: '#2563eb', width: 2 },
+              { label: 'RAM (GiB)', stroke: '#16a34a', width: 2, scale: 'ram' },
+            ],
+            axes: [{}, { label: 'CPUs' }, { label: 'GiB', scale: 'ram', side: 1, grid: { show: false } }],
+            scales: {
+              // Always the last 24 h, and from 0 up: one sample must not look like a trend.
+              x: { time: true, range: () => [Date.now() / 1000 - 24 * 3600, Date.now() / 1000] },
+              y: { range: (_u, _min, max) => [0, Math.max(1, max) * 1.2] },
+              ram: { range: (_u, _min, max) => [0, Math.max(1, max) * 1.2] },
+            },
           },
-        },
-        data,
-        element.current,
-      );
-      window.addEventListener('resize', onResize);
-    })();
-    return () => {
-      over = true;
-      window.removeEventListener('resize', onResize);
-      chart?.destroy();
-    };
-  }, [usage]);
+        };
+      }),
+    [usage],
+  );
   if (!usage) return null;
   const latest = usage.samples.at(-1);
   const summary = latest

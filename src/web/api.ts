@@ -18,6 +18,8 @@ import type { Action } from './permissions.js';
 import type { Session } from './sessions.js';
 import { TICKET_COOKIE, TICKET_SECONDS, consolePath, type Consoles } from './consoles.js';
 import type { UsageHistory } from './usage.js';
+import { vmDetails, type UsagePoint } from './vm-details.js';
+import { USAGE_SAMPLE_SECONDS } from '../api/vm-usage-history.js';
 
 export const REQUESTED_BY_ANNOTATION = 'vmoperator.jdrupes.org/requested-by';
 /** Keeps proxies from closing an idle event stream. */
@@ -46,6 +48,8 @@ export interface ApiDeps {
   /** The session cookie's flags (Secure, HttpOnly, SameSite), for the console ticket's too. */
   cookieOptions: CookieOptions;
   usage: UsageHistory;
+  /** The last hour of a VM's use, as its runner recorded it. */
+  vmUsage: (namespace: string, name: string) => Promise<UsagePoint[]>;
   /** Whether the session still exists (a logout elsewhere ends the page's event stream). */
   sessionAlive: (id: string) => Promise<boolean>;
 }
@@ -105,6 +109,23 @@ export function apiRouter(deps: ApiDeps): Router {
     }
     return vm;
   };
+
+  // The VM's page: what it is, what happened to it, and what it used in the last hour.
+  router.get('/vms/:namespace/:name', async (req, res) => {
+    const { namespace, name } = req.params;
+    const vm = access.vm(namespace, name);
+    const view = vm && (await access.vmView(sessionOf(res).person, namespace, name));
+    if (!vm || !view) return refuse(res, 404, `there is no VM ${name} in ${namespace} that you may see`);
+    const [events, usage] = await Promise.all([
+      clients.core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.uid=${vm.metadata.uid}` }),
+      deps.vmUsage(namespace, name),
+    ]);
+    res.json({
+      vm: view,
+      ...vmDetails(vm, events.items),
+      usage: { sampleSeconds: USAGE_SAMPLE_SECONDS, points: usage },
+    });
+  });
 
   // A console ticket (and for SPICE a one-time password) for the person's page.
   router.post('/vms/:namespace/:name/console/:kind', async (req, res) => {

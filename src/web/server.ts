@@ -11,6 +11,14 @@ import { parseCookie } from 'cookie';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import { rateLimit } from 'express-rate-limit';
 import type { Redis } from 'ioredis';
+import {
+  parseUsageFields,
+  USAGE_HISTORY_MS,
+  USAGE_SAMPLE_SECONDS,
+  usageHistoryKey,
+} from '../api/vm-usage-history.js';
+import { vmKey } from '../reconcilers/virtual-machine/naming.js';
+import { usagePoints } from './vm-details.js';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { KubeClients } from '../kube/clients.js';
 import type { ObjectCache } from '../kube/object-cache.js';
@@ -224,6 +232,15 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
       consoles: webConsoles,
       cookieOptions,
       usage,
+      vmUsage: async (namespace, name) => {
+        const since = String(Date.now() - USAGE_HISTORY_MS);
+        const entries = await deps.redis.xrange(usageHistoryKey(vmKey(namespace, name)), since, '+');
+        const samples = entries.flatMap(([id, fields]) => {
+          const record = parseUsageFields(fields);
+          return record ? [{ t: Number(id.split('-')[0]), record }] : [];
+        });
+        return usagePoints(samples, USAGE_SAMPLE_SECONDS);
+      },
       sessionAlive: async (id) => (await sessions.read(id)) !== undefined,
     }),
   );
@@ -235,7 +252,10 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
   const spiceTicket = fixedSpiceTicket(readFileSync(join(SPICE_DIR, 'ticket.js'), 'utf8'));
   app.get('/vendor/spice/ticket.js', (_req, res) => void res.type('text/javascript').send(spiceTicket));
   app.use('/vendor/spice', express.static(SPICE_DIR, { index: false }));
-  app.get(['/', '/admin', '/console/:namespace/:name'], (_req, res) => void res.type('html').send(page));
+  app.get(
+    ['/', '/admin', '/console/:namespace/:name', '/vm/:namespace/:name'],
+    (_req, res) => void res.type('html').send(page),
+  );
   app.use(express.static(PAGES_DIR, { index: false }));
   app.use((err: unknown, _req: Request, res: Response, _next: NextFunction) => {
     logger.error({ err: (err as Error).message }, 'a web GUI request failed');

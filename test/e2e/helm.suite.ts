@@ -247,6 +247,8 @@ describe('the Helm chart on real nodes', () => {
       ['watch', 'poddisruptionbudgets.policy'],
       ['create', 'events'],
       ['patch', 'events'],
+      // The web GUI's VM page shows the VM's Events.
+      ['list', 'events'],
       ['watch', 'nodes'],
       // Whether a disk's claim may grow.
       ['watch', 'storageclasses.storage.k8s.io'],

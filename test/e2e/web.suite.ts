@@ -454,6 +454,30 @@ spec:
     expect(await people.alice!.page.locator('figure.usage').count()).toBe(0);
   });
 
+  it("shows a VM's own page: its conditions, Events, and its CPU, memory, disk and network use over the last hour; nobody else's", async () => {
+    const { page } = people.alice!;
+    await page.goto(url);
+    await card(page, 'alices').locator('[data-vm-link]').click();
+    expect(new URL(page.url()).pathname).toBe(`/vm/${NAMESPACE}/alices`);
+    const vmPage = page.locator(`[data-vm-page="${NAMESPACE}/alices"]`);
+    await expect(vmPage.locator('[data-condition="Running"] [data-status]').textContent()).resolves.toBe(
+      'True',
+    );
+    expect(await vmPage.locator('[data-event="RequestedInWebGui"]').count()).toBeGreaterThan(0);
+    // The runner records a sample every 15 s; a rate needs two of them.
+    await expect
+      .poll(async () => Number(await vmPage.getAttribute('data-usage-points')), { timeout: 60_000 })
+      .toBeGreaterThan(1);
+    await expect
+      .poll(() => vmPage.locator('[data-chart="cpu"] [data-latest]').textContent(), { timeout: 60_000 })
+      .toMatch(/^now cores \d+\.\d+$/);
+    await expect(vmPage.locator('[data-chart="memory"] [data-latest]').textContent()).resolves.toMatch(
+      /^now taken from the node [1-9]/,
+    );
+    expect(await vmPage.locator('figure[data-chart] canvas').count()).toBe(4);
+    expect((await callApi(page, 'GET', `/api/vms/${NAMESPACE}/secret`)).status).toBe(404);
+  });
+
   it('reads on a phone without sideways scrolling, and works with the keyboard alone', async () => {
     const phone = {
       viewport: { width: 390, height: 844 },
@@ -473,7 +497,7 @@ spec:
       .locator('[data-vm], [data-pool]')
       .evaluateAll((cards) => cards.map((c) => c.getBoundingClientRect().right)))
       expect(box).toBeLessThanOrEqual(390);
-    for (const path of ['/admin', `/console/${NAMESPACE}/alices?view=serial`]) {
+    for (const path of ['/admin', `/vm/${NAMESPACE}/alices`, `/console/${NAMESPACE}/alices?view=serial`]) {
       await page.goto(`${url}${path}`);
       await page.locator('[data-user]').waitFor();
       await page.waitForTimeout(500); // the table or terminal is laid out

@@ -117,8 +117,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [""]
   resources: [events]
-  # get and patch: a repeated Event is counted in one series instead of being created again.
-  verbs: [create, get, patch]
+  # get and patch: a repeated Event is counted in one series instead of being created again;
+  # list: the web GUI's VM page shows the VM's Events.
+  verbs: [create, get, list, patch]
 {{- end -}}
 
 

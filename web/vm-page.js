@@ -1,0 +1,214 @@
+// The page of one VM (/vm/<namespace>/<name>): its state, conditions, disks, migration and Events,
+// and its CPU, memory, disk and network use over the last hour (samples its runner keeps; no
+// Prometheus needed). Reloaded every sample period.
+import { h } from 'preact';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import htm from 'htm';
+import { api } from './client.js';
+import { usePlot } from './plot.js';
+
+const html = htm.bind(h);
+const MIB = 1024 ** 2;
+const HOUR = 3600;
+
+const CHARTS = [
+  {
+    id: 'cpu',
+    title: 'CPU (cores)',
+    series: [['cpuCores', 'cores', (v) => v]],
+  },
+  {
+    id: 'memory',
+    title: 'Memory (MiB)',
+    series: [
+      ['residentBytes', 'taken from the node', (v) => v / MIB],
+      ['guestUsedBytes', 'used by the guest', (v) => v / MIB],
+    ],
+  },
+  {
+    id: 'disk',
+    title: 'Disk (MiB/s)',
+    series: [
+      ['diskReadBytesPerSecond', 'read', (v) => v / MIB],
+      ['diskWriteBytesPerSecond', 'written', (v) => v / MIB],
+    ],
+  },
+  {
+    id: 'network',
+    title: 'Network (MiB/s)',
+    series: [
+      ['netReceiveBytesPerSecond', 'received', (v) => v / MIB],
+      ['netTransmitBytesPerSecond', 'sent', (v) => v / MIB],
+    ],
+  },
+];
+const COLOURS = ['#2563eb', '#16a34a'];
+
+/** The latest value of a chart's series, in words, for the caption (and screen readers). */
+function latestText(chart, points) {
+  const parts = chart.series.flatMap(([field, label, scale]) => {
+    const point = points.findLast((p) => p[field] !== undefined && p[field] !== null);
+    return point ? [`${label} ${scale(point[field]).toFixed(2)}`] : [];
+  });
+  return parts.length > 0 ? `now ${parts.join(', ')}` : 'no samples yet';
+}
+
+function UseChart({ chart, points }) {
+  const element = useRef(null);
+  usePlot(
+    element,
+    150,
+    () => ({
+      data: [
+        points.map((p) => p.t / 1000),
+        ...chart.series.map(([field, , scale]) =>
+          points.map((p) => (p[field] == null ? null : scale(p[field]))),
+        ),
+      ],
+      options: {
+        series: [{}, ...chart.series.map(([, label], i) => ({ label, stroke: COLOURS[i], width: 2 }))],
+        scales: {
+          x: { time: true, range: () => [Date.now() / 1000 - HOUR, Date.now() / 1000] },
+          y: { range: (_u, _min, max) => [0, Math.max(max ?? 0, 0.01) * 1.2] },
+        },
+      },
+    }),
+    [points],
+  );
+  const summary = latestText(chart, points);
+  return html`<figure class="usage" data-chart=${chart.id}>
+    <figcaption>${chart.title}, last hour: <span data-latest>${summary}</span></figcaption>
+    <div
+      ref=${element}
+      role="img"
+      aria-label=${`chart of ${chart.title} over the last hour; ${summary}`}
+    ></div>
+  </figure>`;
+}
+
+const when = (iso) => (iso ? new Date(iso).toLocaleString() : '');
+
+export function VmPage({ namespace, name }) {
+  const [details, setDetails] = useState(undefined);
+  const [error, setError] = useState('');
+  useEffect(() => {
+    let timer;
+    let over = false;
+    const load = async () => {
+      try {
+        const next = await api(
+          'GET',
+          `/api/vms/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}`,
+        );
+        if (over) return;
+        setDetails(next);
+        setError('');
+        timer = setTimeout(load, next.usage.sampleSeconds * 1000);
+      } catch (err) {
+        if (over) return;
+        setError(err.message);
+        timer = setTimeout(load, 15_000);
+      }
+    };
+    void load();
+    return () => {
+      over = true;
+      clearTimeout(timer);
+    };
+  }, [namespace, name]);
+  if (error && !details) return html`<main><p class="error" role="alert">${error}</p></main>`;
+  if (!details) return html`<main><p>Loading ${name}…</p></main>`;
+  const { vm, conditions, disks, migration, events, usage } = details;
+  return html`<main
+    class="vm-page"
+    data-vm-page=${`${namespace}/${name}`}
+    data-usage-points=${usage.points.length}
+  >
+    <h2>${name} <small>${namespace}</small></h2>
+    <p>
+      <span class=${`phase phase-${vm.phase.toLowerCase()}`} data-phase>${vm.phase}</span>
+      ${vm.node && html` on <span data-node>${vm.node}</span>`} · ${vm.cpus} CPUs, ${vm.ram} RAM
+      ${vm.ipAddress && html` · address <span data-address>${vm.ipAddress}</span>`}
+    </p>
+    <section aria-label="use over the last hour" class="charts">
+      ${CHARTS.map((chart) => html`<${UseChart} key=${chart.id} chart=${chart} points=${usage.points} />`)}
+    </section>
+    <h3>Conditions</h3>
+    <div class="table-wrap">
+      <table>
+        <thead>
+          <tr>
+            <th>Condition</th>
+            <th>Status</th>
+            <th>Reason</th>
+            <th>Message</th>
+            <th>Since</th>
+          </tr>
+        </thead>
+        <tbody>
+          ${conditions.map(
+            (c) =>
+              html`<tr key=${c.type} data-condition=${c.type}>
+                <td>${c.type}</td>
+                <td data-status>${c.status}</td>
+                <td>${c.reason}</td>
+                <td>${c.message}</td>
+                <td>${when(c.lastTransitionTime)}</td>
+              </tr>`,
+          )}
+        </tbody>
+      </table>
+    </div>
+    <h3>Disks</h3>
+    ${
+      disks.length === 0
+        ? html`<p>No disks with claims.</p>`
+        : html`<div class="table-wrap">
+            <table>
+              <thead>
+                <tr>
+                  <th>Disk</th>
+                  <th>Claim</th>
+                  <th>Size</th>
+                  <th>Phase</th>
+                  <th>Attachment</th>
+                </tr>
+              </thead>
+              <tbody>
+                ${disks.map(
+                  (d) =>
+                    html`<tr key=${d.name} data-disk=${d.name}>
+                      <td>${d.name}</td>
+                      <td>${d.claim}</td>
+                      <td>${d.capacity ?? ''}</td>
+                      <td>
+                        ${d.phase}${d.progress ? ` ${d.progress}` : ''}${d.message ? `: ${d.message}` : ''}
+                      </td>
+                      <td>${d.attachment ? `${d.attachment.phase} (${d.attachment.reason})` : ''}</td>
+                    </tr>`,
+                )}
+              </tbody>
+            </table>
+          </div>`
+    }
+    ${
+      migration &&
+      html`<h3>Migration</h3>
+        <p data-migration>
+          ${migration.sourceNode ?? ''} → ${migration.targetNode ?? ''}: ${migration.result ?? 'under way'}
+          ${migration.downtimeMs !== undefined ? ` · the guest paused ${migration.downtimeMs} ms` : ''}
+          ${migration.message ? ` · ${migration.message}` : ''} · ${when(migration.startTimestamp)}
+        </p>`
+    }
+    <h3>Events</h3>
+    <ul class="events">
+      ${events.map(
+        (e, i) =>
+          html`<li key=${i} data-event=${e.reason} class=${e.type === 'Warning' ? 'warning' : ''}>
+            <time>${when(e.at)}</time> <strong>${e.reason}</strong>${e.count > 1 ? ` (×${e.count})` : ''}:
+            ${e.message}
+          </li>`,
+      )}
+    </ul>
+  </main>`;
+}
