@@ -166,6 +166,7 @@ export function registerVmStateMetrics(
 }
 
 const MIGRATION_SECONDS = [0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600];
+const IMPORT_SECONDS = [1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600];
 const DOWNTIME_SECONDS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 
 /** Counts what the VM status transitions tell (their Events), as the replica that wrote them saw them. */
@@ -188,6 +189,12 @@ export function vmTransitionMetrics(registry: Registry) {
     buckets: DOWNTIME_SECONDS,
     registers: [registry],
   });
+  const importDuration = new Histogram({
+    name: 'vmop_vm_disk_import_duration_seconds',
+    help: "How long successful disk imports took (the importer pod's run)",
+    buckets: IMPORT_SECONDS,
+    registers: [registry],
+  });
   const imports = new Counter({
     name: 'vmop_vm_disk_imports_total',
     help: 'Disk imports by result (started, succeeded, failed)',
@@ -201,6 +208,7 @@ export function vmTransitionMetrics(registry: Registry) {
         break;
       case 'Imported':
         imports.inc({ result: 'succeeded' });
+        if (event.durationSeconds !== undefined) importDuration.observe(event.durationSeconds);
         break;
       case 'ImportFailed':
         imports.inc({ result: 'failed' });

@@ -12,6 +12,8 @@ export interface ObjectEvent {
   message: string;
   /** How many occurrences this stands for (default 1); repeats are counted in one Event. */
   count?: number;
+  /** How long what it tells took (an import, say): for the managers' metrics, not written to the Event. */
+  durationSeconds?: number;
 }
 
 export type EventObject = Required<

@@ -146,6 +146,11 @@ describe('disk imports', () => {
     expect(done.markImported).toEqual([{ claim: 'vm-system-disk', digest: sourceDigest(source) }]);
     expect(done.ended).toEqual([{ volume: 'system-disk', outcome }]);
     expect(done.waiting?.reason).toBe('ImportingDisks');
+    // How long it took (the importer pod's run), for vmop_vm_disk_import_duration_seconds.
+    const timed = importer('Succeeded', JSON.stringify(outcome));
+    timed.status!.startTime = '2026-11-28T10:00:00Z' as never; // as the watch cache holds it
+    timed.status!.containerStatuses![0]!.state!.terminated!.finishedAt = '2026-11-28T10:01:30Z' as never;
+    expect(plan([claim()], [timed]).ended).toEqual([{ volume: 'system-disk', outcome, seconds: 90 }]);
     const marked = claim({ [IMPORT_SOURCE_ANNOTATION]: 'd', [IMPORTED_ANNOTATION]: sourceDigest(source) });
     const after = plan([marked], [importer('Succeeded', JSON.stringify(outcome))]);
     expect(after.waiting).toBeUndefined();

@@ -41,12 +41,13 @@ export async function carryOutImports(
     );
     done.push(`PersistentVolumeClaim ${claim} (imported)`);
   }
-  for (const { volume, outcome } of plan.ended) {
+  for (const { volume, outcome, seconds } of plan.ended) {
     const failed = outcome.result === 'Failed';
     await options.recordEvent({
       type: failed ? 'Warning' : 'Normal',
       reason: failed ? 'ImportFailed' : 'Imported',
       message: `disk ${volume}: ${outcome.message}`,
+      ...(seconds !== undefined && { durationSeconds: seconds }),
     });
   }
   for (const stale of plan.deletePods) {

@@ -38,8 +38,8 @@ export interface DiskImports {
   statuses: Map<string, Pick<DiskStatus, 'phase' | 'progress' | 'importedBytes' | 'message'>>;
   /** Why the VM cannot start yet: a disk is still being imported, or its import failed. */
   waiting?: { reason: 'ImportingDisks' | 'DiskImportFailed'; message: string };
-  /** Imports that ended since the last look, for Events. */
-  ended: Array<{ volume: string; outcome: ImportOutcome }>;
+  /** Imports that ended since the last look, for Events; how long the importer pod took. */
+  ended: Array<{ volume: string; outcome: ImportOutcome; seconds?: number }>;
 }
 
 /** The outcome an importer pod wrote into its termination message, when it ended with one. */
@@ -209,7 +209,7 @@ function planDiskImport(
   const phase = current?.status?.phase;
   if (outcome?.result === 'Succeeded' && phase === 'Succeeded') {
     plan.markImported.push({ claim: disk.claimName, digest });
-    plan.ended.push({ volume: disk.volume, outcome });
+    plan.ended.push({ volume: disk.volume, outcome, seconds: importerSeconds(current!) });
     plan.statuses.set(disk.volume, { phase: 'Importing', progress: '100%', message: outcome.message });
     return 'importing';
   }
@@ -228,6 +228,18 @@ function planDiskImport(
   }
   importUnderWay(disk, claim, pod, input, plan);
   return 'importing';
+}
+
+/** From the importer pod's start to its end; undefined when either is not known. */
+export function importerSeconds(pod: V1Pod): number | undefined {
+  // The cache may hold the times as the apiserver wrote them (strings), the client's types say Date.
+  const started = Date.parse(String(pod.status?.startTime ?? ''));
+  const finished = Date.parse(
+    String(pod.status?.containerStatuses?.[0]?.state?.terminated?.finishedAt ?? ''),
+  );
+  return Number.isNaN(started) || Number.isNaN(finished)
+    ? undefined
+    : Math.max(0, (finished - started) / 1000);
 }
 
 /** Imports of `disks` into their claims (a VM's disks, an image's claim). */
