@@ -46,8 +46,10 @@ export function UsageChart() {
           options: {
             series: [
               {},
-              { label: 'CPUs', stroke: '#2563eb', width: 2 },
-              { label: 'RAM (GiB)', stroke: '#16a34a', width: 2, scale: 'ram' },
+              { label: 'CPUs held', stroke: '#2563eb', width: 2 },
+              { label: 'CPUs busy', stroke: '#2563eb', width: 1, dash: [4, 4] },
+              { label: 'RAM held (GiB)', stroke: '#16a34a', width: 2, scale: 'ram' },
+              { label: 'RAM taken (GiB)', stroke: '#16a34a', width: 1, dash: [4, 4], scale: 'ram' },
             ],
             axes: [{}, { label: 'CPUs' }, { label: 'GiB', scale: 'ram', side: 1, grid: { show: false } }],
             scales: {
@@ -66,12 +68,21 @@ export function UsageChart() {
   const summary = latest
     ? `now ${latest.cpus} CPUs and ${(latest.ramBytes / GIB).toFixed(1)} GiB of RAM in use by ${latest.vms} VMs`
     : 'no samples yet';
+  // What the VMs' QEMUs use of it: CPU cores busy and the memory they take from the nodes.
+  const used = latest
+    ? `busy ${latest.cpusUsed.toFixed(2)} CPUs, taking ${(latest.ramUsedBytes / GIB).toFixed(2)} GiB`
+    : '';
   return html`<figure class="usage" data-usage-points=${usage.samples.length}>
-    <figcaption>CPUs and RAM in use, last 24 hours: <span data-usage-latest>${summary}</span></figcaption>
+    <figcaption>
+      CPUs and RAM in use, last 24 hours: <span data-usage-latest>${summary}</span>${used && '; '}<span
+        data-usage-used
+        >${used}</span
+      >
+    </figcaption>
     <div
       ref=${element}
       role="img"
-      aria-label=${`chart of CPUs and RAM in use over the last 24 hours; ${summary}`}
+      aria-label=${`chart of CPUs and RAM in use over the last 24 hours; ${summary}; ${used}`}
     ></div>
   </figure>`;
 }

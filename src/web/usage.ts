@@ -1,12 +1,22 @@
-// The cluster's use of CPUs and RAM over the last 24 h, for the admin view's chart. Every replica
-// samples its watch cache into one Redis stream whose entry IDs are the sample's time slot, so a
-// slot two replicas sample is written once (Redis refuses an ID not above the newest).
+// The cluster's CPUs and RAM over the last 24 h, for the admin view's chart: what the VMs hold
+// (their status, from the watch cache) and what they use (the latest samples their runners keep,
+// api/vm-usage-history.ts). Every replica samples into one Redis stream whose entry IDs are the
+// sample's time slot, so a slot two replicas sample is written once (Redis refuses an ID not
+// above the newest).
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Redis } from 'ioredis';
 import { parseMemorySize } from '../api/runner-config.js';
 import { KIND } from '../api/virtual-machine.js';
 import type { ObjectCache } from '../kube/object-cache.js';
 import type { Logger } from '../util/logger.js';
+import {
+  parseUsageFields,
+  USAGE_SAMPLE_SECONDS,
+  usageHistoryKey,
+  type UsageRecord,
+} from '../api/vm-usage-history.js';
+import { vmKey } from '../reconcilers/virtual-machine/naming.js';
+import { usagePoints } from './vm-details.js';
 
 export const USAGE_KEY = 'vmop:web:usage';
 export const HISTORY_MS = 24 * 3600 * 1000;
@@ -19,7 +29,12 @@ export interface Usage {
   cpus: number;
   ramBytes: number;
 }
-export interface UsageSample extends Usage {
+/** What the VMs use: CPU cores busy, and the memory their QEMUs take from the nodes. */
+export interface Used {
+  cpusUsed: number;
+  ramUsedBytes: number;
+}
+export interface UsageSample extends Usage, Used {
   /** Milliseconds since the epoch: the start of the sample's slot. */
   t: number;
 }
@@ -38,19 +53,61 @@ export function usageOf(vms: VmStatusFields[]): Usage {
   return usage;
 }
 
+/**
+ * What the VMs use now, from each one's two latest samples (newest first): its CPU rate between
+ * them and its memory in the newest. A VM whose newest sample is older than three periods (its
+ * runner does not record) counts nothing. Pure.
+ */
+export function usedOf(latest: Array<Array<{ t: number; record: UsageRecord }>>, now: number): Used {
+  const used: Used = { cpusUsed: 0, ramUsedBytes: 0 };
+  for (const [newest, before] of latest) {
+    if (!newest || now - newest.t > 3 * USAGE_SAMPLE_SECONDS * 1000) continue;
+    used.ramUsedBytes += newest.record.resident;
+    if (before) used.cpusUsed += usagePoints([before, newest], USAGE_SAMPLE_SECONDS)[1]!.cpuCores ?? 0;
+  }
+  return used;
+}
+
+/** The two latest samples of each VM, in one round trip. */
+async function latestSamples(redis: Redis, vms: VmStatusFields[]) {
+  const pipeline = redis.pipeline();
+  for (const vm of vms)
+    pipeline.xrevrange(
+      usageHistoryKey(vmKey(vm.metadata!.namespace!, vm.metadata!.name!)),
+      '+',
+      '-',
+      'COUNT',
+      2,
+    );
+  const replies = (await pipeline.exec()) ?? [];
+  return replies.map(([err, entries]) =>
+    err
+      ? []
+      : (entries as Array<[string, string[]]>).flatMap(([id, fields]) => {
+          const record = parseUsageFields(fields);
+          return record ? [{ t: Number(id.split('-')[0]), record }] : [];
+        }),
+  );
+}
+
 export function usageHistory(redis: Redis, cache: ObjectCache, sampleSeconds: number, logger: Logger) {
   const slotMs = sampleSeconds * 1000;
 
   async function sample(now = Date.now()): Promise<void> {
     const slot = now - (now % slotMs);
-    const { vms, cpus, ramBytes } = usageOf(cache.list<VmStatusFields>(KIND, undefined));
+    const all = cache.list<VmStatusFields>(KIND, undefined);
+    const { vms, cpus, ramBytes } = usageOf(all);
+    const inUse = all.filter((vm) => vm.status?.phase && IN_USE.has(vm.status.phase));
+    const { cpusUsed, ramUsedBytes } = usedOf(await latestSamples(redis, inUse), now);
     try {
       await redis.xadd(
         USAGE_KEY,
         'MINID',
         String(now - HISTORY_MS),
         `${slot}-0`,
-        ...['vms', vms, 'cpus', cpus, 'ram', ramBytes].map(String),
+        ...['vms', vms, 'cpus', cpus, 'ram', ramBytes, 'cpusUsed', cpusUsed, 'ramUsed', ramUsedBytes].map(
+          String,
+        ),
       );
     } catch (err) {
       // Another replica sampled this slot first.
@@ -77,12 +134,18 @@ export function usageHistory(redis: Redis, cache: ObjectCache, sampleSeconds: nu
     async read(now = Date.now()): Promise<UsageSample[]> {
       const entries = await redis.xrange(USAGE_KEY, String(now - HISTORY_MS), '+');
       return entries.map(([id, fields]) => {
-        const value = (name: string) => Number(fields[fields.indexOf(name) + 1] ?? 0);
+        // Entries written before a field existed lack it: 0.
+        const value = (name: string) => {
+          const at = fields.indexOf(name);
+          return at < 0 ? 0 : Number(fields[at + 1]);
+        };
         return {
           t: Number(id.split('-')[0]),
           vms: value('vms'),
           cpus: value('cpus'),
           ramBytes: value('ram'),
+          cpusUsed: value('cpusUsed'),
+          ramUsedBytes: value('ramUsed'),
         };
       });
     },

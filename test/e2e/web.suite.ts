@@ -430,7 +430,7 @@ spec:
     );
   });
 
-  it("charts the cluster's CPUs and RAM in use over 24 h for administrators, and for nobody else", async () => {
+  it("charts the cluster's CPUs and RAM in use over 24 h, held and used, for administrators, and for nobody else", async () => {
     const { page } = people.admin!;
     const chart = page.locator('figure.usage');
     await chart.locator('canvas').waitFor();
@@ -444,6 +444,18 @@ spec:
       return { cpus: charted === cpus, vms: chartedVms === vms, ram: Number(ram) > 0, latest };
     };
     await expect.poll(inUse, { timeout: 30_000 }).toMatchObject({ cpus: true, vms: true, ram: true });
+    // And what the running VMs use of it, from the samples their runners keep: their QEMUs take memory.
+    await expect
+      .poll(
+        async () =>
+          /^busy [\d.]+ CPUs, taking ([\d.]+) GiB$/.exec(
+            (await chart.locator('[data-usage-used]').textContent()) ?? '',
+          )?.[1],
+        {
+          timeout: 60_000,
+        },
+      )
+      .toMatch(/^0\.(?!00)\d\d$|^[1-9]/);
     expect(Number(await chart.getAttribute('data-usage-points'))).toBeGreaterThan(1);
     expect(await callApi(people.alice!.page, 'GET', '/api/usage')).toEqual({
       status: 403,

@@ -5,6 +5,9 @@ import { redisBed } from '../../support/redis-bed.js';
 import type { ObjectCache } from '../../../src/kube/object-cache.js';
 import { createLogger } from '../../../src/util/logger.js';
 import { HISTORY_MS, USAGE_KEY, usageHistory } from '../../../src/web/usage.js';
+import { usageFields, usageHistoryKey } from '../../../src/api/vm-usage-history.js';
+
+const MiB = 1024 * 1024;
 
 /** A watch cache holding just these VMs (the manager's is filled by its watches). */
 const cacheOf = (vms: KubernetesObject[]): ObjectCache => ({
@@ -37,8 +40,29 @@ describe("the admin view's usage history, in a real Redis", () => {
     await replicas[1]!.sample(day + 65_000);
     expect(await redis.xlen(USAGE_KEY)).toBe(2);
     expect(await replicas[1]!.read(day + 70_000)).toEqual([
-      { t: day, vms: 2, cpus: 6, ramBytes: 3 * 1024 ** 3 },
-      { t: day + 60_000, vms: 0, cpus: 0, ramBytes: 0 },
+      { t: day, vms: 2, cpus: 6, ramBytes: 3 * 1024 ** 3, cpusUsed: 0, ramUsedBytes: 0 },
+      { t: day + 60_000, vms: 0, cpus: 0, ramBytes: 0, cpusUsed: 0, ramUsedBytes: 0 },
     ]);
+  });
+
+  it('adds what the running VMs use, from the samples their runners keep: the latest CPU rate and memory', async () => {
+    await redis.del(USAGE_KEY);
+    const now = Date.UTC(2026, 10, 27, 12);
+    const sample = (name: string, t: number, cpu: number, resident: number) =>
+      redis.xadd(
+        usageHistoryKey(`vm:default/${name}`),
+        `${t}-0`,
+        ...usageFields({ cpu, resident, diskRead: 0, diskWrite: 0 }),
+      );
+    await sample('a', now - 20_000, 100, 300 * MiB);
+    await sample('a', now - 5_000, 103, 310 * MiB); // 3 s of CPU in 15 s: 0.2 cores
+    await sample('b', now - 5_000, 50, 200 * MiB); // one sample: its memory, no rate yet
+    await sample('c', now - 600_000, 10, 900 * MiB); // stopped long ago: nothing
+    const vms = [vm('a', 'Running', 2, '2Gi'), vm('b', 'Running', 1, '1Gi'), vm('c', 'Stopped', 0, '0')];
+    const history = usageHistory(redis, cacheOf(vms), 60, createLogger('usage-test'));
+    await history.sample(now);
+    const [latest] = await history.read(now + 1_000);
+    expect(latest).toMatchObject({ vms: 2, cpus: 3, ramUsedBytes: 510 * MiB });
+    expect(latest!.cpusUsed).toBeCloseTo(0.2);
   });
 });
