@@ -115,6 +115,8 @@ export class VmRunner {
   private guestRan = false;
   /** When the guest was let run in this pod (its uptime here). */
   private runningSince?: Date;
+  /** The QEMU whose balloon was asked to report the guest's memory. */
+  private guestStatsFor?: Child;
   /** Stopped before the guest ran: however qemu ended, nothing was lost. */
   private abandonedStart = false;
   /** QMP operations that change the VM run one after the other. */
@@ -586,10 +588,6 @@ export class VmRunner {
   private guestRuns(): void {
     this.guestRan = true;
     this.runningSince = new Date();
-    // The guest's own view of its memory, for the metrics: asked of its balloon driver from now on.
-    enableGuestMemoryStats(this.qmp!).catch((err: unknown) =>
-      this.logger.debug({ err: String(err) }, "the guest's memory statistics are not available"),
-    );
   }
 
   /** What the VM uses now (for /metrics); undefined while QEMU does not run the guest. */
@@ -597,6 +595,14 @@ export class VmRunner {
     const { qmp, qemu, controls, runningSince } = this;
     if (!qmp || !qemu || !controls || !runningSince || this.store.snapshot.phase === 'stopped')
       return undefined;
+    // The guest's own view of its memory: its balloon driver reports it from the first ask on
+    // (for this QEMU), so a guest nobody watches does no such work.
+    if (this.guestStatsFor !== qemu) {
+      this.guestStatsFor = qemu;
+      enableGuestMemoryStats(qmp).catch((err: unknown) =>
+        this.logger.debug({ err: String(err) }, "the guest's memory statistics are not available"),
+      );
+    }
     return sampleVmUsage({
       qmp,
       qemuPid: qemu.pid,
