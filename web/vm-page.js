@@ -15,7 +15,7 @@ const CHARTS = [
   {
     id: 'cpu',
     title: 'CPU (cores)',
-    series: [['cpuCores', 'cores', (v) => v]],
+    series: [['cpuCores', 'busy', (v) => v]],
   },
   {
     id: 'memory',

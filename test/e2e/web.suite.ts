@@ -482,7 +482,7 @@ spec:
       .toBeGreaterThan(1);
     await expect
       .poll(() => vmPage.locator('[data-chart="cpu"] [data-latest]').textContent(), { timeout: 60_000 })
-      .toMatch(/^now cores \d+\.\d+$/);
+      .toMatch(/^now busy \d+\.\d+$/);
     await expect(vmPage.locator('[data-chart="memory"] [data-latest]').textContent()).resolves.toMatch(
       /^now taken from the node [1-9]/,
     );
