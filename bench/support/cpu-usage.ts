@@ -1,13 +1,11 @@
 // Where a bench's CPU went: the machine's busy cores and each named process's, from /proc (Linux).
 import { readdirSync, readFileSync } from 'node:fs';
 import os from 'node:os';
+import { procCpuSeconds } from '../../src/runner/metrics/usage.js';
 
-/** User + system CPU seconds of a process so far (/proc/<pid>/stat, in clock ticks of 1/100 s). */
-export function processCpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
+/** User + system CPU seconds of a process so far (/proc/<pid>/stat). */
+export const processCpuSeconds = (pid: number): number =>
+  procCpuSeconds(readFileSync(`/proc/${pid}/stat`, 'utf8'));
 
 /** Busy CPU seconds of the whole machine so far, all cores together (/proc/stat's first line). */
 export function machineBusySeconds(): number {

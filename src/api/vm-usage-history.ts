@@ -42,3 +42,17 @@ export function parseUsageFields(fields: string[]): UsageRecord | undefined {
   );
   return UsageRecord.safeParse(object).data;
 }
+
+export interface VmUsageSample {
+  /** Milliseconds since the epoch (the entry's ID). */
+  t: number;
+  record: UsageRecord;
+}
+
+/** A stream's entries (XRANGE/XREVRANGE replies) as samples, leaving out any it cannot read. */
+export function usageSamples(entries: Array<[id: string, fields: string[]]>): VmUsageSample[] {
+  return entries.flatMap(([id, fields]) => {
+    const record = parseUsageFields(fields);
+    return record ? [{ t: Number(id.split('-')[0]), record }] : [];
+  });
+}

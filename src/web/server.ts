@@ -12,10 +12,10 @@ import express, { type NextFunction, type Request, type Response } from 'express
 import { rateLimit } from 'express-rate-limit';
 import type { Redis } from 'ioredis';
 import {
-  parseUsageFields,
   USAGE_HISTORY_MS,
   USAGE_SAMPLE_SECONDS,
   usageHistoryKey,
+  usageSamples,
 } from '../api/vm-usage-history.js';
 import { vmKey } from '../reconcilers/virtual-machine/naming.js';
 import { usagePoints } from './vm-details.js';
@@ -235,11 +235,7 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
       vmUsage: async (namespace, name) => {
         const since = String(Date.now() - USAGE_HISTORY_MS);
         const entries = await deps.redis.xrange(usageHistoryKey(vmKey(namespace, name)), since, '+');
-        const samples = entries.flatMap(([id, fields]) => {
-          const record = parseUsageFields(fields);
-          return record ? [{ t: Number(id.split('-')[0]), record }] : [];
-        });
-        return usagePoints(samples, USAGE_SAMPLE_SECONDS);
+        return usagePoints(usageSamples(entries), USAGE_SAMPLE_SECONDS);
       },
       sessionAlive: async (id) => (await sessions.read(id)) !== undefined,
     }),

@@ -10,10 +10,10 @@ import { KIND } from '../api/virtual-machine.js';
 import type { ObjectCache } from '../kube/object-cache.js';
 import type { Logger } from '../util/logger.js';
 import {
-  parseUsageFields,
   USAGE_SAMPLE_SECONDS,
   usageHistoryKey,
-  type UsageRecord,
+  usageSamples,
+  type VmUsageSample,
 } from '../api/vm-usage-history.js';
 import { vmKey } from '../reconcilers/virtual-machine/naming.js';
 import { usagePoints } from './vm-details.js';
@@ -58,7 +58,7 @@ export function usageOf(vms: VmStatusFields[]): Usage {
  * them and its memory in the newest. A VM whose newest sample is older than three periods (its
  * runner does not record) counts nothing. Pure.
  */
-export function usedOf(latest: Array<Array<{ t: number; record: UsageRecord }>>, now: number): Used {
+export function usedOf(latest: VmUsageSample[][], now: number): Used {
   const used: Used = { cpusUsed: 0, ramUsedBytes: 0 };
   for (const [newest, before] of latest) {
     if (!newest || now - newest.t > 3 * USAGE_SAMPLE_SECONDS * 1000) continue;
@@ -80,14 +80,7 @@ async function latestSamples(redis: Redis, vms: VmStatusFields[]) {
       2,
     );
   const replies = (await pipeline.exec()) ?? [];
-  return replies.map(([err, entries]) =>
-    err
-      ? []
-      : (entries as Array<[string, string[]]>).flatMap(([id, fields]) => {
-          const record = parseUsageFields(fields);
-          return record ? [{ t: Number(id.split('-')[0]), record }] : [];
-        }),
-  );
+  return replies.map(([err, entries]) => (err ? [] : usageSamples(entries as Array<[string, string[]]>)));
 }
 
 export function usageHistory(redis: Redis, cache: ObjectCache, sampleSeconds: number, logger: Logger) {

@@ -2,7 +2,7 @@
 // over the last hour from the samples its runner keeps (api/vm-usage-history.ts). Pure.
 import type { CoreV1Event } from '@kubernetes/client-node';
 import type { VirtualMachine } from '../api/virtual-machine.js';
-import type { UsageRecord } from '../api/vm-usage-history.js';
+import type { VmUsageSample } from '../api/vm-usage-history.js';
 
 /** At most this many Events, the latest. */
 const EVENTS_SHOWN = 30;
@@ -26,7 +26,7 @@ export interface UsagePoint {
  * Rates between consecutive samples. A total that went down belongs to a new QEMU (a restart, the
  * target of a migration): no rate across it. Nor across a gap (the VM was off).
  */
-export function usagePoints(samples: Array<{ t: number; record: UsageRecord }>, sampleSeconds: number) {
+export function usagePoints(samples: VmUsageSample[], sampleSeconds: number) {
   const points: UsagePoint[] = [];
   samples.forEach(({ t, record }, i) => {
     const before = samples[i - 1];

@@ -25,7 +25,14 @@ function shared(sample: Sample): Sample {
   };
 }
 
-const DRIVE_SERIES: [string, string, (d: DriveUsage) => number][] = [
+/** A series per device: its name after vmop_vm_, its help, its value of a device. */
+type DeviceSeries<D> = [string, string, (device: D) => number][];
+
+const VCPU_SERIES: DeviceSeries<VmUsage['vcpuSeconds'][number]> = [
+  ['vcpu_seconds_total', "CPU time of each vCPU's thread", (vcpu) => vcpu.seconds],
+];
+
+const DRIVE_SERIES: DeviceSeries<DriveUsage> = [
   ['storage_read_traffic_bytes_total', 'Bytes read from the drive', (d) => d.readBytes],
   ['storage_write_traffic_bytes_total', 'Bytes written to the drive', (d) => d.writeBytes],
   ['storage_iops_read_total', 'Read operations on the drive', (d) => d.readOperations],
@@ -36,7 +43,7 @@ const DRIVE_SERIES: [string, string, (d: DriveUsage) => number][] = [
   ['storage_flush_times_seconds_total', 'Time spent flushing the drive', (d) => d.flushSeconds],
 ];
 
-const INTERFACE_SERIES: [string, string, (i: InterfaceUsage) => number][] = [
+const INTERFACE_SERIES: DeviceSeries<InterfaceUsage> = [
   ['network_receive_bytes_total', 'Bytes the guest received on the interface', (i) => i.receiveBytes],
   ['network_transmit_bytes_total', 'Bytes the guest sent on the interface', (i) => i.transmitBytes],
   ['network_receive_packets_total', 'Packets the guest received', (i) => i.receivePackets],
@@ -83,17 +90,6 @@ export function vmUsageRegistry(identity: VmIdentity, sampleUsage: Sample): Regi
       if (usage) this.inc(usage.cpuSeconds);
     },
   });
-  new Counter({
-    name: 'vmop_vm_vcpu_seconds_total',
-    help: "CPU time of each vCPU's thread",
-    labelNames: ['id'],
-    registers,
-    async collect() {
-      const usage = await sample();
-      this.reset();
-      for (const vcpu of usage?.vcpuSeconds ?? []) this.inc({ id: String(vcpu.id) }, vcpu.seconds);
-    },
-  });
   for (const [suffix, help, value] of VM_GAUGES) {
     new Gauge({
       name: `vmop_vm_${suffix}`,
@@ -107,31 +103,44 @@ export function vmUsageRegistry(identity: VmIdentity, sampleUsage: Sample): Regi
       },
     });
   }
-  for (const [suffix, help, value] of DRIVE_SERIES) {
-    new Counter({
-      name: `vmop_vm_${suffix}`,
-      help,
-      labelNames: ['drive'],
-      registers,
-      async collect() {
-        const usage = await sample();
-        this.reset();
-        for (const drive of usage?.drives ?? []) this.inc({ drive: drive.drive }, value(drive));
-      },
-    });
+  /** Counters with one series per device of the VM, labelled `label` with the device's id. */
+  function perDevice<D>(
+    label: string,
+    devices: (usage: VmUsage) => D[],
+    id: (device: D) => string,
+    series: DeviceSeries<D>,
+  ) {
+    for (const [suffix, help, value] of series) {
+      new Counter({
+        name: `vmop_vm_${suffix}`,
+        help,
+        labelNames: [label],
+        registers,
+        async collect() {
+          const usage = await sample();
+          this.reset();
+          for (const device of usage ? devices(usage) : []) this.inc({ [label]: id(device) }, value(device));
+        },
+      });
+    }
   }
-  for (const [suffix, help, value] of INTERFACE_SERIES) {
-    new Counter({
-      name: `vmop_vm_${suffix}`,
-      help,
-      labelNames: ['interface'],
-      registers,
-      async collect() {
-        const usage = await sample();
-        this.reset();
-        for (const itf of usage?.interfaces ?? []) this.inc({ interface: itf.interface }, value(itf));
-      },
-    });
-  }
+  perDevice(
+    'id',
+    (usage) => usage.vcpuSeconds,
+    (vcpu) => String(vcpu.id),
+    VCPU_SERIES,
+  );
+  perDevice(
+    'drive',
+    (usage) => usage.drives,
+    (drive) => drive.drive,
+    DRIVE_SERIES,
+  );
+  perDevice(
+    'interface',
+    (usage) => usage.interfaces,
+    (itf) => itf.interface,
+    INTERFACE_SERIES,
+  );
   return registry;
 }

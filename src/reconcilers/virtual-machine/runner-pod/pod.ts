@@ -32,10 +32,6 @@ import { CLASS_LABEL } from '../../../api/virtual-machine-class.js';
 import { KVM_DEVICE } from '../../../api/node-devices.js';
 import { RESTRICTED_CONTAINER_SECURITY, RESTRICTED_POD_SECURITY } from '../pod-security.js';
 
-/**
- * The runner keeps its sockets in /tmp of its own root file system: an emptyDir would make
- * `kubectl drain` refuse the node unless given --delete-emptydir-data (it counts them as local data).
- */
 /** Where a runner serves its VM's metrics (pods on the host network do not: VMs would share it). */
 export const RUNNER_METRICS_PORT = 9110;
 /** The annotations by which a plain Prometheus finds a pod's metrics (the chart's PodMonitor goes by the port's name). */
@@ -45,6 +41,11 @@ const SCRAPE_ANNOTATIONS = {
   [`${SCRAPE_ANNOTATION_PREFIX}port`]: String(RUNNER_METRICS_PORT),
   [`${SCRAPE_ANNOTATION_PREFIX}path`]: '/metrics',
 };
+
+/**
+ * The runner keeps its sockets in /tmp of its own root file system: an emptyDir would make
+ * `kubectl drain` refuse the node unless given --delete-emptydir-data (it counts them as local data).
+ */
 const RUNNER_CONTAINER_SECURITY = { ...RESTRICTED_CONTAINER_SECURITY, readOnlyRootFilesystem: false };
 
 export interface RunnerPodOptions {
