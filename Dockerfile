@@ -47,6 +47,10 @@ CMD ["runner"]
 FROM node AS manager
 LABEL org.opencontainers.image.title="vmop-manager" \
       org.opencontainers.image.description="The vmop operator: reconciles VirtualMachine resources"
+# The node agent (same image) routes VMs' own addresses with ip and iptables (nsenter is util-linux's).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends iproute2 iptables \
+ && rm -rf /var/lib/apt/lists/*
 COPY --from=build /build/package.json ./
 COPY --from=build /build/node_modules node_modules
 COPY --from=build /build/dist dist

@@ -65,12 +65,18 @@ export const MemorySize = z.union([z.number(), z.string()]).transform((value, ct
 const count = (defaultValue: number) => z.number().int().nonnegative().default(defaultValue);
 
 export const NetworkConfig = z.object({
-  /** "tap" attaches to a host bridge; "user" is qemu's user networking (for development). */
-  type: z.enum(['tap', 'user']).default('tap'),
+  /**
+   * "tap" attaches to a host bridge; "user" is qemu's user networking (NAT in the pod); "routed"
+   * is the pod's tap that carries the VM's own address (src/api/vm-network.ts): the runner answers
+   * the guest's DHCP with it.
+   */
+  type: z.enum(['tap', 'user', 'routed']).default('tap'),
   bridge: z.string().optional(),
   device: z.string().default('virtio-net'),
   mac: z.string().optional(),
   net: z.string().optional(),
+  /** A routed network's address (the VM's own). */
+  address: z.ipv4().optional(),
 });
 
 export const DriveConfig = z

@@ -14,6 +14,7 @@ import {
   type DevState,
 } from '../devenv/dev-environment.js';
 import { redisWhere } from '../queue/connection.js';
+import { repeatable } from './repeatable.js';
 import { isAlive } from '../util/process.js';
 
 /** --redis: single or sentinel. */
@@ -93,7 +94,12 @@ function printState(state: DevState, output: string | undefined): void {
   console.log(`Use it:     export KUBECONFIG=${state.kubeconfig}; kubectl get vms -A`);
 }
 
-async function up(output: string | undefined, nodes: number, redis: RedisLayout): Promise<void> {
+async function up(
+  output: string | undefined,
+  nodes: number,
+  redis: RedisLayout,
+  vmCidrs: string[],
+): Promise<void> {
   const running = readDevState();
   if (running) {
     if (running.cluster.nodes.length !== nodes || running.redis.layout !== redis)
@@ -107,7 +113,14 @@ async function up(output: string | undefined, nodes: number, redis: RedisLayout)
   mkdirSync(dir, { recursive: true });
   const logPath = join(dir, 'supervisor.log');
   const log = openSync(logPath, 'a');
-  const supervisor = spawn(VMOP_BIN, ['dev', 'serve', '--nodes', String(nodes), '--redis', redis], {
+  const serveArgs = [
+    '--nodes',
+    String(nodes),
+    '--redis',
+    redis,
+    ...vmCidrs.flatMap((cidr) => ['--vm-cidr', cidr]),
+  ];
+  const supervisor = spawn(VMOP_BIN, ['dev', 'serve', ...serveArgs], {
     detached: true,
     stdio: ['ignore', log, log],
   });
@@ -145,6 +158,10 @@ async function control(command: DevCommand): Promise<void> {
   await sendDevCommand(controlSocket(), command);
 }
 
+const VM_CIDR_FLAG = '--vm-cidr <subnet>';
+const VM_CIDR_HELP =
+  "give every VM an address of its own from this subnet (the managers' --vm-cidr; repeatable)";
+
 export function register(program: Command): void {
   const dev = program
     .command('dev')
@@ -161,8 +178,9 @@ export function register(program: Command): void {
       'single, or sentinel: 3 Redis and 3 Sentinels as the chart runs them',
       'single',
     )
-    .action(async (flags: { output?: string; nodes: string; redis: string }) =>
-      up(flags.output, nodeCount(flags.nodes), redisLayout(flags.redis)),
+    .addOption(repeatable(VM_CIDR_FLAG, VM_CIDR_HELP))
+    .action(async (flags: { output?: string; nodes: string; redis: string; vmCidr: string[] }) =>
+      up(flags.output, nodeCount(flags.nodes), redisLayout(flags.redis), flags.vmCidr),
     );
   dev.command('down').description('Stop everything it started').action(down);
   dev
@@ -207,7 +225,8 @@ export function register(program: Command): void {
     .description('Run the environment in the foreground (what `up` starts detached)')
     .option('--nodes <n>', 'how many nodes', '1')
     .option('--redis <layout>', 'single or sentinel', 'single')
-    .action((flags: { nodes: string; redis: string }) =>
-      superviseDevEnvironment(undefined, nodeCount(flags.nodes), redisLayout(flags.redis)),
+    .addOption(repeatable(VM_CIDR_FLAG, VM_CIDR_HELP))
+    .action((flags: { nodes: string; redis: string; vmCidr: string[] }) =>
+      superviseDevEnvironment(undefined, nodeCount(flags.nodes), redisLayout(flags.redis), flags.vmCidr),
     );
 }

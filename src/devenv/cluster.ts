@@ -61,6 +61,8 @@ export interface StartClusterOptions {
    * default every local image. Each costs seconds a node.
    */
   images?: Array<'manager' | 'runner' | 'redis'>;
+  /** Subnets of VMs' own addresses: the nodes' agents keep the pods' masquerading off them. */
+  vmCidrs?: string[];
   /** Called when a process of the control plane or a node's service was started again by its supervisor. */
   onRestart?: () => void;
   dir?: string;
@@ -123,6 +125,7 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
         credentials,
         network: network.nodes[i]!,
         labels: { 'topology.kubernetes.io/zone': `zone-${i + 1}` },
+        vmCidrs: options.vmCidrs,
         onRestart: options.onRestart,
         images: [images.pause, images.coredns, ...nodeImages.map((name) => images[name])].map(
           (image) => image.archive,

@@ -156,6 +156,8 @@ export interface StartDevEnvironmentOptions {
   managerArgs?: string[];
   /** How many nodes (default 1). */
   nodes?: number;
+  /** Subnets VMs get addresses of their own from (the managers' and node agents' --vm-cidr). */
+  vmCidrs?: string[];
   /** One Redis (default), or 3 with 3 Sentinels as the chart's Sentinel mode runs them. */
   redis?: RedisLayout;
   /** Called after a process was restarted (its pid in `state` changed). */
@@ -173,6 +175,7 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
     nodes: options.nodes,
     // The managers run from this checkout and Redis on this machine: the nodes need only the runner.
     images: ['runner'],
+    vmCidrs: options.vmCidrs,
     onRestart: () => options.onRestart?.(),
     logger,
   });
@@ -260,6 +263,7 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
       ...(existsSync('/dev/kvm') ? [] : ['--no-kvm']),
       // Any node can take a VM over: its runner data is on the shared (network) class.
       ...['--runner-data-storage-class', SHARED_STORAGE_CLASS, '--runner-data-access-mode', 'ReadWriteMany'],
+      ...(options.vmCidrs ?? []).flatMap((cidr) => ['--vm-cidr', cidr]),
       ...(options.managerArgs ?? []),
     ];
     const env = { VMOP_OIDC_CLIENT_SECRET: oidcProvider.clientSecret };
@@ -452,6 +456,7 @@ export async function superviseDevEnvironment(
   dir = devDir(),
   nodes = 1,
   redisLayout: RedisLayout = 'single',
+  vmCidrs: string[] = [],
 ): Promise<void> {
   const logger = createLogger('dev');
   mkdirSync(dir, { recursive: true });
@@ -468,6 +473,7 @@ export async function superviseDevEnvironment(
     dir,
     nodes,
     redis: redisLayout,
+    vmCidrs,
     logger,
     onRestart: () => up && writeState(),
   });

@@ -25,6 +25,14 @@ import { foldEvent, type SnapshotState } from './snapshot/fold.js';
 import { SnapshotStore, type PublishSnapshot } from './snapshot/store.js';
 import { RuntimeControls } from './runtime-controls.js';
 import { startSwtpm } from './swtpm.js';
+import { ROUTED_GATEWAY, ROUTED_TAP } from '../api/vm-network.js';
+import {
+  podNameservers,
+  routedLease,
+  startDhcpServer,
+  waitForTap,
+  type DhcpServer,
+} from './network/routed-nic.js';
 import { adoptArrivedTpmState } from './migration/tpm-state.js';
 import { buildSysprepImage } from './sysprep.js';
 import { AGENT_PORT_ID } from './template/context.js';
@@ -62,6 +70,8 @@ export interface RunnerOptions {
 
 /** How long qemu gets to exit after `quit` before it is killed. */
 const QUIT_GRACE_MS = 10_000;
+/** How long a runner waits for the node agent to make its tap before it gives up (and kubelet restarts it). */
+const TAP_WAIT_MS = 120_000;
 /** How long swtpm gets to follow qemu (it terminates when qemu goes away) before it is stopped. */
 const SWTPM_GRACE_MS = 5_000;
 const QMP_CONNECT_TIMEOUT_MS = 30_000;
@@ -129,6 +139,8 @@ export class VmRunner {
   private outgoing?: OutgoingMigrations;
   /** The guest left for another pod: qemu's end is no shutdown, and the runner waits to be stopped. */
   private migratedAway = false;
+  /** Answers the guest's DHCP on a routed network (the VM's own address). */
+  private dhcp?: DhcpServer;
 
   constructor(private readonly options: RunnerOptions) {
     this.logger = options.logger;
@@ -344,6 +356,7 @@ export class VmRunner {
     }
     if (settings.cloudInit) await buildNoCloudImage(paths.cloudInitImage, settings.cloudInit, searchPath);
     if (settings.sysprepDir) await buildSysprepImage(paths.sysprepImage, settings.sysprepDir, searchPath);
+    await this.startRoutedNetwork(settings);
 
     this.checkStop();
     const { executable, args, environment } = processes.qemu;
@@ -464,7 +477,22 @@ export class VmRunner {
     }
   }
 
+  /** A routed network (the VM's own address): its tap must exist before QEMU opens it. */
+  private async startRoutedNetwork(settings: RunnerSettings): Promise<void> {
+    const routed = settings.vm.network.find((network) => network.type === 'routed');
+    if (!routed?.address) return;
+    await waitForTap(ROUTED_TAP, {
+      logger: this.logger,
+      timeoutMs: TAP_WAIT_MS,
+      stopped: () => this.stopRequested,
+    });
+    this.checkStop();
+    const lease = routedLease(routed.address, ROUTED_GATEWAY, await podNameservers(), settings.vm.name);
+    this.dhcp = await startDhcpServer(lease, this.logger);
+  }
+
   private async cleanUp(): Promise<void> {
+    await this.dhcp?.close();
     this.watch?.close();
     this.requests?.close();
     this.controls?.close();

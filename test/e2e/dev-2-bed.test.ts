@@ -2,6 +2,7 @@
 // happens between nodes. The node-loss suite brings its node back; the Redis suite loses the
 // whole set (it comes back empty): they run last.
 import { runOnBed } from '../support/beds.js';
+import './addresses.suite.js';
 import './migration.suite.js';
 import './monitoring.suite.js';
 import './nodes.suite.js';

@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useDevBed } from '../support/beds.js';
 import { eventually } from '../support/eventually.js';
-import { testGuestManifest, tickOf, type ClusterVms, type Vm } from '../support/cluster-vms.js';
+import { placedOn, testGuestManifest, tickOf, type ClusterVms, type Vm } from '../support/cluster-vms.js';
 import { SPICE_LINK_OK, SPICE_LINK_PERMISSION_DENIED } from '../support/spice-login.js';
 import { spiceLoginFrom } from '../support/spice-login-from.js';
 import { PCR16_AFTER_EXTEND, PCR16_EXTEND } from '../support/tpm.js';
@@ -17,16 +17,12 @@ const READY = 'VMOP-GUEST-READY';
 /** The mover's SPICE console (on its runner pod's address) and its password. */
 const SPICE_PORT = 5931;
 const SPICE_PASSWORD = 'same-console-after-the-move';
-/** The address the test guest gives its NIC on qemu's user network. */
-const GUEST_IP = '10.0.2.15';
-
-/** Starts on `node` (it may move later: a preference, not a rule). */
-const placedOn = (node: string) => `  affinity:
-    nodeAffinity:
-      preferredDuringSchedulingIgnoredDuringExecution:
-      - weight: 100
-        preference: {matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [${node}]}]}
-`;
+/** The VM's own address (the bed gives VMs addresses of their own): its NIC has it, by DHCP. */
+const ownAddress = (vm: Vm) => {
+  expect(vm.status?.virtualMachineIPAddressName).toBeTruthy();
+  expect(vm.status?.ipAddresses).toContain(vm.status?.ipAddress);
+  return vm.status!.ipAddress!;
+};
 
 const disk = (storage: string) => `    disks:
     - volumeClaimTemplate:
@@ -155,11 +151,12 @@ spec: {virtualMachineName: ${name}, type: ${type}${spec}}
     options: MoveChecks = {},
   ) {
     const before = await runsOn(name, from);
+    let address = '';
     if (options.spiceAndNic) {
-      // The console opens with the password on the source's node, the guest agent reports its IP
-      // (beside an IPv6 address once SLAAC has run).
+      // The console opens with the password on the source's node, the guest agent reports the VM's
+      // own address on its NIC.
       expect(await spiceLogin(name, from, SPICE_PASSWORD)).toBe(SPICE_LINK_OK);
-      await vms.waitForVm(name, (vm) => expect(vm.status?.ipAddresses).toContain(GUEST_IP), 60_000);
+      address = ownAddress(await vms.waitForVm(name, (vm) => void ownAddress(vm), 60_000));
     }
     expect(vms.condition(before, 'Migratable')).toMatchObject({ status: 'True' });
     // Booted once (the console log of this run may start after that, at a migration's arrival).
@@ -236,9 +233,9 @@ spec: {virtualMachineName: ${name}, type: ${type}${spec}}
     }
     if (options.spiceAndNic) {
       // The guest kept its address; the console opens on the new node with the password of before.
-      await vms.waitForVm(name, (vm) => expect(vm.status?.ipAddresses).toContain(GUEST_IP), 60_000);
+      await vms.waitForVm(name, (vm) => expect(ownAddress(vm)).toBe(address), 60_000);
       await vms.typeOnConsole(name, `ip -4 addr show eth0 | grep -o 'inet [0-9.]*' | sed s/^/ip-${tag}-/`);
-      await vms.waitForConsole(name, `\nip-${tag}-inet ${GUEST_IP}\r`);
+      await vms.waitForConsole(name, `\nip-${tag}-inet ${address}\r`);
       expect(await spiceLogin(name, to, SPICE_PASSWORD)).toBe(SPICE_LINK_OK);
       expect(await spiceLogin(name, to, 'guessed')).toBe(SPICE_LINK_PERMISSION_DENIED);
     }

@@ -5,20 +5,18 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useDevBed } from '../support/beds.js';
 import { isAlive } from '../../src/util/process.js';
-import { SHARED_DATA_DISK, testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
+import {
+  SHARED_DATA_DISK,
+  placedOn,
+  testGuestManifest,
+  type ClusterVms,
+  type Vm,
+} from '../support/cluster-vms.js';
 import { qemuPid } from '../support/qemu-process.js';
 
 const NAMESPACE = 'nodes';
 const READY = 'VMOP-GUEST-READY';
 const OUT_OF_SERVICE = 'node.kubernetes.io/out-of-service';
-
-/** Prefers `node` (the VM may run elsewhere); `extra` more lines under spec (two-space indent). */
-const placedOn = (node: string, extra = '') => `  affinity:
-    nodeAffinity:
-      preferredDuringSchedulingIgnoredDuringExecution:
-      - weight: 100
-        preference: {matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [${node}]}]}
-${extra}`;
 
 describe('VMs on two nodes: drain, placement, node loss', () => {
   let vms: ClusterVms;

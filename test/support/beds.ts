@@ -38,7 +38,10 @@ import {
 const run = promisify(execFile);
 
 export type BedKind = 'cluster' | 'dev-2' | 'dev';
-const DEV_BED_ARGS = { 'dev-2': ['--nodes', '2', '--redis', 'sentinel'], dev: [] } as const;
+const DEV_BED_ARGS = {
+  'dev-2': ['--nodes', '2', '--redis', 'sentinel', '--vm-cidr', '10.66.10.0/24'],
+  dev: [],
+} as const;
 
 /** This file's bed: one a test file (and its process). */
 let current: { kind: BedKind; dir: string } | undefined;

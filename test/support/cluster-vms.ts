@@ -50,6 +50,14 @@ ${options.extraSpec ?? ''}
 `;
 }
 
+/** Lines under spec: prefers `node` (the VM may run or move elsewhere), then `extra` (two-space indent). */
+export const placedOn = (node: string, extra = '') => `  affinity:
+    nodeAffinity:
+      preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 100
+        preference: {matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [${node}]}]}
+${extra}`;
+
 /** A data disk (the guest's /dev/vda) on the beds' shared (network) storage class: it goes wherever the VM goes. */
 export const SHARED_DATA_DISK = `    disks:
     - volumeClaimTemplate:

@@ -12,6 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { existsSync } from 'node:fs';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { TUN_DEVICE } from '../../api/vm-network.js';
 import { KVM_DEVICE } from '../../api/node-devices.js';
 import { VMOP_BIN } from '../vmop-bin.js';
 import { makeNodeMountNamespace } from './mount-namespace.js';
@@ -73,6 +74,8 @@ export interface StartNodeOptions {
   network: NodeNetwork;
   /** Labels kubelet gives its Node (e.g. topology.kubernetes.io/zone). */
   labels?: Record<string, string>;
+  /** Subnets of VMs' own addresses (the node agent's --vm-cidr). */
+  vmCidrs?: string[];
   /** Called when a service was started again by its supervisor. */
   onRestart?: () => void;
   /** docker-archive tars to import before kubelet starts. */
@@ -101,6 +104,7 @@ export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
     await mkdir(made, { recursive: true });
   const file = (name: string) => path.join(dir, name);
   await writeFile(file('containerd.toml'), containerdConfig(paths));
+  await writeFile(file('node-agent.kubeconfig'), options.kubeConfig.exportConfig(), { mode: 0o600 });
   await writeFile(
     path.join(paths.cniConfDir, '10-vmop.conflist'),
     cniConfig(cniNetwork, network.podCidr, paths),
@@ -158,7 +162,15 @@ export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
         : []),
     ],
     'kube-proxy': [...inNode, binaries.kubeProxy, `--config=${file('kube-proxy.yaml')}`],
-    'node-agent': [...inNode, VMOP_BIN, 'node-agent'],
+    // It routes the VMs' own addresses on this node: it watches pods and VMs of the whole cluster.
+    'node-agent': [
+      ...inNode,
+      VMOP_BIN,
+      'node-agent',
+      `--node-name=${credentials.name}`,
+      `--kubeconfig=${file('node-agent.kubeconfig')}`,
+      ...(options.vmCidrs ?? []).map((cidr) => `--vm-cidr=${cidr}`),
+    ],
   };
   /** Starts a service under supervision; resolves with its first process. */
   const launch = async (name: NodeService): Promise<LoggedProcess> => {
@@ -223,13 +235,16 @@ export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
     await launch('kube-proxy');
     await launch('node-agent');
     const core = options.kubeConfig.makeApiClient(CoreV1Api);
-    // Ready, and with /dev/kvm to give where this machine has it (runner pods ask for it).
+    // Ready, with /dev/net/tun and (where this machine has it) /dev/kvm to give: runner pods ask for them.
     const kvm = existsSync('/dev/kvm');
     await waitFor(kubelet, async () => {
       const node = await core.readNode({ name: credentials.name }).catch(() => undefined);
       const ready = node?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
-      const kvmSlots = node?.status?.allocatable?.[KVM_DEVICE]; // a quantity: "1k"
-      return ready && (!kvm || (kvmSlots !== undefined && kvmSlots !== '0'));
+      const offered = (resource: string) => {
+        const slots = node?.status?.allocatable?.[resource]; // a quantity: "1k"
+        return slots !== undefined && slots !== '0';
+      };
+      return ready && (!kvm || offered(KVM_DEVICE)) && offered(TUN_DEVICE);
     });
     logger.info({ node: credentials.name, dir, ms: Date.now() - startedAt }, 'node ready');
     let stopping: Promise<void> | undefined;

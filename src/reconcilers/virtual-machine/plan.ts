@@ -125,6 +125,7 @@ export function planVm(
       podDisks: attachments.podVolumes,
       hotplugDisks: attachments.config,
       kvm: options.kvm ?? true,
+      ipAddress: ipAddress.address,
     }),
   );
   const secretErrors = provisioningSecretErrors(vm, seen.provisioningSecrets);

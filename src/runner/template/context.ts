@@ -1,4 +1,5 @@
 import type { RunnerSettings, VmConfig } from '../../api/runner-config.js';
+import { ROUTED_TAP } from '../../api/vm-network.js';
 import { cdDrives, disks, type CdDrive, type Disk } from '../drives.js';
 import type { Firmware } from '../firmware.js';
 import type { RunnerPaths } from '../paths.js';
@@ -22,6 +23,8 @@ export interface TemplateContext extends RunnerPaths {
   hasDisplayPassword: boolean;
   agentPort: { id: string; name: string };
   guestAgentPort: { id: string; name: string };
+  /** The pod's tap of a `routed` network (made by the node agent). */
+  routedTap: string;
 }
 
 export function templateContext(input: {
@@ -50,5 +53,6 @@ export function templateContext(input: {
     hasDisplayPassword: input.hasDisplayPassword,
     agentPort: { id: AGENT_PORT_ID, name: AGENT_PORT_NAME },
     guestAgentPort: { id: GUEST_AGENT_PORT_ID, name: GUEST_AGENT_PORT_NAME },
+    routedTap: ROUTED_TAP,
   };
 }

@@ -177,6 +177,19 @@ describe('standard VM template', () => {
     expect(qemu.join(' ')).not.toContain('pflash');
   });
 
+  it("renders a routed network as the pod's tap, opened by name", async () => {
+    for (const template of ['standard-vm.liquid', 'test-guest.liquid']) {
+      const { qemu } = await render(
+        template,
+        settingsFor({ network: [{ type: 'routed', address: '10.66.10.5', mac: '02:00:00:00:00:05' }] }),
+      );
+      expect(valuesOf(qemu, '-netdev')).toEqual(['tap,id=hostnet0,ifname=vmop0,script=no,downscript=no']);
+      expect(valuesOf(qemu, '-device').join(' ')).toContain(
+        'virtio-net,netdev=hostnet0,mac=02:00:00:00:00:05',
+      );
+    }
+  });
+
   it('renders networks as bridge or user netdevs', async () => {
     const { qemu } = await render(
       'standard-vm.liquid',

@@ -2,6 +2,7 @@
 // shared claims, so its runner starts the very same QEMU), named for the migration, kept off the
 // source's node, with its own claims for the disks only that node can use, its own snapshot key,
 // and the migration request that tells its runner where the source waits.
+import { ROUTED_NIC_ANNOTATION } from '../../../api/vm-network.js';
 import type {
   V1Affinity,
   V1EnvVar,
@@ -145,10 +146,11 @@ export function targetPod(source: V1Pod, options: TargetPodOptions): V1Pod {
         ...(metadata?.annotations?.[POD_SPEC_ANNOTATION] && {
           [POD_SPEC_ANNOTATION]: metadata.annotations[POD_SPEC_ANNOTATION],
         }),
-        // Prometheus finds the target's metrics as it found the source's.
+        // Prometheus finds the target's metrics as it found the source's; the node agent makes
+        // the target's tap for the VM's own address as it made the source's.
         ...Object.fromEntries(
-          Object.entries(metadata?.annotations ?? {}).filter(([key]) =>
-            key.startsWith(SCRAPE_ANNOTATION_PREFIX),
+          Object.entries(metadata?.annotations ?? {}).filter(
+            ([key]) => key.startsWith(SCRAPE_ANNOTATION_PREFIX) || key === ROUTED_NIC_ANNOTATION,
           ),
         ),
         ...migrationAnnotation({ id: options.id, role: 'target', source: options.sourceAddress, mirror: [] }),

@@ -19,6 +19,7 @@ import {
   diskVolumeName,
 } from '../naming.js';
 import { afterQemuEnds } from '../lifecycle/run-policy.js';
+import { routedNetworkIndex, routedNicOfVm } from '../address/routed-nic.js';
 
 type RunnerDrive = z.input<typeof DriveConfig>;
 
@@ -36,6 +37,8 @@ export interface RunnerConfigOptions {
   hotplugDisks?: HotplugDiskConfig[];
   /** Whether the runner pod gets /dev/kvm; QEMU emulates (TCG) without it. */
   kvm?: boolean;
+  /** The VM's own address, once attached to it: its first `user` network carries it (routed). */
+  ipAddress?: string;
 }
 
 export function maximumCpus(vm: VmDefinition): number {
@@ -65,6 +68,7 @@ export function desiredRunnerConfig(vm: VirtualMachine, options: RunnerConfigOpt
     ...(spec.cloudInit.secretRef && { secretDir: CLOUD_INIT_SECRET_DIR }),
   };
   const maximum = maximumCpus(def);
+  const routed = routedNicOfVm(vm, options.ipAddress);
   const resetRequest = vm.metadata.annotations?.[RESET_REQUEST_ANNOTATION];
   return {
     '/Runner': {
@@ -97,16 +101,23 @@ export function desiredRunnerConfig(vm: VirtualMachine, options: RunnerConfigOpt
         ...(def.currentRam !== undefined && { currentRam: def.currentRam }),
         rtcBase: def.rtcBase,
         rtcClock: def.rtcClock,
-        network: def.networks.map((network) =>
-          network.tap
-            ? {
-                type: 'tap' as const,
-                device: network.tap.device,
-                bridge: network.tap.bridge,
-                mac: network.tap.mac,
-              }
-            : { type: 'user' as const, device: network.user!.device, net: network.user!.net },
-        ),
+        network: def.networks.map((network, index) => {
+          if (network.tap)
+            return {
+              type: 'tap' as const,
+              device: network.tap.device,
+              bridge: network.tap.bridge,
+              mac: network.tap.mac,
+            };
+          if (routed && index === routedNetworkIndex(vm))
+            return {
+              type: 'routed' as const,
+              device: network.user!.device,
+              mac: routed.mac,
+              address: routed.address,
+            };
+          return { type: 'user' as const, device: network.user!.device, net: network.user!.net };
+        }),
         drives: def.disks.flatMap((disk, index): RunnerDrive[] => {
           if (disk.cdrom)
             return [{ type: 'ide-cd' as const, file: disk.cdrom.image, bootindex: disk.bootindex }];

@@ -4,6 +4,7 @@
 import { apiserverRejection } from '../../../kube/clients.js';
 import { withAssignment } from '../../../pools/assignment.js';
 import { desiredRunnerPod } from './pod.js';
+import { routedNicOfVm } from '../address/routed-nic.js';
 import { createRunnerPod } from './writes.js';
 import { deriveStatus } from '../status/derive.js';
 import { writeStatus } from '../status/step.js';
@@ -24,6 +25,7 @@ export const runnerPodCreationStep: Step<VmState> = {
       hasImageRepository: imageRepository !== undefined && !imageRepository.metadata?.deletionTimestamp,
       overcommit: io.options.overcommit,
       kvm: io.options.kvm ?? true,
+      routedNic: routedNicOfVm(plan.vm, plan.ipAddress.address),
     });
     try {
       return { writes: await createRunnerPod(io.clients, plan.claims, pod) };

@@ -30,6 +30,7 @@ import { maximumCpus } from '../runner-config/config.js';
 import { RUNNER_REDIS_URL_KEY, RUNNER_SECRET, RUNNER_SERVICE_ACCOUNT } from '../runner-config/identity.js';
 import { CLASS_LABEL } from '../../../api/virtual-machine-class.js';
 import { KVM_DEVICE } from '../../../api/node-devices.js';
+import { ROUTED_NIC_ANNOTATION, TUN_DEVICE, type RoutedNic } from '../../../api/vm-network.js';
 import { RESTRICTED_CONTAINER_SECURITY, RESTRICTED_POD_SECURITY } from '../pod-security.js';
 
 /** Where a runner serves its VM's metrics (pods on the host network do not: VMs would share it). */
@@ -62,6 +63,8 @@ export interface RunnerPodOptions {
   overcommit?: Overcommit;
   /** Ask for /dev/kvm from vmop's node agent (KVM_DEVICE); off where nodes have no KVM (QEMU emulates). */
   kvm?: boolean;
+  /** The NIC with the VM's own address: the node agent makes its tap in the pod (address/routed-nic.ts). */
+  routedNic?: RoutedNic;
 }
 
 /** A tap network on a host bridge needs the node's network and a privileged pod (VM-Operator's). */
@@ -108,6 +111,11 @@ export function runnerResources(
     : resourceRequirements(vm.spec.resources!);
   // An extended resource is asked for by its limit alone (its request follows).
   return kvm ? { ...own, limits: { ...own.limits, [KVM_DEVICE]: '1' } } : own;
+}
+
+/** QEMU opens the routed NIC's tap through /dev/net/tun, which the node agent gives (TUN_DEVICE). */
+function withTun<T extends { limits?: Record<string, string> }>(resources: T, tun: boolean): T {
+  return tun ? { ...resources, limits: { ...resources.limits, [TUN_DEVICE]: '1' } } : resources;
 }
 
 function derivedRequests(
@@ -246,6 +254,7 @@ export function desiredRunnerPod(vm: VirtualMachine, options: RunnerPodOptions):
   const env = runnerEnv(vm);
   const { spec } = vm;
   const hostNetwork = usesHostNetwork(vm);
+  const routedNic = hostNetwork ? undefined : options.routedNic;
   return {
     apiVersion: 'v1',
     kind: 'Pod',
@@ -257,6 +266,7 @@ export function desiredRunnerPod(vm: VirtualMachine, options: RunnerPodOptions):
       annotations: {
         [POD_SPEC_ANNOTATION]: JSON.stringify(podSpecOfVm(vm)),
         ...(!hostNetwork && SCRAPE_ANNOTATIONS),
+        ...(routedNic && { [ROUTED_NIC_ANNOTATION]: JSON.stringify(routedNic) }),
       },
       // The VM controls it: `kubectl drain` evicts it like any replicated pod, and it goes with the VM.
       ownerReferences: [ownerReference(vm)],
@@ -276,10 +286,18 @@ export function desiredRunnerPod(vm: VirtualMachine, options: RunnerPodOptions):
             .map((claim) => ({ name: claim.volume, devicePath: `/dev/${claim.volume}` })),
           // Tap devices on a host bridge need it (as VM-Operator's runner pods have); nothing else does.
           securityContext: hostNetwork ? { privileged: true } : RUNNER_CONTAINER_SECURITY,
-          resources: runnerResources(vm, options.overcommit, options.kvm),
+          resources: withTun(runnerResources(vm, options.overcommit, options.kvm), routedNic !== undefined),
         },
       ],
-      ...(!hostNetwork && { securityContext: RESTRICTED_POD_SECURITY }),
+      ...(!hostNetwork && {
+        // The runner answers the guest's DHCP (port 67) on a routed NIC: a safe sysctl, per pod.
+        securityContext: routedNic
+          ? {
+              ...RESTRICTED_POD_SECURITY,
+              sysctls: [{ name: 'net.ipv4.ip_unprivileged_port_start', value: '67' }],
+            }
+          : RESTRICTED_POD_SECURITY,
+      }),
       // kubelet restarts a runner that crashed (QEMU with it); vmop makes a new pod when one is lost.
       restartPolicy: 'Always',
       volumes,

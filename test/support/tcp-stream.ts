@@ -1,0 +1,69 @@
+// A TCP stream to a VM's address through whatever happens meanwhile (a live migration): a client
+// in a pod (kubectl exec, node) sends a line every 10 ms to an echo server and counts the echoes
+// until told to stop; then says what it saw. A reset or any other error ends it early and is said.
+
+/** Runs in the pod: `node -e CLIENT host port stopFile`. */
+const CLIENT = `
+const net = require('net'); const fs = require('fs');
+const [host, port, stopFile] = process.argv.slice(1);
+const seen = { connected: false, sent: 0, echoed: 0, longestGapMs: 0 };
+let last = 0, buffer = '', timer;
+const done = () => { clearInterval(timer); console.log(JSON.stringify(seen)); process.exit(0); };
+const socket = net.connect(Number(port), host, () => {
+  seen.connected = true; last = Date.now();
+  timer = setInterval(() => {
+    if (fs.existsSync(stopFile)) { clearInterval(timer); setTimeout(done, 5000); return; }
+    socket.write(seen.sent++ + '\\n');
+  }, 10);
+});
+socket.setNoDelay(true);
+socket.on('data', (data) => {
+  buffer += data; const lines = buffer.split('\\n'); buffer = lines.pop();
+  for (const line of lines) { const now = Date.now(); seen.longestGapMs = Math.max(seen.longestGapMs, now - last); last = now; seen.echoed++; }
+  if (fs.existsSync(stopFile) && seen.echoed === seen.sent) done();
+});
+socket.on('error', (err) => { seen.error = err.code || err.message; done(); });
+socket.on('close', () => { seen.closed = true; done(); });
+`;
+
+export interface TcpSeen {
+  connected: boolean;
+  sent: number;
+  echoed: number;
+  /** The longest time without an echo while the stream ran. */
+  longestGapMs: number;
+  /** ECONNRESET and the like. */
+  error?: string;
+  closed?: boolean;
+}
+
+export interface TcpStream {
+  /** Stops sending, waits for the last echoes (5 s at most) and says what was seen. */
+  stop(): Promise<TcpSeen>;
+}
+
+let streams = 0;
+
+/** Starts the stream from `pod`'s `container` (which has node) to `address:port`. */
+export function startTcpStream(
+  kubectl: (args: string[]) => Promise<string>,
+  pod: string,
+  container: string,
+  address: string,
+  port: number,
+): TcpStream {
+  const stopFile = `/tmp/tcp-stream-${process.pid}-${++streams}`;
+  const inPod = (...command: string[]) => kubectl(['exec', pod, '-c', container, '--', ...command]);
+  const ended = inPod('node', '-e', CLIENT, address, String(port), stopFile).then(
+    (text) => ({ text }),
+    (err: unknown) => ({ err }),
+  );
+  return {
+    async stop() {
+      await inPod('touch', stopFile);
+      const result = await ended;
+      if ('err' in result) throw result.err;
+      return JSON.parse(result.text.trim().split('\n').pop()!) as TcpSeen;
+    },
+  };
+}
