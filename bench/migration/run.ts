@@ -8,7 +8,10 @@
 // again), drains of a node with 3 VMs, and an upgrade of those 3 to a new runner image (until none
 // is outdated; each guest's longest tick gap). Each row's migrations are back to back: the next is
 // asked for as soon as the last completed. Verdicts against issues 24's and 39's goals. BENCH_RUNS
-// migrations per row (default 40: 20 each way, alternating direction).
+// migrations per row (default 40: 20 each way, alternating direction). The VMs have addresses of
+// their own (issue 41): through each migration a client pod sends a TCP stream (a line every 10 ms,
+// echoed by the guest) to the VM's address: the longest gap between echoes and the connections
+// reset, beside QEMU's downtime.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { openSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -31,6 +34,7 @@ import { clusterVms, testGuestManifest, type ClusterVms } from '../../test/suppo
 import { hostPathOfClaim } from '../support/claims.js';
 import { followLog } from '../support/follow-log.js';
 import { quantile } from '../support/quantile.js';
+import { startTcpStream, type TcpSeen } from '../../test/support/tcp-stream.js';
 
 const run = promisify(execFile);
 const RUNS = Number(process.env.BENCH_RUNS ?? 40);
@@ -39,6 +43,10 @@ const DRAINS = Number(process.env.BENCH_DRAINS ?? 4);
 const RATES = (process.env.BENCH_DIRTY_RATES ?? '0,10,50').split(',').map(Number);
 const RAM_BYTES = 256 * 1024 * 1024;
 const NAMESPACE = 'default';
+const VM_CIDR = '10.66.10.0/24';
+/** The test guest's TCP echo server. */
+const ECHO_PORT = 7;
+const CLIENT_POD = 'bench-client';
 const logger = createLogger('bench');
 logger.level = 'warn';
 
@@ -151,6 +159,36 @@ async function watchSteps(kubeConfig: KubeConfig) {
  * A manager as `running` was started, but with `runnerImage` as the default runner image and no
  * GUI (its port is taken): what a `helm upgrade` to a new runner image starts.
  */
+/** The VM's own address, once its guest has it on its NIC. */
+async function vmAddress(vms: ClusterVms, name: string): Promise<string> {
+  const vm = await vms.waitForVm(
+    name,
+    (found) => {
+      const own = found.status?.virtualMachineIPAddressName && found.status.ipAddress;
+      if (!own || !found.status?.ipAddresses?.includes(own)) throw new Error('no address of its own yet');
+    },
+    120_000,
+  );
+  return vm.status!.ipAddress!;
+}
+
+/** A pod on the pod network with node (the runner image the VM runs), for the TCP streams. */
+async function startClientPod(vms: ClusterVms, vmName: string): Promise<void> {
+  const runnerPod = (await vms.getVm(vmName)).status!.runnerPod!.name;
+  const image = await vms.kubectl(['get', 'pod', runnerPod, '-o', 'jsonpath={.spec.containers[0].image}']);
+  await vms.apply(`apiVersion: v1
+kind: Pod
+metadata: {name: ${CLIENT_POD}, namespace: ${NAMESPACE}}
+spec:
+  containers:
+  - name: client
+    image: ${image}
+    imagePullPolicy: Never
+    command: [node, -e, "setInterval(() => {}, 1 << 30)"]
+`);
+  await vms.kubectl(['wait', '--for=condition=Ready', `pod/${CLIENT_POD}`, '--timeout=120s']);
+}
+
 function startUpgradedManager(running: number, runnerImage: string, log: string): ChildProcess {
   const argv = readFileSync(`/proc/${running}/cmdline`, 'utf8').split('\0').filter(Boolean);
   const args = argv.slice(argv.indexOf('manager'));
@@ -184,6 +222,10 @@ interface Row {
   downtimeMs: number[];
   /** The longest gap between the guest's ticks, as they reached the host. */
   tickGapMs: number[];
+  /** The longest gap between echoes of the client pod's TCP stream to the VM's address. */
+  networkGapMs: number[];
+  /** TCP streams that did not come through (a reset, a close, lines lost). */
+  streamsBroken: string[];
   /** Where the time went: the operation → target pod made → its container runs → status Succeeded → operation Completed. */
   steps: { made: number[]; started: number[]; moved: number[]; reported: number[] };
   bytes: number[];
@@ -192,7 +234,7 @@ interface Row {
 
 async function main() {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'vmop-bench-migration-'));
-  const env = await startDevEnvironment({ dir, nodes: 2 });
+  const env = await startDevEnvironment({ dir, nodes: 2, vmCidrs: [VM_CIDR] });
   const vms: ClusterVms = clusterVms(env.state.kubeconfig, NAMESPACE);
   const nodes = env.cluster.nodes;
   console.log('vmop dev on two nodes is up');
@@ -220,7 +262,10 @@ async function main() {
     for (const [kind, disks] of Object.entries(kinds)) {
       const name = `bench-${kind}`;
       await vms.apply(
-        testGuestManifest(name, NAMESPACE).replace('    networks: []\n', `    networks: []\n${disks}`),
+        testGuestManifest(name, NAMESPACE).replace(
+          '    networks: []\n',
+          `    networks: [{user: {}}]\n${disks}`,
+        ),
       );
       await vms.waitForVm(
         name,
@@ -231,6 +276,8 @@ async function main() {
         300_000,
       );
       await vms.waitForConsole(name, 'VMOP-GUEST-READY');
+      const address = await vmAddress(vms, name);
+      await startClientPod(vms, name);
       await vms.typeOnConsole(name, '(while :; do echo tk; sleep 0.01; done) &');
       const ticks = watchTicks(path.join(await hostPathOfClaim(vms, `${name}-runner-data`), 'console.log'));
       for (const rate of RATES) {
@@ -248,6 +295,8 @@ async function main() {
           transferMs: [],
           downtimeMs: [],
           tickGapMs: [],
+          networkGapMs: [],
+          streamsBroken: [],
           steps: { made: [], started: [], moved: [], reported: [] },
           bytes: [],
           failures: [],
@@ -255,6 +304,8 @@ async function main() {
         for (let i = 0; i < RUNS; i++) {
           const opName = `${name}-${rate}-${i}-${Date.now()}`;
           const started = Date.now();
+          const stream = startTcpStream(vms.kubectl, CLIENT_POD, 'client', address, ECHO_PORT);
+          await sleep(500);
           const startedTick = performance.now();
           await vms.apply(`apiVersion: vmoperator.jdrupes.org/v1
 kind: VirtualMachineOperation
@@ -269,11 +320,16 @@ spec: {virtualMachineName: ${name}, type: Migrate}
             phase = op.status?.phase ?? '';
             message = op.status?.message ?? '';
           }
+          const doneTick = performance.now();
+          await sleep(1_000);
+          const seen = await stream.stop().catch((err: unknown) => ({ error: String(err) }) as TcpSeen);
           if (phase !== 'Completed') {
             row.failures.push(message || 'timed out');
             continue;
           }
-          const doneTick = performance.now();
+          if (seen.error || seen.closed || seen.echoed !== seen.sent)
+            row.streamsBroken.push(JSON.stringify(seen));
+          else row.networkGapMs.push(seen.longestGapMs);
           row.totalMs.push(Date.now() - started);
           row.tickGapMs.push(ticks.longestGap(startedTick, doneTick));
           const state = (await vms.getVm(name)).status?.migrationState;
@@ -400,24 +456,29 @@ spec: {virtualMachineName: bench-cold, type: Evict}
 
     const p = (values: number[]) => `${quantile(values, 0.5)} / ${quantile(values, 0.99)}`;
     console.log(
-      '\n| row | n | operation → completed p50 / p99 ms | QEMU transfer p50 / p99 ms | downtime p50 / p99 ms (QEMU) | longest tick gap p50 / p99 ms (guest, seen by the host) | sent ÷ RAM | failures |',
+      "\n| row | n | operation → completed p50 / p99 ms | QEMU transfer p50 / p99 ms | downtime p50 / p99 ms (QEMU) | longest tick gap p50 / p99 ms (guest, seen by the host) | network gap p50 / p99 ms (TCP to the VM's address) | TCP streams broken | sent ÷ RAM | failures |",
     );
-    console.log('|---|---|---|---|---|---|---|---|');
+    console.log('|---|---|---|---|---|---|---|---|---|---|');
     for (const row of rows) {
       const ratio = quantile(row.bytes, 0.5) / RAM_BYTES;
       console.log(
         `| ${row.name} | ${row.totalMs.length} | ${p(row.totalMs)} | ${p(row.transferMs)} | ${p(row.downtimeMs)} | ` +
-          `${p(row.tickGapMs)} | ${ratio.toFixed(2)} | ${row.failures.length} |`,
+          `${p(row.tickGapMs)} | ${p(row.networkGapMs)} | ${row.streamsBroken.length} | ${ratio.toFixed(2)} | ${row.failures.length} |`,
       );
     }
-    console.log(`| physical limit: 256 MiB over the link | | | ${limitMs.toFixed(0)} | | | 1.00 | |`);
-    console.log(`| cold move (Evict, stop → booted elsewhere) | ${coldMs.length} | ${p(coldMs)} | | | | | |`);
+    console.log(`| physical limit: 256 MiB over the link | | | ${limitMs.toFixed(0)} | | | | | 1.00 | |`);
     console.log(
-      `| drain of a node with 3 VMs (\`kubectl drain\` → done; 2 leave at a time) | ${drainMs.length} | ${p(drainMs)} | | | | | |`,
+      `| cold move (Evict, stop → booted elsewhere) | ${coldMs.length} | ${p(coldMs)} | | | | | | | |`,
     );
     console.log(
-      `| upgrade of 3 running VMs to a new runner image (manager started → none outdated; each done at ${drained.map((name) => upgradeMoves.get(name)).join(', ')} ms) | 1 | ${upgradeMs} | | | ${upgradeGaps.join(', ')} (each guest's longest) | | |`,
+      `| drain of a node with 3 VMs (\`kubectl drain\` → done; 2 leave at a time) | ${drainMs.length} | ${p(drainMs)} | | | | | | | |`,
     );
+    console.log(
+      `| upgrade of 3 running VMs to a new runner image (manager started → none outdated; each done at ${drained.map((name) => upgradeMoves.get(name)).join(', ')} ms) | 1 | ${upgradeMs} | | | ${upgradeGaps.join(', ')} (each guest's longest) | | | | |`,
+    );
+    for (const row of rows)
+      for (const broken of row.streamsBroken.slice(0, 3))
+        console.log(`- ${row.name}: a TCP stream broke: ${broken}`);
 
     const median = (values: number[]) => quantile(values.filter(Number.isFinite), 0.5);
     console.log(
@@ -436,6 +497,12 @@ spec: {virtualMachineName: bench-cold, type: Evict}
     console.log(`- failures: ${failures} (goal 0) ${failures === 0 ? 'MET' : 'MISSED'}`);
     const verdict = (met: boolean) => (met ? 'MET' : 'MISSED');
     for (const row of rows) {
+      const networkGap = quantile(row.networkGapMs, 0.99);
+      const downtimeP99 = quantile(row.downtimeMs, 0.99);
+      console.log(
+        `- ${row.name}: TCP streams broken ${row.streamsBroken.length} (goal 0) ${verdict(row.streamsBroken.length === 0)}, ` +
+          `network gap p99 ${networkGap} ms (goal ≤ 2 × QEMU's downtime p99 = ${2 * downtimeP99}) ${verdict(networkGap <= 2 * downtimeP99)}`,
+      );
       const [downtime, gap] = [quantile(row.downtimeMs, 0.99), quantile(row.tickGapMs, 0.99)];
       const [transfer, total] = [quantile(row.transferMs, 0.99), quantile(row.totalMs, 0.99)];
       console.log(

@@ -10,15 +10,20 @@ import type { Logger } from '../../util/logger.js';
 import {
   keepMasqueradeOff,
   processOfPod,
+  qemuOfPod,
+  qemuRuns,
   removeVmRoute,
   replaceVmRoute,
   setUpPodTap,
+  tapPacketsFromGuest,
   vmRoutes,
 } from './linux.js';
-import { planNodeNetwork, routeChanges, type VmView } from './plan.js';
+import { planNodeNetwork, routeChanges, type NodeNetworkPlan, type VmView } from './plan.js';
 
 /** A pass also runs this often without a change: routes someone removed come back. */
 const RESYNC_MS = 30_000;
+/** How often the pods of a moving VM on this node are looked at for the handover. */
+const HANDOVER_CHECK_MS = 20;
 
 export interface VmRouteController {
   stop(): Promise<void>;
@@ -38,19 +43,39 @@ export async function runVmRouteController(options: {
   const labelSelector = `${LABEL_COMPONENT}=${RUNNER_COMPONENT}`;
   let pass: Promise<void> | undefined;
   let again = false;
-  /** The pods whose tap is made (by uid): a pod's network namespace keeps it until the pod goes. */
-  const tapsMade = new Set<string>();
+  /** The pods whose tap is made, by uid, with a process of each (its network namespace's way in). */
+  const tapsMade = new Map<string, number>();
+  /**
+   * What the handover checks saw (plan.ts), by pod uid, until the status names the pod the guest
+   * went to; a source's QEMU process (0: none found); what a target's guest had sent on its tap
+   * when its VM was first seen moving (a target whose guest runs sends more).
+   */
+  const handover = { runsIn: new Set<string>(), leftFrom: new Set<string>() };
+  const qemuOf = new Map<string, number>();
+  const sentBefore = new Map<string, number>();
+  let moving: NodeNetworkPlan['moving'] = [];
+  /** Whether the next pass checks the nat rules too (the first and each resync: a handover's pass is quick). */
+  let checkRules = true;
 
   const syncOnce = async () => {
-    await keepMasqueradeOff(vmCidrs);
-    const plan = planNodeNetwork(node, pods.list(), vms.list());
+    if (checkRules) {
+      checkRules = false;
+      await keepMasqueradeOff(vmCidrs);
+    }
+    const plan = planNodeNetwork(node, pods.list(), vms.list(), handover);
+    moving = plan.moving;
+    // A pod the status names has what a handover was for: it is no target any more.
+    for (const uid of plan.named) {
+      handover.runsIn.delete(uid);
+      sentBefore.delete(uid);
+    }
     for (const tap of plan.taps) {
       if (tapsMade.has(tap.uid)) continue;
       const pid = await processOfPod(tap.uid);
       if (!pid) continue; // its sandbox is not there yet: a later pass
       try {
         await setUpPodTap(pid, tap.nic);
-        tapsMade.add(tap.uid);
+        tapsMade.set(tap.uid, pid);
         logger.info(
           { pod: `${tap.namespace}/${tap.name}`, address: tap.nic.address },
           'made the VM tap in its pod',
@@ -60,7 +85,8 @@ export async function runVmRouteController(options: {
       }
     }
     const live = new Set(plan.taps.map((tap) => tap.uid));
-    for (const uid of tapsMade) if (!live.has(uid)) tapsMade.delete(uid);
+    for (const seen of [tapsMade, qemuOf, sentBefore, handover.runsIn, handover.leftFrom])
+      for (const uid of seen.keys()) if (!live.has(uid)) seen.delete(uid);
     const changes = routeChanges(await vmRoutes(), plan.routes);
     for (const [address, via] of changes.replace) {
       await replaceVmRoute(address, via).then(
@@ -88,6 +114,44 @@ export async function runVmRouteController(options: {
     })().finally(() => (pass = undefined));
   };
 
+  /** The handover (plan.ts): the guest sent on a local target's tap, or a local source's QEMU ended. */
+  let checking = false;
+  const checkHandovers = async () => {
+    if (checking || moving.length === 0) return;
+    checking = true;
+    try {
+      let seen = false;
+      for (const { named, other, namedIsLocal, otherIsLocal } of moving) {
+        const pid = tapsMade.get(other.uid);
+        if (otherIsLocal && pid && !handover.runsIn.has(other.uid)) {
+          const sent = await tapPacketsFromGuest(pid);
+          if (!sentBefore.has(other.uid)) sentBefore.set(other.uid, sent);
+          else if (sent > sentBefore.get(other.uid)!) {
+            handover.runsIn.add(other.uid);
+            seen = true;
+          }
+        }
+        if (namedIsLocal && !handover.leftFrom.has(named.uid)) {
+          if (!qemuOf.has(named.uid)) qemuOf.set(named.uid, (await qemuOfPod(named.uid)) ?? 0);
+          const qemu = qemuOf.get(named.uid)!;
+          if (qemu && !(await qemuRuns(qemu))) {
+            handover.leftFrom.add(named.uid);
+            seen = true;
+          }
+        }
+      }
+      if (seen) {
+        logger.info(
+          { pods: moving.map((m) => m.other.name) },
+          'a moving VM was handed over: its routes switch',
+        );
+        sync();
+      }
+    } finally {
+      checking = false;
+    }
+  };
+
   const pods = watchObjects<V1Pod>(
     kubeConfig,
     {
@@ -111,10 +175,18 @@ export async function runVmRouteController(options: {
   await Promise.all([pods.start(), vms.start()]);
   logger.info({ node }, "routing the VMs' own addresses");
   sync();
-  const timer = setInterval(sync, RESYNC_MS);
+  const timer = setInterval(() => {
+    checkRules = true;
+    sync();
+  }, RESYNC_MS);
+  const handoverTimer = setInterval(
+    () => void checkHandovers().catch((err: unknown) => logger.warn({ err }, 'handover check failed')),
+    HANDOVER_CHECK_MS,
+  );
   return {
     async stop() {
       clearInterval(timer);
+      clearInterval(handoverTimer);
       await Promise.all([pods.stop(), vms.stop()]);
       await pass;
     },

@@ -95,3 +95,30 @@ export async function keepMasqueradeOff(cidrs: readonly string[]): Promise<void>
     await ensure(rule, ['-A', ...rule]);
   }
 }
+
+/** Packets QEMU sent on the pod's tap (its receive count on the pod's side), from /proc/<pid>/net/dev. */
+export async function tapPacketsFromGuest(pid: number, proc = '/proc'): Promise<number> {
+  const table = await readFile(`${proc}/${pid}/net/dev`, 'utf8').catch(() => '');
+  const line = table.split('\n').find((row) => row.trim().startsWith(`${ROUTED_TAP}:`));
+  return Number(line?.split(':')[1]?.trim().split(/\s+/)[1] ?? 0);
+}
+
+/** The pod's QEMU process, if it has one now. */
+export async function qemuOfPod(uid: string, proc = '/proc'): Promise<number | undefined> {
+  const marks = [`pod${uid}`, `pod${uid.replaceAll('-', '_')}`];
+  for (const entry of await readdir(proc)) {
+    if (!/^\d+$/.test(entry)) continue;
+    const comm = await readFile(`${proc}/${entry}/comm`, 'utf8').catch(() => '');
+    if (!comm.startsWith('qemu-system')) continue;
+    const cgroups = await readFile(`${proc}/${entry}/cgroup`, 'utf8').catch(() => '');
+    if (marks.some((mark) => cgroups.includes(mark))) return Number(entry);
+  }
+  return undefined;
+}
+
+/** Whether that QEMU process still runs (a zombie has ended too). */
+export async function qemuRuns(pid: number, proc = '/proc'): Promise<boolean> {
+  const stat = await readFile(`${proc}/${pid}/stat`, 'utf8').catch(() => '');
+  const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+  return stat.includes('(qemu-system') && state !== 'Z' && state !== 'X';
+}

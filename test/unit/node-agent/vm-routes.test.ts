@@ -1,9 +1,13 @@
 // The node agent's plan (pure): a tap in each runner pod of its node that has a routed NIC, and a
 // route per running VM with an address of its own: to its pod on this node, else to the pod's node;
 // during a migration to the pod the VM's status names (the source until the target took over).
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { ROUTED_NIC_ANNOTATION, routedNicMac, routedNicOf } from '../../../src/api/vm-network.js';
+import { qemuRuns, tapPacketsFromGuest } from '../../../src/node-agent/vm-routes/linux.js';
 import { planNodeNetwork, routeChanges, type VmView } from '../../../src/node-agent/vm-routes/plan.js';
 
 const nic = (address: string) => ({ address, mac: routedNicMac(address) });
@@ -56,6 +60,44 @@ describe("the node agent's routes and taps", () => {
     expect(planNodeNetwork('node-1', [source, target], after).routes.get('10.66.10.5')).toBe('10.250.1.3');
   });
 
+  it("switches first on what the two nodes see themselves: the guest sending on the target's tap, the source's QEMU gone", () => {
+    const during = [vm('a', '10.66.10.5', 'a')];
+    // The target's node watches its target pod, the source's node its source pod.
+    expect(planNodeNetwork('node-2', [source, target], during).moving).toEqual([
+      expect.objectContaining({
+        namedIsLocal: false,
+        otherIsLocal: true,
+        other: expect.objectContaining({ name: 'a-migration-x' }),
+      }),
+    ]);
+    expect(planNodeNetwork('node-1', [source, target], during).moving).toEqual([
+      expect.objectContaining({
+        namedIsLocal: true,
+        otherIsLocal: false,
+        named: expect.objectContaining({ name: 'a' }),
+      }),
+    ]);
+    const runsIn = { runsIn: new Set(['a-migration-x-uid']), leftFrom: new Set<string>() };
+    expect(planNodeNetwork('node-2', [source, target], during, runsIn).routes.get('10.66.10.5')).toBe(
+      '10.244.2.7',
+    );
+    const left = { runsIn: new Set<string>(), leftFrom: new Set(['a-uid']) };
+    expect(planNodeNetwork('node-1', [source, target], during, left).routes.get('10.66.10.5')).toBe(
+      '10.250.1.3',
+    );
+    // Once the status names the target, what was seen of the source changes nothing.
+    const after = [vm('a', '10.66.10.5', 'a-migration-x')];
+    const stale = { runsIn: new Set(['a-migration-x-uid']), leftFrom: new Set(['a-uid']) };
+    expect(planNodeNetwork('node-1', [source, target], after, stale).routes.get('10.66.10.5')).toBe(
+      '10.250.1.3',
+    );
+    expect(planNodeNetwork('node-2', [source, target], after, stale).routes.get('10.66.10.5')).toBe(
+      '10.244.2.7',
+    );
+    // A VM with one pod is not moving.
+    expect(planNodeNetwork('node-1', [source], during).moving).toEqual([]);
+  });
+
   it('routes nothing for a VM without its own address, a pod without its tap, or a pod that ended', () => {
     const agentsOnly = vm('a', undefined, 'a');
     agentsOnly.status!.ipAddress = '10.0.2.15'; // the guest agent's, not the VM's own
@@ -100,5 +142,35 @@ describe("the node agent's routes and taps", () => {
     expect(routedNicMac('uid-1')).toMatch(/^02(:[0-9a-f]{2}){5}$/);
     expect(routedNicMac('uid-1')).toBe(routedNicMac('uid-1'));
     expect(routedNicMac('uid-2')).not.toBe(routedNicMac('uid-1'));
+  });
+});
+
+describe("what the node agent reads of a pod's processes", () => {
+  it("reads the guest's packets off the tap's row of /proc/<pid>/net/dev, and whether a QEMU still runs", async () => {
+    // A copy of the kernel's formats (the real ones belong to pods this test has none of).
+    const proc = await mkdtemp(path.join(os.tmpdir(), 'vmop-proc-'));
+    try {
+      await mkdir(path.join(proc, '41', 'net'), { recursive: true });
+      await writeFile(
+        path.join(proc, '41', 'net', 'dev'),
+        `Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo:       0       0    0    0    0     0          0         0        0       0    0    0    0     0       0          0
+  eth0:   90123     512    0    0    0     0          0         0    81234     498    0    0    0     0       0          0
+ vmop0:    4410      37    0    0    0     0          0         0     7788      52    0    3    0     0       0          0
+`,
+      );
+      expect(await tapPacketsFromGuest(41, proc)).toBe(37);
+      expect(await tapPacketsFromGuest(42, proc)).toBe(0); // gone
+      await mkdir(path.join(proc, '77'));
+      const stat = (state: string) => `77 (qemu-system-x86) ${state} 1 77 77 0 -1 4194560 1000 0 0 0`;
+      await writeFile(path.join(proc, '77', 'stat'), stat('S'));
+      expect(await qemuRuns(77, proc)).toBe(true);
+      await writeFile(path.join(proc, '77', 'stat'), stat('Z'));
+      expect(await qemuRuns(77, proc)).toBe(false);
+      expect(await qemuRuns(78, proc)).toBe(false);
+    } finally {
+      await rm(proc, { recursive: true, force: true });
+    }
   });
 });
