@@ -53,6 +53,43 @@ describe("a VM's own address on the network", () => {
     kubectl('get', 'node', node, '-o', 'jsonpath={.status.addresses[?(@.type=="InternalIP")].address}');
   const podAddress = async (pod: string) => kubectl('get', 'pod', pod, '-o', 'jsonpath={.status.podIP}');
 
+  /** A plain pod (no tap of its own) on `node`, with node: the runner image `vmPod` runs. */
+  const startPlainPod = async (name: string, node: string, vmPod: string) => {
+    const image = await kubectl('get', 'pod', vmPod, '-o', 'jsonpath={.spec.containers[0].image}');
+    await vms.apply(`apiVersion: v1
+kind: Pod
+metadata: {name: ${name}, namespace: ${NAMESPACE}}
+spec:
+  nodeName: ${node}
+  containers:
+  - name: plain
+    image: ${image}
+    imagePullPolicy: Never
+    command: [node, -e, "setInterval(() => {}, 1 << 30)"]
+    securityContext:
+      runAsNonRoot: true
+      runAsUser: 65532
+      allowPrivilegeEscalation: false
+      capabilities: {drop: [ALL]}
+      seccompProfile: {type: RuntimeDefault}
+`);
+    await kubectl('wait', '--for=condition=Ready', `pod/${name}`, '--timeout=120s');
+  };
+  /** One line to the echo server from `pod`: what came back, or the error's code. */
+  const echoOnce = (pod: string, address: string) =>
+    kubectl(
+      'exec',
+      pod,
+      '--',
+      'node',
+      '-e',
+      `const s = require('net').connect(${ECHO_PORT}, process.argv[1], () => s.write('hello\\n'));
+       s.setTimeout(10000, () => { console.log('TIMEOUT'); process.exit(0); });
+       s.on('data', (d) => { console.log(String(d).trim()); process.exit(0); });
+       s.on('error', (e) => { console.log(e.code); process.exit(0); });`,
+      address,
+    );
+
   const bed = useDevBed('dev-2', { namespaces: [NAMESPACE] });
   beforeAll(() => {
     vms = bed.vms(NAMESPACE);
@@ -79,6 +116,12 @@ describe("a VM's own address on the network", () => {
     // From another VM (on the other node): ping.
     await vms.typeOnConsole('client', `ping -c 3 -W 5 ${address} >/dev/null && echo reached-${address}`);
     await vms.waitForConsole('client', `\nreached-${address}\r`);
+
+    // From a plain pod on the VM's node, before and after the VM left it: the node routes the
+    // pod's packets back onto the pods' bridge, and must not tell the pod (ICMP redirect) to send
+    // them to the VM's pod directly, which it would go on doing after the VM left (EHOSTUNREACH).
+    await startPlainPod('neighbour', one, servedPod);
+    expect(await echoOnce('neighbour', address)).toBe('hello');
 
     // From a pod on the other node: a TCP connection, kept open through the move to that node.
     const clientPod = await runnerPodOf('client');
@@ -127,11 +170,13 @@ spec: {virtualMachineName: served, type: Migrate}
       `ping -c 3 -W 5 ${address} >/dev/null && echo reached-again-${address}`,
     );
     await vms.waitForConsole('client', `\nreached-again-${address}\r`);
+    expect(await echoOnce('neighbour', address)).toBe('hello');
   }, 900_000);
 
   it('a VM that is deleted takes its route with it', async () => {
     const address = (await vms.getVm('served')).status!.ipAddress!;
     await kubectl('delete', 'vm', 'served', 'client', '--wait=true', '--timeout=180s');
+    await kubectl('delete', 'pod', 'neighbour', '--wait=false');
     await eventually(async () => {
       expect((await routesOn(one))[address]).toBeUndefined();
       expect((await routesOn(two))[address]).toBeUndefined();

@@ -14,6 +14,7 @@ import {
   qemuRuns,
   removeVmRoute,
   replaceVmRoute,
+  sendNoRedirects,
   setUpPodTap,
   tapPacketsFromGuest,
   vmRoutes,
@@ -54,13 +55,14 @@ export async function runVmRouteController(options: {
   const qemuOf = new Map<string, number>();
   const sentBefore = new Map<string, number>();
   let moving: NodeNetworkPlan['moving'] = [];
-  /** Whether the next pass checks the nat rules too (the first and each resync: a handover's pass is quick). */
+  /** Whether the next pass checks the node's rules too (the first and each resync: a handover's pass is quick). */
   let checkRules = true;
 
   const syncOnce = async () => {
     if (checkRules) {
       checkRules = false;
       await keepMasqueradeOff(vmCidrs);
+      await sendNoRedirects();
     }
     const plan = planNodeNetwork(node, pods.list(), vms.list(), handover);
     moving = plan.moving;

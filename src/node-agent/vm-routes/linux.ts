@@ -2,7 +2,7 @@
 // VM_ROUTE_PROTOCOL, so it never touches anyone else's) and the taps in runner pods' network
 // namespaces, entered through a process of the pod (the agent sees the host's PIDs).
 import { execFile } from 'node:child_process';
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import {
   ROUTED_GATEWAY,
@@ -121,4 +121,15 @@ export async function qemuRuns(pid: number, proc = '/proc'): Promise<boolean> {
   const stat = await readFile(`${proc}/${pid}/stat`, 'utf8').catch(() => '');
   const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
   return stat.includes('(qemu-system') && state !== 'Z' && state !== 'X';
+}
+
+/**
+ * This node sends no ICMP redirects. A pod whose packets to a VM on this node the node routes back
+ * onto the pods' bridge would be told to send them to the VM's pod directly, and would keep that
+ * for minutes after the VM moved away (connections then fail with EHOSTUNREACH, as the migration
+ * bench's client pod did). Off for every interface, and by default for new ones (pods' veths).
+ */
+export async function sendNoRedirects(conf = '/proc/sys/net/ipv4/conf'): Promise<void> {
+  for (const name of await readdir(conf))
+    await writeFile(`${conf}/${name}/send_redirects`, '0').catch(() => undefined); // gone meanwhile
 }

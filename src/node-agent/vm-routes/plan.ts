@@ -11,7 +11,7 @@ import { routedNicOf, type RoutedNic } from '../../api/vm-network.js';
 
 /** What the plan reads of a VM: its own address and the pod it runs in. */
 export interface VmView {
-  metadata?: { namespace?: string; name?: string };
+  metadata?: { namespace?: string; name?: string; uid?: string };
   status?: { ipAddress?: string; virtualMachineIPAddressName?: string; runnerPod?: { name?: string } };
 }
 
@@ -81,6 +81,8 @@ export function planNodeNetwork(
       (pod) =>
         pod !== named &&
         pod.metadata?.namespace === vm.metadata?.namespace &&
+        // The VM's own (a pod someone else made cannot pose as its target).
+        pod.metadata?.ownerReferences?.some((owner) => owner.uid === vm.metadata?.uid) &&
         pod.status?.podIP &&
         alive(pod) &&
         routedNicOf(pod.metadata?.annotations)?.address === address,

@@ -17,6 +17,9 @@ function pod(name: string, node: string, podIP: string, hostIP: string, address?
       name,
       namespace: 'ns',
       uid: `${name}-uid`,
+      ownerReferences: [
+        { apiVersion: 'vmoperator.jdrupes.org/v1', kind: 'VirtualMachine', name: 'a', uid: 'vm-a' },
+      ],
       annotations: address ? { [ROUTED_NIC_ANNOTATION]: JSON.stringify(nic(address)) } : {},
     },
     spec: { nodeName: node, containers: [] },
@@ -24,7 +27,7 @@ function pod(name: string, node: string, podIP: string, hostIP: string, address?
   };
 }
 const vm = (name: string, address: string | undefined, runnerPod: string): VmView => ({
-  metadata: { namespace: 'ns', name },
+  metadata: { namespace: 'ns', name, uid: `vm-${name}` },
   status: {
     ...(address && { ipAddress: address, virtualMachineIPAddressName: `${name}-abcde` }),
     runnerPod: { name: runnerPod },
@@ -94,8 +97,12 @@ describe("the node agent's routes and taps", () => {
     expect(planNodeNetwork('node-2', [source, target], after, stale).routes.get('10.66.10.5')).toBe(
       '10.244.2.7',
     );
-    // A VM with one pod is not moving.
+    // A VM with one pod is not moving; a pod that is not the VM's cannot pose as its target.
     expect(planNodeNetwork('node-1', [source], during).moving).toEqual([]);
+    const impostor = { ...target, metadata: { ...target.metadata, ownerReferences: [] } };
+    expect(planNodeNetwork('node-2', [source, impostor], during, runsIn).routes.get('10.66.10.5')).toBe(
+      '10.250.1.2',
+    );
   });
 
   it('routes nothing for a VM without its own address, a pod without its tap, or a pod that ended', () => {
