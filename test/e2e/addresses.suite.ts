@@ -76,19 +76,21 @@ spec:
     await kubectl('wait', '--for=condition=Ready', `pod/${name}`, '--timeout=120s');
   };
   /** One line to the echo server from `pod`: what came back, or the error's code. */
-  const echoOnce = (pod: string, address: string) =>
-    kubectl(
-      'exec',
-      pod,
-      '--',
-      'node',
-      '-e',
-      `const s = require('net').connect(${ECHO_PORT}, process.argv[1], () => s.write('hello\\n'));
+  const echoOnce = async (pod: string, address: string) =>
+    (
+      await kubectl(
+        'exec',
+        pod,
+        '--',
+        'node',
+        '-e',
+        `const s = require('net').connect(${ECHO_PORT}, process.argv[1], () => s.write('hello\\n'));
        s.setTimeout(10000, () => { console.log('TIMEOUT'); process.exit(0); });
        s.on('data', (d) => { console.log(String(d).trim()); process.exit(0); });
        s.on('error', (e) => { console.log(e.code); process.exit(0); });`,
-      address,
-    );
+        address,
+      )
+    ).trim();
 
   const bed = useDevBed('dev-2', { namespaces: [NAMESPACE] });
   beforeAll(() => {
