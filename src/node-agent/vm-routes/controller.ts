@@ -55,10 +55,16 @@ export async function runVmRouteController(options: {
   const qemuOf = new Map<string, number>();
   const sentBefore = new Map<string, number>();
   let moving: NodeNetworkPlan['moving'] = [];
-  /** Whether the next pass checks the node's rules too (the first and each resync: a handover's pass is quick). */
+  /**
+   * Whether the next pass reads the node's rules and routes (the first and each resync); other
+   * passes (every VM status change, handovers) trust what this agent last read and changed, so
+   * they run no process unless a route changes.
+   */
   let checkRules = true;
+  let applied: Map<string, string> | undefined;
 
   const syncOnce = async () => {
+    const resync = checkRules;
     if (checkRules) {
       checkRules = false;
       await keepMasqueradeOff(vmCidrs);
@@ -89,19 +95,36 @@ export async function runVmRouteController(options: {
     const live = new Set(plan.taps.map((tap) => tap.uid));
     for (const seen of [tapsMade, qemuOf, sentBefore, handover.runsIn, handover.leftFrom])
       for (const uid of seen.keys()) if (!live.has(uid)) seen.delete(uid);
-    const changes = routeChanges(await vmRoutes(), plan.routes);
+    const current = resync || !applied ? await vmRoutes() : applied;
+    const changes = routeChanges(current, plan.routes);
+    const now = new Map(current);
+    let failed = false;
     for (const [address, via] of changes.replace) {
       await replaceVmRoute(address, via).then(
-        () => logger.info({ address, via }, 'VM route set'),
-        (err: unknown) => logger.warn({ err, address, via }, 'could not set a VM route'),
+        () => {
+          now.set(address, via);
+          logger.info({ address, via }, 'VM route set');
+        },
+        (err: unknown) => {
+          failed = true;
+          logger.warn({ err, address, via }, 'could not set a VM route');
+        },
       );
     }
     for (const address of changes.remove) {
       await removeVmRoute(address).then(
-        () => logger.info({ address }, 'VM route removed'),
-        (err: unknown) => logger.warn({ err, address }, 'could not remove a VM route'),
+        () => {
+          now.delete(address);
+          logger.info({ address }, 'VM route removed');
+        },
+        (err: unknown) => {
+          failed = true;
+          logger.warn({ err, address }, 'could not remove a VM route');
+        },
       );
     }
+    // After a failure the kernel is read again next time.
+    applied = failed ? undefined : now;
   };
   const sync = () => {
     if (pass) {
