@@ -486,7 +486,8 @@ spec:
     await expect(vmPage.locator('[data-chart="memory"] [data-latest]').textContent()).resolves.toMatch(
       /^now taken from the node [1-9]/,
     );
-    expect(await vmPage.locator('figure[data-chart] canvas').count()).toBe(4);
+    // Each chart draws once its data is in: the four need not be there with the CPU caption.
+    await expect.poll(() => vmPage.locator('figure[data-chart] canvas').count(), { timeout: 30_000 }).toBe(4);
     expect((await callApi(page, 'GET', `/api/vms/${NAMESPACE}/secret`)).status).toBe(404);
   });
 
