@@ -35,7 +35,7 @@ import { hostPathOfClaim } from '../support/claims.js';
 import { followLog } from '../support/follow-log.js';
 import { quantile } from '../support/quantile.js';
 import { startPing } from '../support/ping.js';
-import { startTcpStream, type TcpSeen } from '../../test/support/tcp-stream.js';
+import { startNodePod, startTcpStream, type TcpSeen } from '../../test/support/tcp-stream.js';
 
 const run = promisify(execFile);
 const RUNS = Number(process.env.BENCH_RUNS ?? 40);
@@ -175,25 +175,8 @@ async function vmAddress(vms: ClusterVms, name: string): Promise<string> {
 
 /** A pod on the pod network with node (the runner image the VM runs), for the TCP streams. */
 async function startClientPod(vms: ClusterVms, vmName: string): Promise<void> {
-  const runnerPod = (await vms.getVm(vmName)).status!.runnerPod!.name;
-  const image = await vms.kubectl(['get', 'pod', runnerPod, '-o', 'jsonpath={.spec.containers[0].image}']);
-  await vms.apply(`apiVersion: v1
-kind: Pod
-metadata: {name: ${CLIENT_POD}, namespace: ${NAMESPACE}}
-spec:
-  containers:
-  - name: client
-    image: ${image}
-    imagePullPolicy: Never
-    command: [node, -e, "setInterval(() => {}, 1 << 30)"]
-    securityContext:
-      runAsNonRoot: true
-      runAsUser: 65532
-      allowPrivilegeEscalation: false
-      capabilities: {drop: [ALL]}
-      seccompProfile: {type: RuntimeDefault}
-`);
-  await vms.kubectl(['wait', '--for=condition=Ready', `pod/${CLIENT_POD}`, '--timeout=120s']);
+  const vmPod = (await vms.getVm(vmName)).status!.runnerPod!.name;
+  await startNodePod(vms.kubectl, { name: CLIENT_POD, namespace: NAMESPACE, vmPod });
 }
 
 function startUpgradedManager(running: number, runnerImage: string, log: string): ChildProcess {
@@ -314,7 +297,7 @@ async function main() {
         for (let i = 0; i < RUNS; i++) {
           const opName = `${name}-${rate}-${i}-${Date.now()}`;
           const started = Date.now();
-          const stream = startTcpStream(vms.kubectl, CLIENT_POD, 'client', address, ECHO_PORT);
+          const stream = startTcpStream(vms.kubectl, CLIENT_POD, 'node', address, ECHO_PORT);
           const ping = startPing(nodes[0]!.network.netnsPath, address);
           await sleep(500);
           const startedTick = performance.now();

@@ -9,7 +9,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { useDevBed } from '../support/beds.js';
 import { placedOn, testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
 import { eventually } from '../support/eventually.js';
-import { startTcpStream } from '../support/tcp-stream.js';
+import { startNodePod, startTcpStream } from '../support/tcp-stream.js';
 import { VM_ROUTE_PROTOCOL } from '../../src/api/vm-network.js';
 
 const run = promisify(execFile);
@@ -54,27 +54,8 @@ describe("a VM's own address on the network", () => {
   const podAddress = async (pod: string) => kubectl('get', 'pod', pod, '-o', 'jsonpath={.status.podIP}');
 
   /** A plain pod (no tap of its own) on `node`, with node: the runner image `vmPod` runs. */
-  const startPlainPod = async (name: string, node: string, vmPod: string) => {
-    const image = await kubectl('get', 'pod', vmPod, '-o', 'jsonpath={.spec.containers[0].image}');
-    await vms.apply(`apiVersion: v1
-kind: Pod
-metadata: {name: ${name}, namespace: ${NAMESPACE}}
-spec:
-  nodeName: ${node}
-  containers:
-  - name: plain
-    image: ${image}
-    imagePullPolicy: Never
-    command: [node, -e, "setInterval(() => {}, 1 << 30)"]
-    securityContext:
-      runAsNonRoot: true
-      runAsUser: 65532
-      allowPrivilegeEscalation: false
-      capabilities: {drop: [ALL]}
-      seccompProfile: {type: RuntimeDefault}
-`);
-    await kubectl('wait', '--for=condition=Ready', `pod/${name}`, '--timeout=120s');
-  };
+  const startPlainPod = (name: string, node: string, vmPod: string) =>
+    startNodePod(vms.kubectl, { name, namespace: NAMESPACE, vmPod, node });
   /** One line to the echo server from `pod`: what came back, or the error's code. */
   const echoOnce = async (pod: string, address: string) =>
     (

@@ -67,3 +67,34 @@ export function startTcpStream(
     },
   };
 }
+
+/**
+ * Starts a plain pod (no tap of its own) that idles with node, for streams and echoes: the runner
+ * image a VM's pod runs (`vmPod`), Pod Security restricted; on `node` where given. Resolves when Ready.
+ */
+export async function startNodePod(
+  kubectl: (args: string[], input?: string) => Promise<string>,
+  options: { name: string; namespace: string; vmPod: string; node?: string },
+): Promise<void> {
+  const image = await kubectl(['get', 'pod', options.vmPod, '-o', 'jsonpath={.spec.containers[0].image}']);
+  await kubectl(
+    ['apply', '-f', '-'],
+    `apiVersion: v1
+kind: Pod
+metadata: {name: ${options.name}, namespace: ${options.namespace}}
+spec:
+${options.node ? `  nodeName: ${options.node}\n` : ''}  containers:
+  - name: node
+    image: ${image}
+    imagePullPolicy: Never
+    command: [node, -e, "setInterval(() => {}, 1 << 30)"]
+    securityContext:
+      runAsNonRoot: true
+      runAsUser: 65532
+      allowPrivilegeEscalation: false
+      capabilities: {drop: [ALL]}
+      seccompProfile: {type: RuntimeDefault}
+`,
+  );
+  await kubectl(['wait', '--for=condition=Ready', `pod/${options.name}`, '--timeout=120s']);
+}
