@@ -69,7 +69,7 @@ describe('runner: bad input and failures', () => {
       env: { ...process.env, PATH: emptyPath },
     });
     expect((await runner.exited).code).toBe(1);
-    expect(runner.snapshots().at(-1)).toMatchObject({
+    expect(runner.snapshots().at(-1), runner.logTail()).toMatchObject({
       phase: 'failed',
       message: expect.stringMatching(/^qemu executable not found: tried qemu-system-x86_64 \(PATH=.*\/bin\)/),
     });
@@ -80,7 +80,7 @@ describe('runner: bad input and failures', () => {
       await writeConfig({ '/Runner': { ...settings(), template: 'no-such.liquid' } }),
     );
     expect((await runner.exited).code).toBe(1);
-    expect(runner.snapshots().at(-1)).toMatchObject({
+    expect(runner.snapshots().at(-1), runner.logTail()).toMatchObject({
       phase: 'failed',
       configError: { field: 'template', message: expect.stringContaining('"no-such.liquid" not found') },
     });
@@ -107,7 +107,7 @@ describe('runner: bad input and failures', () => {
     ];
     runner = await startRunner(await writeConfig({ '/Runner': settings({ drives }) }));
     expect((await runner.exited).code).toBe(1);
-    expect(runner.snapshots().at(-1)).toMatchObject({
+    expect(runner.snapshots().at(-1), runner.logTail()).toMatchObject({
       phase: 'failed',
       configError: {
         field: 'vm.drives[1].file',
@@ -141,7 +141,10 @@ describe('runner: bad input and failures', () => {
 
     runner.kill('SIGTERM');
     expect(await runner.exited).toEqual({ code: 0, signal: null });
-    expect(runner.snapshots().at(-1)).toMatchObject({ phase: 'stopped', lastShutdown: { guest: true } });
+    expect(runner.snapshots().at(-1), runner.logTail()).toMatchObject({
+      phase: 'stopped',
+      lastShutdown: { guest: true },
+    });
   });
 
   it('leaves nothing behind when stopped during start', async () => {
@@ -151,7 +154,7 @@ describe('runner: bad input and failures', () => {
     expect(await pidsWithArgument(tmp)).not.toEqual([]);
     runner.kill('SIGTERM');
     await runner.exited;
-    expect(runner.snapshots().at(-1)).toMatchObject({ phase: 'stopped' });
+    expect(runner.snapshots().at(-1), runner.logTail()).toMatchObject({ phase: 'stopped' });
     expect(await runner.exited).toEqual({ code: 0, signal: null });
     expect(await pidsWithArgument(tmp)).toEqual([]);
   });

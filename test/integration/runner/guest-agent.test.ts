@@ -65,7 +65,7 @@ describe('runner: qemu-guest-agent', () => {
     const log = await readFile(consoleLog(), 'utf8');
     expect(log).toContain('vmop-guest: guest agent shutdown, powering off');
     expect(log).not.toContain('vmop-guest: power button');
-    expect(runner!.snapshots().at(-1)).toMatchObject({
+    expect(runner!.snapshots().at(-1), runner!.logTail()).toMatchObject({
       phase: 'stopped',
       lastShutdown: { guest: true, reason: 'guest-shutdown' },
     });

@@ -108,6 +108,8 @@ export interface RunnerProcess {
   waitForLog(predicate: (line: LogLine) => boolean, timeoutMs?: number): Promise<LogLine>;
   /** The snapshots a stand-alone runner logged, in order. */
   snapshots(): RunnerSnapshot[];
+  /** Its last log lines, for an assertion's message: what it did before ending as it did. */
+  logTail(): string;
   waitForSnapshot(
     predicate: (snapshot: RunnerSnapshot) => boolean,
     timeoutMs?: number,
@@ -206,6 +208,7 @@ export async function startRunner(
     waitForLog: (predicate, timeoutMs = BOOT_TIMEOUT_MS) =>
       poll('no such log line', () => logs.find(predicate), timeoutMs, logTail, gone),
     snapshots,
+    logTail,
     waitForSnapshot: (predicate, timeoutMs = BOOT_TIMEOUT_MS) =>
       poll('no such snapshot', () => snapshots().find(predicate), timeoutMs, logTail, gone),
     kill: (signal) => {

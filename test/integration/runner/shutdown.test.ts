@@ -61,7 +61,7 @@ describe('runner: stopping', () => {
     }
     await waitGone(booted.qemuPid!);
     expect(runner.logs.some((line) => line.msg === 'guest did not power down; quitting qemu')).toBe(true);
-    expect(runner.snapshots().at(-1)).toMatchObject({
+    expect(runner.snapshots().at(-1), runner.logTail()).toMatchObject({
       phase: 'stopped',
       lastShutdown: { guest: false, reason: 'host-qmp-quit' },
     });
@@ -91,7 +91,10 @@ describe('runner: stopping', () => {
       ),
     ).toBe(true);
     expect(runner.logs.some((line) => line.msg === 'guest did not power down; quitting qemu')).toBe(false);
-    expect(runner.snapshots().at(-1)).toMatchObject({ phase: 'stopped', lastShutdown: { guest: true } });
+    expect(runner.snapshots().at(-1), runner.logTail()).toMatchObject({
+      phase: 'stopped',
+      lastShutdown: { guest: true },
+    });
   });
 
   it('exits 0 when the guest powers itself off', async () => {
@@ -105,7 +108,10 @@ describe('runner: stopping', () => {
     guestConsole.type('poweroff -f');
     expect(await runner.exited).toEqual({ code: 0, signal: null });
     guestConsole.close();
-    expect(runner.snapshots().at(-1)).toMatchObject({ phase: 'stopped', lastShutdown: { guest: true } });
+    expect(runner.snapshots().at(-1), runner.logTail()).toMatchObject({
+      phase: 'stopped',
+      lastShutdown: { guest: true },
+    });
   });
 
   it('with guestShutdownStops, stays after the guest powered off (so the pod does not reboot it) until stopped', async () => {
@@ -136,7 +142,7 @@ describe('runner: stopping', () => {
     const running = await runner.waitForSnapshot((snapshot) => snapshot.phase === 'booting');
     process.kill(running.qemuPid!, 'SIGKILL');
     expect(await runner.exited).toEqual({ code: 1, signal: null });
-    expect(runner.snapshots().at(-1)).toMatchObject({
+    expect(runner.snapshots().at(-1), runner.logTail()).toMatchObject({
       phase: 'failed',
       message: expect.stringContaining('killed by SIGKILL'),
     });

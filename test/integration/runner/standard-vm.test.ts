@@ -73,7 +73,7 @@ describe('runner: the standard VM template', () => {
   it('quits qemu after powerdownTimeout when nothing in the VM handles the power button', async () => {
     runner.kill('SIGTERM');
     expect(await runner.exited).toEqual({ code: 0, signal: null });
-    expect(runner.snapshots().at(-1)).toMatchObject({
+    expect(runner.snapshots().at(-1), runner.logTail()).toMatchObject({
       phase: 'stopped',
       lastShutdown: { reason: 'host-qmp-quit' },
     });
