@@ -182,18 +182,22 @@ async function startClientPod(vms: ClusterVms, vmName: string): Promise<void> {
 function startUpgradedManager(running: number, runnerImage: string, log: string): ChildProcess {
   const argv = readFileSync(`/proc/${running}/cmdline`, 'utf8').split('\0').filter(Boolean);
   const args = argv.slice(argv.indexOf('manager'));
-  const withoutGui = [
+  // Its ports are the running manager's: without them (the GUI, and metrics since issue 42: the
+  // upgraded manager exited at once with EADDRINUSE, and the bench waited for moves that never came).
+  const withoutPorts = [
+    '--metrics-port',
     '--web-port',
     '--web-host',
     '--web-public-url',
     '--oidc-issuer',
     '--oidc-client-id',
+    '--oidc-username-claim',
     '--web-usage-sample-seconds',
   ];
   const upgraded: string[] = [];
   for (let i = 0; i < args.length; i++) {
     const flag = args[i]!;
-    if (withoutGui.includes(flag))
+    if (withoutPorts.includes(flag))
       i++; // and its value
     else if (flag === '--runner-image') {
       upgraded.push(flag, runnerImage);
@@ -430,20 +434,31 @@ spec: {virtualMachineName: bench-cold, type: Evict}
       newImage,
       path.join(dir, 'manager-upgraded.log'),
     );
-    const upgradeMoves = new Map<string, number>();
-    await Promise.all(
-      drained.map(async (name) => {
-        await vms.waitForVm(
-          name,
-          (vm) => {
-            if (vm.status?.runnerPod?.image !== newImage || vm.status.runnerPod.outdated)
-              throw new Error('not yet');
-          },
-          900_000,
-        );
-        upgradeMoves.set(name, Math.round(performance.now() - upgradeStarted));
-      }),
+    const upgradedExited = new Promise<never>((_, reject) =>
+      upgraded!.once('exit', (code) =>
+        reject(
+          new Error(`the upgraded manager exited (${code}): see ${path.join(dir, 'manager-upgraded.log')}`),
+        ),
+      ),
     );
+    upgradedExited.catch(() => undefined); // its end, when the bench stops it, is no failure
+    const upgradeMoves = new Map<string, number>();
+    await Promise.race([
+      upgradedExited,
+      Promise.all(
+        drained.map(async (name) => {
+          await vms.waitForVm(
+            name,
+            (vm) => {
+              if (vm.status?.runnerPod?.image !== newImage || vm.status.runnerPod.outdated)
+                throw new Error('not yet');
+            },
+            900_000,
+          );
+          upgradeMoves.set(name, Math.round(performance.now() - upgradeStarted));
+        }),
+      ),
+    ]);
     const upgradeMs = Math.round(performance.now() - upgradeStarted);
     const upgradeGaps = drained.map((name) =>
       upgradeTicks.get(name)!.longestGap(upgradeStarted, performance.now()),
@@ -453,7 +468,7 @@ spec: {virtualMachineName: bench-cold, type: Evict}
 
     const p = (values: number[]) => `${quantile(values, 0.5)} / ${quantile(values, 0.99)}`;
     console.log(
-      "\n| row | n | operation → completed p50 / p99 ms | QEMU transfer p50 / p99 ms | downtime p50 / p99 ms (QEMU) | longest tick gap p50 / p99 ms (guest, seen by the host) | network gap p50 / p99 ms (TCP to the VM's address) | TCP streams broken | sent ÷ RAM | failures |",
+      "\n| row | n | operation → completed p50 / p99 ms | QEMU transfer p50 / p99 ms | downtime p50 / p99 ms (QEMU) | longest tick gap p50 / p99 ms (guest, seen by the host) | network gap p50 / p99 ms (TCP to the VM's address) | ping gap p50 / p99 ms (10 ms, from a node) | TCP streams broken | sent ÷ RAM | failures |",
     );
     console.log('|---|---|---|---|---|---|---|---|---|---|---|');
     for (const row of rows) {
@@ -465,7 +480,7 @@ spec: {virtualMachineName: bench-cold, type: Evict}
     }
     console.log(`| physical limit: 256 MiB over the link | | | ${limitMs.toFixed(0)} | | | | | | 1.00 | |`);
     console.log(
-      `| cold move (Evict, stop → booted elsewhere) | ${coldMs.length} | ${p(coldMs)} | | | | | | | |`,
+      `| cold move (Evict, stop → booted again in a new pod) | ${coldMs.length} | ${p(coldMs)} | | | | | | | | |`,
     );
     console.log(
       `| drain of a node with 3 VMs (\`kubectl drain\` → done; 2 leave at a time) | ${drainMs.length} | ${p(drainMs)} | | | | | | | | |`,
