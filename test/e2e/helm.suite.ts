@@ -8,6 +8,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseAllDocuments } from 'yaml';
 import { RESTRICTED_LABEL, useClusterBed } from '../support/beds.js';
 import { clusterVms, testGuestManifest, tickOf, type ClusterVms } from '../support/cluster-vms.js';
 import { chartImageValues, helmBinary as locateHelm } from '../support/helm-bed.js';
@@ -30,6 +31,16 @@ const WEB_VALUES = [
   ...['--set', 'web.oidc.issuer=https://login.example.test', '--set', 'web.oidc.clientId=vmop'],
   ...['--set', `web.oidc.clientSecret=${WEB_CLIENT_SECRET}`],
 ];
+
+/** The node agent's DaemonSet pod spec and ClusterRole in a rendered chart. */
+function nodeAgentOf(rendered: string) {
+  const objects = parseAllDocuments(rendered)
+    .map((doc) => doc.toJSON())
+    .filter(Boolean);
+  const named = (kind: string) =>
+    objects.find((o) => o.kind === kind && o.metadata?.name === `${RELEASE}-node-agent`);
+  return { pod: named('DaemonSet').spec.template.spec, role: named('ClusterRole') };
+}
 
 describe('the Helm chart on real nodes', () => {
   const bed = useClusterBed({
@@ -109,7 +120,9 @@ describe('the Helm chart on real nodes', () => {
       ...['web.oidc.clientId=vmop', 'web.oidc.clientSecret=not-a-real-one', 'web.ingress.enabled=true'],
       'web.ingress.host=vms.example.com',
     ].flatMap((value) => ['--set', value]);
-    for (const extra of [[], ['--set', 'watchNamespaces={team-a,default}'], web]) {
+    // VMs' own addresses: the node agent routes them, so it is privileged on the host network.
+    const routes = ['--set', 'virtualMachineCIDRs={10.66.10.0/24,10.66.20.0/24}'];
+    for (const extra of [[], ['--set', 'watchNamespaces={team-a,default}'], web, routes]) {
       const rendered = await helm('template', RELEASE, CHART, '--namespace', RELEASE_NAMESPACE, ...extra);
       const apply = run('kubectl', ['--kubeconfig', bed.kubeconfig, 'apply', '--dry-run=server', '-f', '-']);
       apply.child.stdin?.end(rendered);
@@ -120,6 +133,29 @@ describe('the Helm chart on real nodes', () => {
         expect(applied).toMatch(/ingress.networking.k8s.io\/vmop-web created \(server dry run\)/);
         expect(rendered).toContain('- "--web-public-url=https://vms.example.com"');
         expect(rendered).toMatch(/resources: \[subjectaccessreviews\]/);
+      }
+      const agent = nodeAgentOf(rendered);
+      if (extra === routes) {
+        expect(applied).toMatch(/daemonset.apps\/vmop-node-agent created \(server dry run\)/);
+        expect(applied).toMatch(/clusterrole.rbac.authorization.k8s.io\/vmop-node-agent created/);
+        // It reads where VMs run and their pods' addresses: nothing else, and writes nothing.
+        expect(agent.role?.rules).toEqual([
+          { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
+          { apiGroups: ['vmoperator.jdrupes.org'], resources: ['vms'], verbs: ['get', 'list', 'watch'] },
+        ]);
+        expect(agent.pod).toMatchObject({ hostNetwork: true, hostPID: true });
+        expect(agent.pod.containers[0].args).toEqual(
+          expect.arrayContaining(['--vm-cidr=10.66.10.0/24', '--vm-cidr=10.66.20.0/24']),
+        );
+      } else {
+        // Without addresses to route it has no credentials, no host network, no privilege.
+        expect(agent.role).toBeUndefined();
+        expect(agent.pod).toMatchObject({ automountServiceAccountToken: false });
+        expect(agent.pod.hostNetwork).toBeUndefined();
+        expect(agent.pod.containers[0].securityContext).toMatchObject({
+          allowPrivilegeEscalation: false,
+          capabilities: { drop: ['ALL'] },
+        });
       }
     }
   });
