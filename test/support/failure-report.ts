@@ -49,6 +49,20 @@ export async function failureReport(input: FailureReportInput): Promise<string> 
           inNs('logs', pod, '--all-containers', '--tail', String(LINES)),
         ),
       );
+      // A restarted runner's last words are its previous container's (run41: qemu got a signal,
+      // and only the new container's log was printed).
+      const restarts = await inNs(
+        'get',
+        pod,
+        '-o',
+        'jsonpath={range .status.containerStatuses[*]}{.restartCount}{"\\n"}{end}',
+      ).catch(() => '');
+      if (restarts.split('\n').some((count) => Number(count) > 0))
+        parts.push(
+          await section(`${namespace}: ${pod}, the end of its previous container's log`, () =>
+            inNs('logs', pod, '--all-containers', '--previous', '--tail', String(LINES * 2)),
+          ),
+        );
     }
   }
   for (const log of input.logs ?? []) {
