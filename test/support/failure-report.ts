@@ -42,8 +42,22 @@ export async function failureReport(input: FailureReportInput): Promise<string> 
         tail(await inNs('get', 'events', '--sort-by=.lastTimestamp')),
       ),
     );
-    const pods = (await inNs('get', 'pods', '-o', 'name').catch(() => '')).split('\n').filter(Boolean);
-    for (const pod of pods) {
+    // Each pod with its containers' restart counts, in one call.
+    const pods = (
+      await inNs(
+        'get',
+        'pods',
+        '-o',
+        'jsonpath={range .items[*]}{.metadata.name}{" "}{.status.containerStatuses[*].restartCount}{"\\n"}{end}',
+      ).catch(() => '')
+    )
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => {
+        const [name, ...restarts] = line.split(' ');
+        return { pod: `pod/${name}`, restarted: restarts.some((count) => Number(count) > 0) };
+      });
+    for (const { pod, restarted } of pods) {
       parts.push(
         await section(`${namespace}: ${pod}, the end of its log`, () =>
           inNs('logs', pod, '--all-containers', '--tail', String(LINES)),
@@ -51,13 +65,7 @@ export async function failureReport(input: FailureReportInput): Promise<string> 
       );
       // A restarted runner's last words are its previous container's (run41: qemu got a signal,
       // and only the new container's log was printed).
-      const restarts = await inNs(
-        'get',
-        pod,
-        '-o',
-        'jsonpath={range .status.containerStatuses[*]}{.restartCount}{"\\n"}{end}',
-      ).catch(() => '');
-      if (restarts.split('\n').some((count) => Number(count) > 0))
+      if (restarted)
         parts.push(
           await section(`${namespace}: ${pod}, the end of its previous container's log`, () =>
             inNs('logs', pod, '--all-containers', '--previous', '--tail', String(LINES * 2)),
