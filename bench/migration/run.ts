@@ -429,16 +429,11 @@ spec: {virtualMachineName: bench-cold, type: Evict}
       );
     }
     const upgradeStarted = performance.now();
-    upgraded = startUpgradedManager(
-      env.state.managers[0]!.pid,
-      newImage,
-      path.join(dir, 'manager-upgraded.log'),
-    );
+    const upgradedLog = path.join(dir, 'manager-upgraded.log');
+    upgraded = startUpgradedManager(env.state.managers[0]!.pid, newImage, upgradedLog);
     const upgradedExited = new Promise<never>((_, reject) =>
       upgraded!.once('exit', (code) =>
-        reject(
-          new Error(`the upgraded manager exited (${code}): see ${path.join(dir, 'manager-upgraded.log')}`),
-        ),
+        reject(new Error(`the upgraded manager exited (${code}): see ${upgradedLog}`)),
       ),
     );
     upgradedExited.catch(() => undefined); // its end, when the bench stops it, is no failure
