@@ -77,15 +77,15 @@ export const FAILOVER_WINDOW_MS = 15_000;
 async function startBenchRedis(layout: BenchRedis) {
   if (layout === 'single') {
     const redis = await startRedis();
-    return { url: redis.url, pids: () => [redis.pid], killMaster: undefined, stop: () => redis.stop() };
+    return { url: redis.url, pids: () => [redis.ref.pid], killMaster: undefined, stop: () => redis.stop() };
   }
   const passwords = { manager: 'bench', runner: 'bench', replication: 'bench', sentinel: 'bench' };
   const set = await startSentinelSet({ passwords, sentinelPassword: 'bench' });
   return {
     url: set.url,
-    pids: () => set.servers.map((server) => server.pid),
+    pids: () => set.servers.map((server) => server.ref.pid),
     // The set's first server is its master until a failover.
-    killMaster: () => process.kill(set.servers[0]!.pid, 'SIGKILL'),
+    killMaster: () => set.servers[0]!.kill('SIGKILL'),
     stop: () => set.stop(),
   };
 }

@@ -15,7 +15,7 @@ import {
 } from '../devenv/dev-environment.js';
 import { redisWhere } from '../queue/connection.js';
 import { repeatable } from './repeatable.js';
-import { isAlive } from '../util/process.js';
+import { isRunning, signalProcess, type ProcessRef } from '../util/process.js';
 
 /** --redis: single or sentinel. */
 function redisLayout(value: string): RedisLayout {
@@ -37,7 +37,7 @@ const DOWN_TIMEOUT_MS = 180_000;
 
 function printState(state: DevState, output: string | undefined): void {
   if (output === 'json') {
-    const alive = <T extends { pid: number }>(p: T) => ({ ...p, alive: isAlive(p.pid) });
+    const alive = <T extends ProcessRef>(p: T) => ({ ...p, alive: isRunning(p) });
     const redis =
       state.redis.layout === 'single'
         ? alive(state.redis)
@@ -54,7 +54,7 @@ function printState(state: DevState, output: string | undefined): void {
     console.log(JSON.stringify({ running: true, ...state, ...processes }, null, 2));
     return;
   }
-  console.log(`vmop dev is up (supervisor pid ${state.supervisorPid}); logs in ${devDir()}`);
+  console.log(`vmop dev is up (supervisor pid ${state.supervisor.pid}); logs in ${devDir()}`);
   // The Sentinel layout's URL holds passwords: its full form only in -o json (for scripts).
   console.log(
     `Redis:      ${state.redis.layout === 'single' ? state.redisUrl : `${redisWhere(state.redisUrl)} (URL with credentials: -o json)`}`,
@@ -72,25 +72,21 @@ function printState(state: DevState, output: string | undefined): void {
   );
   for (const node of state.cluster.nodes)
     console.log(`node:       ${node} (kubelet and containerd logs in ${state.cluster.dir}/${node})`);
-  const liveness = (pid: number, restarts: number) =>
-    `pid ${pid} ${isAlive(pid) ? 'alive' : 'dead (restarting)'}${restarts > 0 ? `, restarted ${restarts}x` : ''}`;
-  if (state.redis.layout === 'single')
-    console.log(`redis:      ${liveness(state.redis.pid, state.redis.restarts)}`);
+  const liveness = (p: ProcessRef & { restarts: number }) =>
+    `pid ${p.pid} ${isRunning(p) ? 'alive' : 'dead (restarting)'}${p.restarts > 0 ? `, restarted ${p.restarts}x` : ''}`;
+  if (state.redis.layout === 'single') console.log(`redis:      ${liveness(state.redis)}`);
   else {
     const { servers, sentinels } = state.redis;
     // Not restarted: the set survives losing one; `vmop dev down` and `up` make a new one.
-    const pids = (processes: Array<{ pid: number; port: number }>) =>
-      processes.map((p) => `:${p.port} pid ${p.pid} ${isAlive(p.pid) ? 'alive' : 'dead'}`).join(', ');
+    const pids = (processes: Array<ProcessRef & { port: number }>) =>
+      processes.map((p) => `:${p.port} pid ${p.pid} ${isRunning(p) ? 'alive' : 'dead'}`).join(', ');
     console.log(`redis:      Sentinel set; servers ${pids(servers)}`);
     console.log(`sentinels:  ${pids(sentinels)}`);
   }
-  state.managers.forEach((m, i) =>
-    console.log(`manager-${i + 1}:  ${liveness(m.pid, m.restarts)}; log ${m.log}`),
-  );
-  for (const p of state.controlPlane) console.log(`${p.name}: ${liveness(p.pid, p.restarts)}`);
+  state.managers.forEach((m, i) => console.log(`manager-${i + 1}:  ${liveness(m)}; log ${m.log}`));
+  for (const p of state.controlPlane) console.log(`${p.name}: ${liveness(p)}`);
   for (const { node, services } of state.nodeServices)
-    for (const service of services)
-      console.log(`${node} ${service.name}: ${liveness(service.pid, service.restarts)}`);
+    for (const service of services) console.log(`${node} ${service.name}: ${liveness(service)}`);
   console.log(`Use it:     export KUBECONFIG=${state.kubeconfig}; kubectl get vms -A`);
 }
 
@@ -130,7 +126,8 @@ async function up(
   for (;;) {
     const state = readDevState();
     if (state) return printState(state, output);
-    if (!isAlive(supervisor.pid!)) throw new Error(`vmop dev failed to start; see ${logPath}`);
+    if (supervisor.exitCode !== null || supervisor.signalCode !== null)
+      throw new Error(`vmop dev failed to start; see ${logPath}`);
     if (Date.now() > deadline)
       throw new Error(`vmop dev not up after ${UP_TIMEOUT_MS / 1000} s; see ${logPath}`);
     await sleep(250);
@@ -140,12 +137,13 @@ async function up(
 async function down(): Promise<void> {
   const state = readDevState();
   if (!state) return console.log('vmop dev is not running');
-  process.kill(state.supervisorPid, 'SIGTERM');
+  // Only the supervisor the state names (pid and start time): a recycled pid is someone else's.
+  signalProcess(state.supervisor, 'SIGTERM');
   const deadline = Date.now() + DOWN_TIMEOUT_MS;
-  while (isAlive(state.supervisorPid)) {
+  while (isRunning(state.supervisor)) {
     if (Date.now() > deadline) {
-      // Its orphan reaper takes the children down with it.
-      process.kill(state.supervisorPid, 'SIGKILL');
+      // Its process groups' reapers take everything it started down with it.
+      signalProcess(state.supervisor, 'SIGKILL');
       break;
     }
     await sleep(250);

@@ -29,7 +29,7 @@ import {
   type ClusterNetwork,
 } from './node/network.js';
 import { nodeCleanupScript, startNode, type LocalNode } from './node/node.js';
-import { removeUnmountedDir, startOrphanReaper } from './orphan-reaper.js';
+import { removeUnmountedDir, startProcessGroup } from './process-group.js';
 import { ensureTestGuest } from './test-guest.js';
 
 export interface Cluster {
@@ -49,6 +49,8 @@ export interface Cluster {
   /** Gives `namespace` the PVC `vmop-image-repository` on imageRepositoryDir. */
   provideImageRepository(namespace: string): Promise<void>;
   dir: string;
+  /** The cgroup of its process group: every process of the control plane and the nodes is in it. */
+  processGroup: string;
   /** Stops the node (containers get `graceMs` to end), then the control plane; removes everything. */
   stop(graceMs?: number): Promise<void>;
 }
@@ -90,10 +92,15 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
   const network = await createClusterNetwork(count);
   const cleanup = path.join(dir, 'cleanup.sh');
   await writeFile(cleanup, clusterCleanupScript(nodeDirs, sharedVolumes, network), { mode: 0o755 });
-  // One reaper for every process of the cluster: should this process die, it kills them, runs the
+  // One process group for every process of the cluster: should this process die, its reaper kills it, runs the
   // clean-up (each node's mounts, loop devices, network namespace and cgroups; the shared volumes;
   // the cluster network) and removes the directory.
-  const reaper = startOrphanReaper({ removeDir: ownsDir ? dir : undefined, cleanupScript: cleanup, logger });
+  const group = await startProcessGroup({
+    name: 'cluster',
+    removeDir: ownsDir ? dir : undefined,
+    cleanupScript: cleanup,
+    logger,
+  });
   // Last of all: whatever is left (the shared volumes' loop devices, the namespaces).
   const stack: Array<() => Promise<void>> = [
     () => run('sh', [cleanup]).then(() => undefined),
@@ -102,7 +109,7 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
   const unwind = async () => {
     for (const stop of stack.reverse())
       await stop().catch((err: unknown) => logger.warn({ err }, 'stop failed'));
-    await reaper.release();
+    await group.release();
     if (ownsDir) await removeUnmountedDir(dir);
   };
   try {
@@ -110,7 +117,7 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
       address: network.hostAddress,
       nodeNames: names,
       dir: path.join(dir, 'control-plane'),
-      reaper,
+      group,
       onRestart: options.onRestart,
       logger,
     });
@@ -131,7 +138,7 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
           (image) => image.archive,
         ),
         dir: nodeDirs[i],
-        reaper,
+        group,
         logger,
       });
       nodes.push(node);
@@ -173,6 +180,7 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
       provideImageRepository: (namespace) =>
         provideImageRepository({ kubeConfig, namespace, hostDir: imageRepositoryDir }),
       dir,
+      processGroup: group.cgroup,
       stop: (grace) => {
         graceMs = grace;
         return (stopping ??= unwind().then(() => logger.info({ dir }, 'cluster stopped')));

@@ -12,10 +12,11 @@ import { stringify } from 'yaml';
 import { z } from 'zod';
 import { PooledKubeConfig } from '../kube/config.js';
 import { freePort } from '../util/free-port.js';
+import type { ProcessRef } from '../util/process.js';
 import { createLogger, type Logger } from '../util/logger.js';
 import { locateControlPlaneBinaries, type ControlPlaneBinaries } from './kube-binaries.js';
 import { spawnLogged, type LoggedProcess } from './logged-process.js';
-import { startOrphanReaper, type OrphanReaper } from './orphan-reaper.js';
+import { startProcessGroup, type ProcessGroup } from './process-group.js';
 import { superviseProcess, type SupervisedProcess } from './supervised-process.js';
 
 export interface ControlPlane {
@@ -57,8 +58,8 @@ export interface StartControlPlaneOptions {
   dir?: string;
   logger?: Logger;
   binaries?: ControlPlaneBinaries;
-  /** Adopts the processes (its owner releases it); by default the control plane starts its own. */
-  reaper?: OrphanReaper;
+  /** The process group its processes run in (its owner releases it); by default one of its own. */
+  group?: ProcessGroup;
   /** Called when a process was started again by its supervisor. */
   onRestart?: () => void;
 }
@@ -78,7 +79,7 @@ const SERVICE_ACCOUNT_ISSUER = 'https://kubernetes.default.svc.cluster.local';
 /**
  * Starts etcd, kube-apiserver, kube-controller-manager and kube-scheduler on free ports, waits
  * until the controllers run, and returns admin access. Abandoned harnesses leave nothing behind: every process
- * is adopted by an orphan reaper that kills them if this process dies without calling stop().
+ * runs in a process group that is killed if this process dies without calling stop().
  */
 export async function startControlPlane(options: StartControlPlaneOptions = {}): Promise<ControlPlane> {
   const logger = options.logger ?? createLogger('control-plane');
@@ -88,18 +89,17 @@ export async function startControlPlane(options: StartControlPlaneOptions = {}):
   const ownsDir = options.dir === undefined;
   const dir = options.dir ?? (await mkdtemp(path.join(os.tmpdir(), 'vmop-control-plane-')));
   await mkdir(dir, { recursive: true });
-  const ownReaper = options.reaper
+  const ownGroup = options.group
     ? undefined
-    : startOrphanReaper({ removeDir: ownsDir ? dir : undefined, logger });
-  const reaper = options.reaper ?? ownReaper!;
+    : await startProcessGroup({ name: 'control-plane', removeDir: ownsDir ? dir : undefined, logger });
+  const group = options.group ?? ownGroup!;
   const processes: SupervisedProcess[] = [];
   /** Starts a process that is restarted (with back-off) when it dies, as kubelet does with static pods. */
   const launch = async (name: string, binary: string, args: string[]) => {
-    const spawn = () => spawnLogged(name, binary, args, path.join(dir, `${name}.log`));
+    const spawn = () => spawnLogged(name, binary, args, path.join(dir, `${name}.log`), { group });
     const first = await spawn();
-    const onStart = (pid: number) => {
-      reaper.adopt(pid);
-      if (pid !== first.pid) options.onRestart?.();
+    const onStart = (ref: ProcessRef) => {
+      if (ref !== first.ref) options.onRestart?.();
     };
     processes.push(await superviseProcess(name, spawn, { logger, first, onStart }));
     return first;
@@ -110,7 +110,7 @@ export async function startControlPlane(options: StartControlPlaneOptions = {}):
     const etcd = processes.filter((p) => p.name === 'etcd');
     await Promise.all(processes.filter((p) => p.name !== 'etcd').map((p) => p.stop(STOP_GRACE_MS)));
     await Promise.all(etcd.map((p) => p.stop(STOP_GRACE_MS)));
-    await ownReaper?.release();
+    await ownGroup?.release();
     if (ownsDir) await rm(dir, { recursive: true, force: true });
   };
 

@@ -9,14 +9,14 @@ import { z } from 'zod';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createLogger, type Logger } from '../util/logger.js';
 import { serveDevControl, type DevCommand } from './dev-control.js';
-import { isAlive } from '../util/process.js';
+import { isRunning, processRef, ProcessRef } from '../util/process.js';
 import { clusterNetworkTraces, startCluster, type Cluster } from './cluster.js';
 import { NODE_SERVICES } from './node/node.js';
 import { SHARED_STORAGE_CLASS } from './local-volumes.js';
 import { provideImageRepositoryEverywhere } from './image-repository.js';
 import { installCrds } from './install-crds.js';
 import { spawnLogged } from './logged-process.js';
-import { startOrphanReaper } from './orphan-reaper.js';
+import { startProcessGroup, type ProcessGroup } from './process-group.js';
 import { startRedis } from './redis.js';
 import { redisAclFile, REDIS_USERS, type RedisPasswords } from './redis-acl.js';
 import { redisUrlWithUser } from '../api/tenant-redis.js';
@@ -44,15 +44,18 @@ export function devDir(): string {
 export const RedisLayout = z.enum(['single', 'sentinel']);
 export type RedisLayout = z.infer<typeof RedisLayout>;
 
-const SupervisedPid = z.object({ name: z.string(), pid: z.number().int(), restarts: z.number().int() });
+/** A supervised process now: restarted, it is another one. */
+const SupervisedRef = ProcessRef.extend({ name: z.string(), restarts: z.number().int() });
 
 export const DevState = z.object({
-  supervisorPid: z.number().int(),
+  /** The supervisor process (`vmop dev down` stops it, and only it). */
+  supervisor: ProcessRef,
+  /** The cgroups of its process groups (everything it started is in one of them). */
+  processGroups: z.array(z.string()),
   kubeconfig: z.string(),
   redisUrl: z.string(),
   managers: z.array(
-    z.object({
-      pid: z.number().int(),
+    ProcessRef.extend({
       log: z.string(),
       restarts: z.number().int(),
       /** Its /metrics, on the node network's host address: a Prometheus on a node reaches it. */
@@ -61,11 +64,11 @@ export const DevState = z.object({
   ),
   /** single: one Redis, restarted (empty) when it dies; sentinel: the chart's Sentinel layout. */
   redis: z.discriminatedUnion('layout', [
-    z.object({ layout: z.literal('single'), pid: z.number().int(), restarts: z.number().int() }),
+    ProcessRef.extend({ layout: z.literal('single'), restarts: z.number().int() }),
     z.object({
       layout: z.literal('sentinel'),
-      servers: z.array(z.object({ pid: z.number().int(), port: z.number().int() })),
-      sentinels: z.array(z.object({ pid: z.number().int(), port: z.number().int() })),
+      servers: z.array(ProcessRef.extend({ port: z.number().int() })),
+      sentinels: z.array(ProcessRef.extend({ port: z.number().int() })),
     }),
   ]),
   cluster: z.object({
@@ -79,7 +82,7 @@ export const DevState = z.object({
     network: z.object({ namespaces: z.array(z.string()), hostInterface: z.string() }),
   }),
   /** The control plane's supervised processes (etcd, kube-apiserver, kube-controller-manager, kube-scheduler). */
-  controlPlane: z.array(SupervisedPid),
+  controlPlane: z.array(SupervisedRef),
   /** Each node's supervised services (containerd, kubelet, kube-proxy), network namespace and cgroup root. */
   nodeServices: z.array(
     z.object({
@@ -88,7 +91,7 @@ export const DevState = z.object({
       netns: z.string(),
       /** Its pods' cgroups are below this one. */
       cgroupRoot: z.string(),
-      services: z.array(SupervisedPid),
+      services: z.array(SupervisedRef),
     }),
   ),
   /** The local web server for disk images (disks[].source.http in the local cluster). */
@@ -126,14 +129,14 @@ export const controlSocket = (dir = devDir()) => join(dir, 'control.sock');
 export function readDevState(dir = devDir()): DevState | undefined {
   if (!existsSync(stateFile(dir))) return undefined;
   const parsed = DevState.safeParse(JSON.parse(readFileSync(stateFile(dir), 'utf8')));
-  // A state file of an older vmop: its supervisor (if alive) is one `vmop dev down` can still stop.
+  // A state file of an older vmop names its supervisor by pid alone: nothing to trust it with.
   if (!parsed.success) return undefined;
-  return isAlive(parsed.data.supervisorPid) ? parsed.data : undefined;
+  return isRunning(parsed.data.supervisor) ? parsed.data : undefined;
 }
 
 export interface DevEnvironment {
   /** Where things are now (pids change when a process is restarted). */
-  readonly state: Omit<DevState, 'supervisorPid' | 'startedAt'>;
+  readonly state: Omit<DevState, 'supervisor' | 'startedAt'>;
   cluster: Cluster;
   /** The single Redis (layout single). */
   redis?: SupervisedProcess;
@@ -170,7 +173,8 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
   const { dir } = options;
   const logger = options.logger ?? createLogger('dev');
   mkdirSync(dir, { recursive: true });
-  const reaper = startOrphanReaper({ logger });
+  // Everything it starts beside the cluster (which has a group of its own).
+  const group = await startProcessGroup({ name: 'dev', logger });
   const cluster = await startCluster({
     nodes: options.nodes,
     // The managers run from this checkout and Redis on this machine: the nodes need only the runner.
@@ -179,19 +183,13 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
     onRestart: () => options.onRestart?.(),
     logger,
   });
-  const supervision = {
-    logger,
-    onStart: (pid: number) => {
-      reaper.adopt(pid);
-      options.onRestart?.();
-    },
-  };
+  const supervision = { logger, onStart: () => options.onRestart?.() };
   // On the node network's host address: the managers here and the runner pods there both reach it.
   const { redis, sentinelSet, redisUrl, runnerRedisUrl } = await startDevRedis(
     options.redis ?? 'single',
     cluster.network.hostAddress,
     dir,
-    supervision,
+    { logger, group, onStart: () => options.onRestart?.() },
   );
   const imageServer = await startImageServer({
     dir: join(dir, 'images'),
@@ -203,8 +201,8 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
     dir,
     host: cluster.network.hostAddress,
     testGuestDisk: imageServer.testGuestDisk,
+    group,
   });
-  reaper.adopt(imageRegistry.process.pid);
   const kubeconfig = join(dir, 'kubeconfig');
   writeFileSync(kubeconfig, cluster.controlPlane.kubeconfigYaml, { mode: 0o600 });
   await installCrds(cluster.kubeConfig);
@@ -233,8 +231,8 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
   const oidcProvider = await startOidcProvider({
     dir,
     redirectUris: webUrls.map((url) => `${url}/auth/callback`),
+    group,
   });
-  reaper.adopt(oidcProvider.process.pid);
   await applyObjects(cluster.kubeConfig, devAdminRbac());
 
   const managers: SupervisedProcess[] = [];
@@ -268,7 +266,7 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
     ];
     const env = { VMOP_OIDC_CLIENT_SECRET: oidcProvider.clientSecret };
     managers.push(
-      await superviseProcess(name, () => spawnLogged(name, VMOP_BIN, args, log, env), supervision),
+      await superviseProcess(name, () => spawnLogged(name, VMOP_BIN, args, log, { env, group }), supervision),
     );
     managerLogs.push(log);
   }
@@ -279,8 +277,9 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
       return {
         kubeconfig,
         redisUrl,
+        processGroups: [group.cgroup, cluster.processGroup],
         managers: managers.map((m, i) => ({
-          pid: m.pid,
+          ...m.ref,
           log: managerLogs[i]!,
           restarts: m.restarts,
           metricsUrl: metricsUrls[i]!,
@@ -288,13 +287,13 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
         redis: sentinelSet
           ? {
               layout: 'sentinel' as const,
-              servers: sentinelSet.servers.map(({ pid, port }) => ({ pid, port })),
-              sentinels: sentinelSet.sentinels.map(({ pid, port }) => ({ pid, port })),
+              servers: sentinelSet.servers.map(({ ref, port }) => ({ ...ref, port })),
+              sentinels: sentinelSet.sentinels.map(({ ref, port }) => ({ ...ref, port })),
             }
-          : { layout: 'single' as const, pid: redis!.pid, restarts: redis!.restarts },
-        controlPlane: cluster.controlPlane.processes.map(({ name, pid, restarts }) => ({
+          : { layout: 'single' as const, ...redis!.ref, restarts: redis!.restarts },
+        controlPlane: cluster.controlPlane.processes.map(({ name, ref, restarts }) => ({
           name,
-          pid,
+          ...ref,
           restarts,
         })),
         nodeServices: cluster.nodes.map((node) => ({
@@ -303,7 +302,7 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
           cgroupRoot: node.cgroupRoot,
           services: NODE_SERVICES.flatMap((name) => {
             const service = node.service(name);
-            return service ? [{ name, pid: service.pid, restarts: service.restarts }] : [];
+            return service ? [{ name, ...service.ref, restarts: service.restarts }] : [];
           }),
         })),
         cluster: {
@@ -364,7 +363,7 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
       await imageRegistry.stop();
       await oidcProvider.stop();
       await cluster.stop();
-      await reaper.release();
+      await group.release();
     },
   };
 }
@@ -379,7 +378,7 @@ async function startDevRedis(
   layout: RedisLayout,
   host: string,
   dir: string,
-  supervision: Parameters<typeof superviseProcess>[2],
+  supervision: { logger: Logger; group: ProcessGroup; onStart: () => void },
 ): Promise<{
   redis?: SupervisedProcess;
   sentinelSet?: SentinelSet;
@@ -393,6 +392,7 @@ async function startDevRedis(
       sentinelPassword: randomBytes(16).toString('hex'),
       host,
       onStart: supervision.onStart,
+      group: supervision.group,
     });
     return {
       sentinelSet,
@@ -405,7 +405,8 @@ async function startDevRedis(
   const passwords = newRedisPasswords();
   const aclFile = join(dir, 'redis-users.acl');
   writeFileSync(aclFile, await redisAclFile(passwords), { mode: 0o600 });
-  const start = (port?: number) => startRedis({ host, port, extraArgs: ['--aclfile', aclFile] });
+  const start = (port?: number) =>
+    startRedis({ host, port, extraArgs: ['--aclfile', aclFile], group: supervision.group });
   const first = await start();
   const redis = await superviseProcess('redis', () => start(first.port), { ...supervision, first });
   const url = (user: string, password: string) => redisUrlWithUser(first.url, user, password);
@@ -418,10 +419,10 @@ async function startDevRedis(
 
 /** The single Redis SIGKILLed; resolves once its supervisor has started it again (empty). */
 async function loseRedis(redis: SupervisedProcess, timeoutMs = 60_000): Promise<void> {
-  const old = redis.pid;
-  process.kill(old, 'SIGKILL');
+  const old = redis.ref;
+  redis.kill('SIGKILL');
   const deadline = Date.now() + timeoutMs;
-  while (redis.pid === old || !redis.alive()) {
+  while (redis.ref === old || !redis.alive()) {
     if (Date.now() > deadline) throw new Error(`Redis not back ${timeoutMs / 1000} s after it was killed`);
     await sleep(100);
   }
@@ -449,8 +450,8 @@ function devAdminRbac() {
 
 /**
  * Runs the environment in this process until SIGTERM/SIGINT, with a state file for `vmop dev
- * status`. Every child is adopted by an orphan reaper, so even a SIGKILL of this supervisor leaves
- * nothing behind.
+ * status`. Every child runs in a process group of the environment's, so even a SIGKILL of this
+ * supervisor leaves nothing behind.
  */
 export async function superviseDevEnvironment(
   dir = devDir(),
@@ -462,9 +463,10 @@ export async function superviseDevEnvironment(
   mkdirSync(dir, { recursive: true });
   rmSync(stateFile(dir), { force: true });
   const startedAt = new Date().toISOString();
+  const self = processRef(process.pid)!;
   let up = false;
   const writeState = (): DevState => {
-    const state = { supervisorPid: process.pid, ...environment.state, startedAt };
+    const state = { supervisor: self, ...environment.state, startedAt };
     // Readable by its user only: the Sentinel layout's URLs hold passwords.
     writeFileSync(stateFile(dir), JSON.stringify(state, null, 2), { mode: 0o600 });
     return state;

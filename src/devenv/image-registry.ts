@@ -8,6 +8,7 @@ import { promisify } from 'node:util';
 import { freePort, waitForPort } from '../util/free-port.js';
 import { locateNodeBinaries } from './kube-binaries.js';
 import { spawnLogged, type LoggedProcess } from './logged-process.js';
+import type { ProcessGroup } from './process-group.js';
 
 const run = promisify(execFile);
 
@@ -26,6 +27,7 @@ export async function startImageRegistry(input: {
   dir: string;
   host: string;
   testGuestDisk: string;
+  group?: ProcessGroup;
 }): Promise<ImageRegistry> {
   const binaries = await locateNodeBinaries();
   const port = await freePort(input.host);
@@ -34,6 +36,7 @@ export async function startImageRegistry(input: {
     binaries.registry,
     ['-listen', `${input.host}:${port}`],
     path.join(input.dir, 'registry.log'),
+    { group: input.group },
   );
   const address = `${input.host}:${port}`;
   try {

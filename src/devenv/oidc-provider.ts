@@ -7,6 +7,7 @@ import { stringify } from 'yaml';
 import { freePort, waitForPort } from '../util/free-port.js';
 import { locateNodeBinaries } from './kube-binaries.js';
 import { spawnLogged, type LoggedProcess } from './logged-process.js';
+import type { ProcessGroup } from './process-group.js';
 
 /** Everyone's password on the test bed (Dex's own example hash of it). */
 export const DEV_PASSWORD = 'password';
@@ -51,6 +52,8 @@ export async function startOidcProvider(input: {
   clientSecret?: string;
   /** Default DEV_PEOPLE; each person's `sub` is made from their place in the list. */
   people?: readonly DexPerson[];
+  /** The process group Dex runs in. */
+  group?: ProcessGroup;
 }): Promise<OidcProvider> {
   const binaries = await locateNodeBinaries();
   const port = input.port ?? (await freePort());
@@ -79,7 +82,9 @@ export async function startOidcProvider(input: {
   };
   const configPath = path.join(input.dir, 'dex.yaml');
   await writeFile(configPath, stringify(config), { mode: 0o600 });
-  const dex = await spawnLogged('dex', binaries.dex, ['serve', configPath], path.join(input.dir, 'dex.log'));
+  const dex = await spawnLogged('dex', binaries.dex, ['serve', configPath], path.join(input.dir, 'dex.log'), {
+    group: input.group,
+  });
   try {
     await waitForPort(port);
   } catch (err) {

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { freePort } from '../util/free-port.js';
+import type { ProcessGroup } from './process-group.js';
 import { startRedis, type RedisServer } from './redis.js';
 import { redisAclFile, REDIS_USERS, type RedisPasswords } from './redis-acl.js';
 
@@ -21,8 +22,10 @@ export interface SentinelSetOptions {
   sentinelPassword: string;
   /** Where every server and Sentinel listens (default 127.0.0.1; a local node's pods need the node network's host address). */
   host?: string;
-  /** Told the pid of every server and Sentinel started (a restart's too). */
-  onStart?: (pid: number) => void;
+  /** Called with every server and Sentinel started (a restart's too). */
+  onStart?: () => void;
+  /** The process group its servers and Sentinels run in. */
+  group?: ProcessGroup;
 }
 
 export interface SentinelSet {
@@ -67,18 +70,26 @@ export async function startSentinelSet(options: SentinelSetOptions): Promise<Sen
   const sentinelCount = options.sentinels ?? 3;
   const servers: RedisServer[] = [];
   const sentinels: RedisServer[] = [];
-  const started = (server: RedisServer) => (options.onStart?.(server.pid), server);
+  const started = (server: RedisServer) => (options.onStart?.(), server);
+  const { group } = options;
 
   /** Starts the set, empty, the first server its master: on free ports, or on those of `ports`. */
   const launch = async (ports?: { servers: number[]; sentinels: number[] }) => {
     await rm(path.join(dir, 'dump.rdb'), { force: true });
-    const master = started(await startRedis({ host, port: ports?.servers[0], extraArgs: everyServer }));
+    const master = started(
+      await startRedis({ host, port: ports?.servers[0], extraArgs: everyServer, group }),
+    );
     servers.splice(0, servers.length, master);
     for (let i = 1; i < serverCount; i++) {
       const replicaOf = ['--replicaof', host, String(master.port)];
       servers.push(
         started(
-          await startRedis({ host, port: ports?.servers[i], extraArgs: [...everyServer, ...replicaOf] }),
+          await startRedis({
+            host,
+            port: ports?.servers[i],
+            extraArgs: [...everyServer, ...replicaOf],
+            group,
+          }),
         ),
       );
     }
@@ -102,7 +113,7 @@ export async function startSentinelSet(options: SentinelSetOptions): Promise<Sen
         ].join('\n'),
         { mode: 0o600 },
       );
-      sentinels.push(started(await startRedis({ host, port, configFile, extraArgs: ['--sentinel'] })));
+      sentinels.push(started(await startRedis({ host, port, configFile, extraArgs: ['--sentinel'], group })));
     }
     await ready(host, master.port, servers.length - 1, sentinels, {
       manager: passwords.manager,
@@ -123,13 +134,8 @@ export async function startSentinelSet(options: SentinelSetOptions): Promise<Sen
     withUser,
     async killAndRestartEmpty() {
       const ports = { servers: servers.map((s) => s.port), sentinels: sentinels.map((s) => s.port) };
-      for (const s of [...sentinels, ...servers]) {
-        try {
-          process.kill(s.pid, 'SIGKILL');
-        } catch {
-          // died before (a test's earlier kill)
-        }
-      }
+      // A server a test killed before is left alone (kill() asks its own handle).
+      for (const s of [...sentinels, ...servers]) s.kill('SIGKILL');
       await Promise.all([...sentinels, ...servers].map((s) => s.exited));
       await launch(ports);
     },

@@ -1,14 +1,18 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { freePort, waitForPort } from '../util/free-port.js';
-import { describeExit } from '../util/process.js';
+import { childRef, describeExit, type ProcessRef } from '../util/process.js';
+import type { ProcessGroup } from './process-group.js';
 
 export interface RedisServer {
   url: string;
   port: number;
-  pid: number;
+  ref: ProcessRef;
   /** Resolves with how the server ended. */
   exited: Promise<string>;
+  hasExited(): boolean;
+  /** Sends `signal` unless it has exited (the handle of its parent: never another process). */
+  kill(signal: NodeJS.Signals): void;
   /** Stops the server (SIGTERM, then SIGKILL after graceMs, default 5 s) and waits for it to exit. */
   stop(graceMs?: number): Promise<void>;
 }
@@ -23,6 +27,8 @@ export interface StartRedisOptions {
   /** A config file, read before the arguments (a Sentinel needs one it can rewrite). */
   configFile?: string;
   binary?: string;
+  /** The process group it runs in, stopped as one should the owner die. */
+  group?: ProcessGroup;
 }
 
 /**
@@ -32,29 +38,29 @@ export interface StartRedisOptions {
 export async function startRedis(options: StartRedisOptions = {}): Promise<RedisServer> {
   const host = options.host ?? '127.0.0.1';
   const port = options.port ?? (await freePort(host));
-  const child = spawn(
-    options.binary ?? 'redis-server',
-    [
-      ...(options.configFile ? [options.configFile] : []),
-      '--port',
-      String(port),
-      '--bind',
-      host,
-      // No password on a private address; keep the protected mode from refusing the node's pods.
-      '--protected-mode',
-      'no',
-      '--save',
-      '',
-      '--appendonly',
-      'no',
-      '--daemonize',
-      'no',
-      '--loglevel',
-      'warning',
-      ...(options.extraArgs ?? []),
-    ],
-    { stdio: ['ignore', 'ignore', 'pipe'] },
-  );
+  const args = [
+    ...(options.configFile ? [options.configFile] : []),
+    '--port',
+    String(port),
+    '--bind',
+    host,
+    // No password on a private address; keep the protected mode from refusing the node's pods.
+    '--protected-mode',
+    'no',
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+    '--daemonize',
+    'no',
+    '--loglevel',
+    'warning',
+    ...(options.extraArgs ?? []),
+  ];
+  const binary = options.binary ?? 'redis-server';
+  const command = options.group ? options.group.command(binary, args) : { binary, args };
+  const child = spawn(command.binary, command.args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const ref = child.pid === undefined ? undefined : childRef(child.pid);
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const exited = once(child, 'exit');
@@ -71,7 +77,11 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Redis
   return {
     url: `redis://${host}:${port}`,
     port,
-    pid: child.pid!,
+    ref: ref!,
+    hasExited: () => hasExited(child),
+    kill: (signal) => {
+      if (!hasExited(child)) child.kill(signal);
+    },
     exited: exited.then(([code, signal]) =>
       describeExit({ code: code as number | null, signal: signal as NodeJS.Signals | null }),
     ),
@@ -79,8 +89,10 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Redis
   };
 }
 
+const hasExited = (child: ChildProcess) => child.exitCode !== null || child.signalCode !== null;
+
 async function stopChild(child: ChildProcess, graceMs = 5_000): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
+  if (hasExited(child)) return;
   const exited = once(child, 'exit');
   child.kill('SIGTERM');
   const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);

@@ -3,23 +3,28 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { backoffDelay, type Backoff } from '../queue/backoff.js';
 import type { Logger } from '../util/logger.js';
-import { isAlive } from '../util/process.js';
+import type { ProcessRef } from '../util/process.js';
 
 /** What a start function returns: a running process that can be told to stop. */
 export interface StartedProcess {
-  pid: number;
+  ref: ProcessRef;
   /** Resolves with how the process ended (e.g. "killed by SIGKILL"). */
   exited: Promise<string>;
+  hasExited(): boolean;
+  /** Sends `signal` unless it has exited. */
+  kill(signal: NodeJS.Signals): void;
   stop(graceMs: number): Promise<void>;
 }
 
 export interface SupervisedProcess {
   readonly name: string;
-  /** The current process's pid (it changes with each restart). */
-  readonly pid: number;
+  /** The current process (it changes with each restart). */
+  readonly ref: ProcessRef;
   /** How often it was started again after it died. */
   readonly restarts: number;
   alive(): boolean;
+  /** Sends `signal` to the current process (as a crash would; it is then restarted). */
+  kill(signal: NodeJS.Signals): void;
   /** Stops it for good. */
   stop(graceMs: number): Promise<void>;
 }
@@ -27,8 +32,8 @@ export interface SupervisedProcess {
 export interface SuperviseOptions {
   logger: Logger;
   backoff?: Backoff;
-  /** Called with each new process (e.g. to adopt it into an orphan reaper, or to record its pid). */
-  onStart?: (pid: number) => void;
+  /** Called with each new process (e.g. to record where it is). */
+  onStart?: (ref: ProcessRef) => void;
   /** A process `start()` already made (e.g. to read its port first): supervised instead of a first start. */
   first?: StartedProcess;
 }
@@ -46,7 +51,7 @@ export async function superviseProcess(
   const { logger } = options;
   const backoff = options.backoff ?? DEFAULT_BACKOFF;
   let current = options.first ?? (await start());
-  options.onStart?.(current.pid);
+  options.onStart?.(current.ref);
   let restarts = 0;
   let stopping = false;
   let wake: (() => void) | undefined;
@@ -60,7 +65,7 @@ export async function superviseProcess(
       if (Date.now() - startedAt >= STABLE_MS) failures = 0;
       const delay = backoffDelay(++failures, backoff);
       logger.warn(
-        { process: name, pid: current.pid, how, restartInMs: delay },
+        { process: name, pid: current.ref.pid, how, restartInMs: delay },
         'process died; restarting it',
       );
       const abort = new AbortController();
@@ -71,26 +76,35 @@ export async function superviseProcess(
         current = await start();
       } catch (err) {
         logger.warn({ process: name, err: (err as Error).message }, 'restart failed');
-        current = { pid: current.pid, exited: Promise.resolve('did not start'), stop: async () => {} };
+        const failed = current.ref;
+        current = {
+          ref: failed,
+          exited: Promise.resolve('did not start'),
+          hasExited: () => true,
+          kill: () => undefined,
+          stop: async () => {},
+        };
         continue;
       }
       startedAt = Date.now();
       restarts++;
-      options.onStart?.(current.pid);
-      logger.info({ process: name, pid: current.pid, restarts }, 'process restarted');
+      options.onStart?.(current.ref);
+      logger.info({ process: name, pid: current.ref.pid, restarts }, 'process restarted');
     }
   };
   const watching = watch();
 
   return {
     name,
-    get pid() {
-      return current.pid;
+    get ref() {
+      return current.ref;
     },
     get restarts() {
       return restarts;
     },
-    alive: () => isAlive(current.pid),
+    // Its parent knows: no look at a pid that may have been recycled.
+    alive: () => !current.hasExited(),
+    kill: (signal) => current.kill(signal),
     async stop(graceMs) {
       stopping = true;
       wake?.();

@@ -8,6 +8,7 @@ import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { useClusterBed } from '../support/beds.js';
 import { eventually } from '../support/eventually.js';
+import { signalRecorded } from '../support/qemu-process.js';
 
 const run = promisify(execFile);
 /** A tool's stdout; a tool that fails fails the test (an empty answer would make the comparisons vacuous). */
@@ -111,8 +112,8 @@ ${podOn('one', 1, server, '[{name: shared, devicePath: /dev/shared}]')}${podOn('
     const kubelet = () => bed.state().nodes[1]!.services.find((service) => service.name === 'kubelet')!;
     const sleeper = (await stdoutOf('pgrep', ['-f', '^sleep infinity$'])).trim();
     const killed = kubelet();
-    process.kill(killed.pid, 'SIGKILL');
-    await eventually(() => expect(kubelet().pid).not.toBe(killed.pid), 30_000);
+    signalRecorded(killed);
+    await eventually(() => expect(kubelet().startTime).not.toBe(killed.startTime), 30_000);
     expect(kubelet().restarts).toBe(killed.restarts + 1);
     await pods.kubectl(['wait', '--for=condition=Ready', 'node/vmop-node-2', '--timeout=60s']);
     expect((await stdoutOf('pgrep', ['-f', '^sleep infinity$'])).trim()).toBe(sleeper);

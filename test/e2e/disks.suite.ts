@@ -7,6 +7,7 @@ import { attachPodName } from '../../src/reconcilers/virtual-machine/disks/attac
 import { useDevBed } from '../support/beds.js';
 import { eventually } from '../support/eventually.js';
 import { testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
+import { signalRecorded } from '../support/qemu-process.js';
 
 const NAMESPACE = 'disks';
 const READY = 'VMOP-GUEST-READY';
@@ -235,7 +236,7 @@ describe('disks: resize while running', () => {
     it('attachments outlive a restart of the managers; a disk removed from the spec leaves the guest', async () => {
       const { runId } = (await vms.getVm(VM)).status!.runner!;
       const killed = bed.state().managers;
-      for (const manager of killed) process.kill(manager.pid, 'SIGKILL');
+      for (const manager of killed) signalRecorded(manager);
       await eventually(() => {
         expect(bed.state().managers.map((m) => m.restarts)).toEqual(killed.map((m) => m.restarts + 1));
       }, 60_000);

@@ -9,6 +9,8 @@ import { useClusterBed } from '../support/beds.js';
 import { testGuestManifest, type ClusterVms } from '../support/cluster-vms.js';
 import { chartImageValues, helmBinary as locateHelm } from '../support/helm-bed.js';
 import { eventually } from '../support/eventually.js';
+import { processRef, type ProcessRef } from '../../src/util/process.js';
+import { signalRecorded } from '../support/qemu-process.js';
 
 const run = promisify(execFile);
 const RELEASE = 'vmop';
@@ -17,8 +19,8 @@ const VM_NAMESPACE = 'helm-sentinel';
 const VM = 'guest';
 const SET = 'vmop-redis-node';
 
-/** The host PID of the redis-server (not the Sentinel) of the pod with `podUid`, found by its cgroup. */
-async function redisServerPid(podUid: string): Promise<number> {
+/** The host process of the redis-server (not the Sentinel) of the pod with `podUid`, found by its cgroup. */
+async function redisServer(podUid: string): Promise<ProcessRef> {
   for (const entry of await readdir('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
@@ -26,7 +28,8 @@ async function redisServerPid(podUid: string): Promise<number> {
       // Redis sets its process title (over its environment too): `redis-server *:6379`, a
       // Sentinel's `… *:26379 [sentinel]`.
       if (!cmdline.startsWith('redis-server') || !/:6379\b/.test(cmdline)) continue;
-      if ((await readFile(`/proc/${entry}/cgroup`, 'utf8')).includes(podUid)) return Number(entry);
+      const ref = processRef(Number(entry));
+      if ((await readFile(`/proc/${entry}/cgroup`, 'utf8')).includes(podUid) && ref) return ref;
     } catch {
       // gone meanwhile
     }
@@ -178,18 +181,18 @@ describe('the Helm chart with Redis Sentinel on two nodes', () => {
   it('the master frozen until the Sentinels fail it over, then SIGKILLed: managers and runners carry on with the new master, and the old one comes back as its replica', async () => {
     await converged();
     const old = await masterPod();
-    const pid = await redisServerPid(
+    const server = await redisServer(
       await system.kubectl(['get', 'pod', old, '-o', 'jsonpath={.metadata.uid}']),
     );
     // Frozen, its connections stay open and its port answers (kubelet's probe sees nothing), as
     // a master that hangs or is cut off would: only the Sentinels, missing its replies, act.
     const frozenAt = Date.now();
-    process.kill(pid, 'SIGSTOP');
+    signalRecorded(server, 'SIGSTOP');
     let promoted: string;
     try {
       promoted = await promotionFrom(old);
     } finally {
-      process.kill(pid, 'SIGKILL');
+      signalRecorded(server, 'SIGKILL');
     }
     const promotedAt = Date.now();
     expect(await role(promoted)).toBe('master');
@@ -210,8 +213,8 @@ describe('the Helm chart with Redis Sentinel on two nodes', () => {
     const pods = JSON.parse(
       await system.kubectl(['get', 'pods', '-l', 'app.kubernetes.io/component=redis', '-o', 'json']),
     ).items as Array<{ metadata: { name: string; uid: string } }>;
-    const pidOf = (name: string) =>
-      redisServerPid(pods.find((pod) => pod.metadata.name === name)!.metadata.uid);
+    const pidOf = async (name: string) =>
+      (await redisServer(pods.find((pod) => pod.metadata.name === name)!.metadata.uid)).pid;
     const oldPid = await pidOf(old);
     const witness = pods.map((pod) => pod.metadata.name).find((name) => name !== old)!;
     const secret = JSON.parse(await system.kubectl(['get', 'secret', 'vmop-redis', '-o', 'json']));

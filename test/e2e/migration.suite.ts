@@ -11,6 +11,7 @@ import { placedOn, testGuestManifest, tickOf, type ClusterVms, type Vm } from '.
 import { SPICE_LINK_OK, SPICE_LINK_PERMISSION_DENIED } from '../support/spice-login.js';
 import { spiceLoginFrom } from '../support/spice-login-from.js';
 import { PCR16_AFTER_EXTEND, PCR16_EXTEND } from '../support/tpm.js';
+import { signalRecorded } from '../support/qemu-process.js';
 
 const NAMESPACE = 'migration';
 const READY = 'VMOP-GUEST-READY';
@@ -340,8 +341,8 @@ spec: {virtualMachineName: mover, type: Migrate}
 `);
     // Both replicas die once the target pod was made (vmop dev starts them again, as a Deployment would).
     await targetPodOf('mover', before);
-    const killed = bed.state().managers.map((manager) => manager.pid);
-    for (const pid of killed) process.kill(pid, 'SIGKILL');
+    const killed = bed.state().managers;
+    for (const manager of killed) signalRecorded(manager);
     let op: Operation = {};
     for (let waited = 0; waited < 180_000; waited += 500) {
       op = JSON.parse(await kubectl('get', 'vmop', opName, '-o', 'json'));

@@ -4,7 +4,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useDevBed } from '../support/beds.js';
-import { isAlive } from '../../src/util/process.js';
+import { isRunning } from '../../src/util/process.js';
 import {
   SHARED_DATA_DISK,
   placedOn,
@@ -12,7 +12,7 @@ import {
   type ClusterVms,
   type Vm,
 } from '../support/cluster-vms.js';
-import { qemuPid } from '../support/qemu-process.js';
+import { qemuProcess } from '../support/qemu-process.js';
 
 const NAMESPACE = 'nodes';
 const READY = 'VMOP-GUEST-READY';
@@ -111,7 +111,7 @@ describe('VMs on two nodes: drain, placement, node loss', () => {
     await vms.typeOnConsole('lost', `echo ${data} | dd of=/dev/vda conv=fsync 2>/dev/null; echo written`);
     await vms.waitForConsole('lost', 'written');
     const { cgroupRoot } = bed.state().nodeServices.find((node) => node.node === two)!;
-    const qemu = await qemuPid('lost', cgroupRoot);
+    const qemu = await qemuProcess('lost', cgroupRoot);
 
     // kubelet and containerd stop: the node goes NotReady, its qemu runs on.
     const lostAt = Date.now();
@@ -128,7 +128,7 @@ describe('VMs on two nodes: drain, placement, node loss', () => {
     expect(vms.condition(unknown, 'NodeReachable')?.message).toContain(two);
     // No second copy while the old one may still write the disk.
     await sleep(30_000);
-    expect(isAlive(qemu!)).toBe(true);
+    expect(isRunning(qemu!)).toBe(true);
     const pods = JSON.parse(
       await kubectl('get', 'pods', '-l', 'app.kubernetes.io/instance=lost', '-o', 'json'),
     );
@@ -170,7 +170,7 @@ describe('VMs on two nodes: drain, placement, node loss', () => {
     await bed.vmop('dev', 'node', 'start', two);
     await kubectl('wait', '--for=condition=Ready', `node/${two}`, '--timeout=120s');
     await sleep(10_000);
-    expect(await qemuPid('lost', cgroupRoot)).toBeUndefined();
+    expect(await qemuProcess('lost', cgroupRoot)).toBeUndefined();
     expect((await vms.getVm('lost')).status?.node).toBe(one);
   });
 });

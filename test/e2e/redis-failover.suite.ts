@@ -14,6 +14,7 @@ import { createLogger } from '../../src/util/logger.js';
 import { testGuestManifest, type ClusterVms } from '../support/cluster-vms.js';
 import { useDevBed } from '../support/beds.js';
 import { eventually } from '../support/eventually.js';
+import { signalRecorded } from '../support/qemu-process.js';
 
 const run = promisify(execFile);
 const VMOP = fileURLToPath(new URL('../../bin/vmop', import.meta.url));
@@ -108,7 +109,7 @@ describe('Redis with Sentinel in `vmop dev` under running VMs', () => {
       // it, before a replica is promoted (written to the apiserver, then waiting for a Redis).
       const [before, during] = [VMS.slice(0, 2), VMS.slice(2)];
       await Promise.all(before.map((name) => vms.patchVm(name, { currentCpus: 2 })));
-      process.kill(victim.pid, 'SIGKILL');
+      signalRecorded(victim);
       const killedAt = Date.now();
       await Promise.all(during.map((name) => vms.patchVm(name, { currentCpus: 2 })));
       await eventually(async () => expect(await masterPort()).not.toBe(old), 60_000, 100);

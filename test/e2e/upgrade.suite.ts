@@ -26,7 +26,7 @@ import { testGuestManifest, type ClusterVms } from '../support/cluster-vms.js';
 import { eventually } from '../support/eventually.js';
 import { legacyStatefulSet } from '../support/legacy-layout.js';
 import { startManagerProcess, type ManagerProcess } from '../support/manager-process.js';
-import { qemuPid } from '../support/qemu-process.js';
+import { qemuProcess } from '../support/qemu-process.js';
 
 const run = promisify(execFile);
 const NAMESPACE = 'upgrade';
@@ -43,9 +43,9 @@ describe('upgrade from the StatefulSet layout of vmop 0.1', () => {
   const readDisk = `dd if=/dev/vda bs=512 count=1 2>/dev/null | head -c ${data.length}; echo`;
 
   /** The qemu of the VM on the node that runs it. */
-  const vmQemuPid = async () => {
+  const vmQemu = async () => {
     const node = await vms.kubectl(['get', 'pod', `${VM}-0`, '-o', 'jsonpath={.spec.nodeName}']);
-    return qemuPid(VM, bed.state().nodes.find((n) => n.name === node)!.cgroupRoot);
+    return qemuProcess(VM, bed.state().nodes.find((n) => n.name === node)!.cgroupRoot);
   };
 
   beforeAll(async () => {
@@ -91,8 +91,8 @@ describe('upgrade from the StatefulSet layout of vmop 0.1', () => {
 
   it("today's managers take over: the StatefulSet goes, the VM runs on in the same pod and qemu", async () => {
     const podBefore = JSON.parse(await vms.kubectl(['get', 'pod', `${VM}-0`, '-o', 'json']));
-    const qemuBefore = await vmQemuPid();
-    expect(qemuBefore).toBeGreaterThan(0);
+    const qemuBefore = await vmQemu();
+    expect(qemuBefore).toBeDefined();
     for (let replica = 0; replica < 2; replica++) {
       managers.push(
         startManagerProcess(
@@ -120,7 +120,7 @@ describe('upgrade from the StatefulSet layout of vmop 0.1', () => {
       expect.objectContaining({ kind: 'VirtualMachine', name: VM, controller: true }),
     ]);
     expect(podAfter.status.containerStatuses[0].restartCount).toBe(0);
-    expect(await vmQemuPid()).toBe(qemuBefore);
+    expect(await vmQemu()).toEqual(qemuBefore);
   });
 
   it('after a restart, the new pod uses the claims of before: the data is there', async () => {

@@ -9,12 +9,12 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunnerSnapshot, snapshotRedisKey } from '../../src/api/runner-snapshot.js';
-import { isAlive } from '../../src/util/process.js';
+import { isRunning, signalProcess, type ProcessRef } from '../../src/util/process.js';
 import { WATCHED } from '../../src/operator/watch-edge.js';
 import { useDevBed } from '../support/beds.js';
 import { testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
 import { eventually } from '../support/eventually.js';
-import { nodePids, runnerPids } from '../support/qemu-process.js';
+import { nodeProcesses, runnerProcesses } from '../support/qemu-process.js';
 import { firstWrite, parseManagerLog, startedAfter } from '../support/manager-logs.js';
 
 const NAMESPACE = 'faults';
@@ -28,12 +28,16 @@ describe('faults on a real single-node vmop', { timeout: 600_000 }, () => {
   // Whatever it kills, `vmop dev` starts again; it runs last on its bed all the same.
   const bed = useDevBed('dev', { namespaces: [NAMESPACE] });
   let vms: ClusterVms;
-  const processOf = (pick: (state: ReturnType<typeof bed.state>) => { pid: number }) => ({
-    get pid() {
-      return pick(bed.state()).pid;
+  /** A process of the bed as its state names it now (a restart makes it another one). */
+  const processOf = (pick: (state: ReturnType<typeof bed.state>) => ProcessRef) => ({
+    get ref(): ProcessRef {
+      const { pid, startTime } = pick(bed.state());
+      return { pid, startTime };
     },
-    alive: () => isAlive(pick(bed.state()).pid),
+    alive: () => isRunning(pick(bed.state())),
   });
+  /** SIGKILL to a process the test found, only while it is still that process. */
+  const kill = (ref: ProcessRef) => expect(signalProcess(ref, 'SIGKILL'), `pid ${ref.pid} runs`).toBe(true);
   const managers = [0, 1].map((i) => processOf((state) => state.managers[i]!));
   let redis: Redis;
 
@@ -88,13 +92,16 @@ describe('faults on a real single-node vmop', { timeout: 600_000 }, () => {
   };
   /** The one runner and the one qemu on this bed's node (host pids: a snapshot's qemuPid is the container's). */
   const cgroupRoot = () => bed.state().nodeServices[0]!.cgroupRoot;
-  const onlyOne = (found: number[], what: string) => {
+  const onlyOne = (found: ProcessRef[], what: string) => {
     expect(found, what).toHaveLength(1);
     return found[0]!;
   };
-  const runnerPid = async () => onlyOne(await runnerPids(cgroupRoot()), 'runners on the node');
-  const guestQemuPid = async () =>
-    onlyOne(await nodePids(cgroupRoot(), (argv) => argv.includes(`\0guest=${VM},`)), 'qemus on the node');
+  const runnerProcess = async () => onlyOne(await runnerProcesses(cgroupRoot()), 'runners on the node');
+  const guestQemu = async () =>
+    onlyOne(
+      await nodeProcesses(cgroupRoot(), (argv) => argv.includes(`\0guest=${VM},`)),
+      'qemus on the node',
+    );
   const waitBooted = () => vms.waitForVm(VM, (vm) => expect(isBooted(vm)).toBe(true), BOOT_BOUND_MS);
 
   beforeAll(async () => {
@@ -116,12 +123,13 @@ describe('faults on a real single-node vmop', { timeout: 600_000 }, () => {
       if (layout.layout !== 'single') throw new Error('the dev bed runs one Redis');
       return layout;
     };
-    const oldPid = single().pid;
+    const old = single();
     const killedAt = Date.now();
-    process.kill(oldPid, 'SIGKILL');
+    kill(old);
     // Bound: the supervisor restarts Redis after 1 s; the runner reconnects and republishes.
     const recoveredMs = await recoveredAfter(killedAt, 60_000, async () => {
-      expect(single().pid).not.toBe(oldPid);
+      expect(isRunning(old)).toBe(false);
+      expect(isRunning(single())).toBe(true);
       expect(await readSnapshot()).toMatchObject({ podUid: expect.any(String), phase: 'running' });
       const vm = await vms.getVm(VM);
       expect(condition(vm, 'RunnerReporting')?.status).toBe('True');
@@ -136,8 +144,8 @@ describe('faults on a real single-node vmop', { timeout: 600_000 }, () => {
 
   it('a manager killed: it is restarted, and the other replica keeps reconciling meanwhile', async () => {
     const victim = managers[0]!;
-    const oldPid = victim.pid;
-    process.kill(oldPid, 'SIGKILL');
+    const old = victim.ref;
+    kill(old);
     const killedAt = Date.now();
     const before = await vms.getVm(VM);
     await vms.patchVm(VM, { powerdownTimeout: 61 });
@@ -148,7 +156,7 @@ describe('faults on a real single-node vmop', { timeout: 600_000 }, () => {
     });
     // Bound: the supervisor's first back-off (1 s) and a manager's start.
     const restartedMs = await recoveredAfter(killedAt, 20_000, async () => {
-      expect(victim.pid).not.toBe(oldPid);
+      expect(victim.ref).not.toEqual(old);
       expect(victim.alive()).toBe(true);
     });
     const logOf = async (replica: number) =>
@@ -166,19 +174,19 @@ describe('faults on a real single-node vmop', { timeout: 600_000 }, () => {
     const survivorWrote = firstWrite(await logOf(1), KEY, 'ConfigMap', killedAt);
     expect(survivorWrote).toBeDefined();
     expect(survivorWrote!).toBeLessThan(replacementStarted);
-    expect(isAlive(oldPid)).toBe(false);
+    expect(isRunning(old)).toBe(false);
   });
 
   it('kube-apiserver killed: it comes back, managers catch up without a storm of warnings', async () => {
     const apiserver = processOf((state) => state.controlPlane.find((p) => p.name === 'kube-apiserver')!);
-    const managerPids = managers.map((m) => m.pid);
+    const managersBefore = managers.map((m) => m.ref);
     const logs = bed.state().managers.map((m) => m.log);
     const logOffsets = await Promise.all(logs.map(async (log) => (await readFile(log, 'utf8')).length));
-    const oldPid = apiserver.pid;
+    const old = apiserver.ref;
     const killedAt = Date.now();
-    process.kill(oldPid, 'SIGKILL');
+    kill(old);
     const backMs = await recoveredAfter(killedAt, 120_000, async () => {
-      expect(apiserver.pid).not.toBe(oldPid);
+      expect(apiserver.ref).not.toEqual(old);
       await vms.kubectl(['get', '--raw', '/readyz']);
     });
     const before = await vms.getVm(VM);
@@ -202,15 +210,15 @@ describe('faults on a real single-node vmop', { timeout: 600_000 }, () => {
       // test) may have had none.
       expect(warnings).toBeLessThanOrEqual(WATCHED.length);
     }
-    expect(managers.map((m) => m.pid)).toEqual(managerPids); // no manager crashed
+    expect(managers.map((m) => m.ref)).toEqual(managersBefore); // no manager crashed
   });
 
   it('the runner killed: status says Failed at once, counts the restart, and the VM boots again', async () => {
-    const runner = await runnerPid();
-    const qemuPid = await guestQemuPid();
+    const runner = await runnerProcess();
+    const qemu = await guestQemu();
     const restartsBefore = (await vms.getVm(VM)).status?.runnerRestarts ?? 0;
     const killedAt = Date.now();
-    process.kill(runner, 'SIGKILL');
+    kill(runner);
     // Bound: kubelet's next pod status update (PLEG relists every second).
     const failedMs = await recoveredAfter(killedAt, 60_000, async () => {
       const vm = await vms.getVm(VM);
@@ -219,7 +227,7 @@ describe('faults on a real single-node vmop', { timeout: 600_000 }, () => {
       expect(condition(vm, 'Running')?.message).toContain('killed by signal 9');
     });
     // qemu dies with its runner (parent-death signal): no orphan.
-    await eventually(async () => expect(isAlive(qemuPid)).toBe(false), 10_000);
+    await eventually(async () => expect(isRunning(qemu)).toBe(false), 10_000);
     const bootedMs = await recoveredAfter(killedAt, BOOT_BOUND_MS, async () => {
       expect(isBooted(await vms.getVm(VM))).toBe(true);
     });
@@ -230,10 +238,10 @@ describe('faults on a real single-node vmop', { timeout: 600_000 }, () => {
   });
 
   it('qemu killed: Failed with a clean message and no CPUs, the restart counted, and the VM boots again', async () => {
-    const qemuPid = await guestQemuPid();
+    const qemu = await guestQemu();
     const restartsBefore = (await vms.getVm(VM)).status?.runnerRestarts ?? 0;
     const killedAt = Date.now();
-    process.kill(qemuPid, 'SIGKILL');
+    kill(qemu);
     const failedMs = await recoveredAfter(killedAt, 60_000, async () => {
       const vm = await vms.getVm(VM);
       expect(vm.status).toMatchObject({ phase: 'Failed', cpus: 0, ram: '0' });

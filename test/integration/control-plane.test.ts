@@ -18,6 +18,7 @@ import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startControlPlane } from '../../src/devenv/control-plane.js';
 import { locateControlPlaneBinaries } from '../../src/devenv/kube-binaries.js';
+import { bystanderWithPid, type Bystander } from '../support/recycled-pid.js';
 import {
   createTestNamespace,
   isNotFound,
@@ -227,7 +228,7 @@ describe('private control plane', () => {
     expect(existsSync(controlPlane.dir)).toBe(false);
   });
 
-  it('leaves no process and no directory when the process that started it is killed', async () => {
+  it('leaves no process and no directory when the process that started it is killed, and no other process is touched: not one that got the pid of a process it restarted', async () => {
     const moduleUrl = pathToFileURL(path.resolve('src/devenv/control-plane.ts')).href;
     const script = `
       const { startControlPlane } = await import(${JSON.stringify(moduleUrl)});
@@ -239,6 +240,8 @@ describe('private control plane', () => {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let dir: string | undefined;
+    let stranger: Bystander | undefined;
+    const scratch = await mkdtemp(path.join(os.tmpdir(), 'vmop-recycled-pid-'));
     try {
       const firstLine = once(createInterface({ input: owner.stdout }), 'line').then(([line]) => String(line));
       const line = await Promise.race([firstLine, once(owner, 'exit').then(() => undefined)]);
@@ -248,13 +251,28 @@ describe('private control plane', () => {
       expect((await processesMentioning(announcedDir)).map((p) => p.command)).toEqual(
         expect.arrayContaining(['etcd', 'kube-apiserver', 'kube-controller-manager']),
       );
+      // The scheduler dies and is started again: its old pid goes to a process of nobody's.
+      const scheduler = async () =>
+        (await processesMentioning(announcedDir)).find((p) => p.command === 'kube-scheduler');
+      const killed = (await scheduler())!;
+      process.kill(killed.pid, 'SIGKILL');
+      await vi.waitFor(
+        async () => expect((await scheduler())?.pid ?? killed.pid).not.toBe(killed.pid),
+        waitLong,
+      );
+      stranger = await bystanderWithPid(killed.pid, path.join(scratch, 'signals'));
+
       owner.kill('SIGKILL');
       await vi.waitFor(async () => {
         expect(await processesMentioning(announcedDir)).toEqual([]);
         expect(existsSync(announcedDir)).toBe(false);
       }, waitLong);
+      expect(stranger.running(), 'the process that got the old pid').toBe(true);
+      expect(stranger.signals()).toEqual([]);
     } finally {
       owner.kill('SIGKILL');
+      await stranger?.stop();
+      await rm(scratch, { recursive: true, force: true });
       if (dir) {
         for (const leftover of await processesMentioning(dir)) process.kill(leftover.pid, 'SIGKILL');
         await rm(dir, { recursive: true, force: true });

@@ -89,24 +89,24 @@ describe('QMP client against a real qemu (paused, no guest)', () => {
   });
 
   it('times a command out, and its late reply does not confuse later commands', async () => {
-    process.kill(qemu.pid, 'SIGSTOP');
+    qemu.kill('SIGSTOP');
     try {
       await expect(client.execute('query-status', undefined, { timeoutMs: 200 })).rejects.toBeInstanceOf(
         QmpTimeoutError,
       );
     } finally {
-      process.kill(qemu.pid, 'SIGCONT');
+      qemu.kill('SIGCONT');
     }
     expect(await client.execute('query-name')).toEqual({ name: 'vmop-qmp-test' });
     expect(client.closed).toBe(false);
   });
 
   it('fails pending and later commands with a clear error when qemu dies mid-command', async () => {
-    process.kill(qemu.pid, 'SIGSTOP'); // qemu cannot answer: the command stays in flight
+    qemu.kill('SIGSTOP'); // qemu cannot answer: the command stays in flight
     const inFlight = client.execute('query-status');
     const event = client.waitForEvent('RESUME');
     const closed = once(client, 'close');
-    process.kill(qemu.pid, 'SIGKILL');
+    qemu.kill('SIGKILL');
 
     await expect(inFlight).rejects.toBeInstanceOf(QmpClosedError);
     await expect(inFlight).rejects.toThrow(/connection closed \(qemu exited\?\).*query-status/);
@@ -118,7 +118,7 @@ describe('QMP client against a real qemu (paused, no guest)', () => {
   });
 
   it('close() rejects waiting commands and emits close without an error', async () => {
-    process.kill(qemu.pid, 'SIGSTOP');
+    qemu.kill('SIGSTOP');
     try {
       const inFlight = client.execute('query-status');
       const closed = once(client, 'close');
@@ -127,7 +127,7 @@ describe('QMP client against a real qemu (paused, no guest)', () => {
       expect(await closed).toEqual([]);
       expect(client.closed).toBe(true);
     } finally {
-      process.kill(qemu.pid, 'SIGCONT');
+      qemu.kill('SIGCONT');
     }
   });
 });
@@ -164,7 +164,7 @@ describe('QMP client connecting', () => {
     const qemu = await launchQemu([], { paused: true });
     try {
       await QmpClient.connect(qemu.qmpSocket, { connectTimeoutMs: 60_000 }).then((client) => client.close());
-      process.kill(qemu.pid, 'SIGSTOP'); // the kernel still accepts connections; qemu cannot greet
+      qemu.kill('SIGSTOP'); // the kernel still accepts connections; qemu cannot greet
       // The stop is asynchronous: a qemu still running for a moment would greet after all.
       await eventually(() => expect(readFileSync(`/proc/${qemu.pid}/stat`, 'utf8').split(' ')[2]).toBe('T'));
       await expect(QmpClient.connect(qemu.qmpSocket, { connectTimeoutMs: 300 })).rejects.toThrow(

@@ -93,7 +93,7 @@ describe('Redis through Sentinel', () => {
       await queue.add('before', {});
       await eventually(() => expect(processed).toEqual(['before']));
 
-      process.kill(master!.pid, 'SIGKILL');
+      master!.kill('SIGKILL');
       // Writes resume once a replica is promoted and has a replica of its own again
       // (min-replicas-to-write 1 refuses them until then).
       await eventually(() => redis.set('written-after', 'yes'), 60_000, 250);
@@ -125,7 +125,7 @@ describe('Redis through Sentinel', () => {
       expect(await redis.call('WAIT', '2', '5000')).toBe(2);
       // Frozen, the old master neither answers nor closes a connection: nothing in the clients'
       // own connections tells them to move (a cut-off master looks the same to them).
-      process.kill(master!.pid, 'SIGSTOP');
+      master!.kill('SIGSTOP');
       await eventually(async () => {
         const [, masterPort] = (await sentinel.call(
           'SENTINEL',
@@ -140,7 +140,7 @@ describe('Redis through Sentinel', () => {
       await queue.add('after', {});
       await eventually(() => expect(processed).toEqual(['before', 'after']), 60_000);
     } finally {
-      process.kill(master!.pid, 'SIGKILL');
+      master!.kill('SIGKILL');
       sentinel.disconnect();
       await worker.close();
       await queue.close();
@@ -158,7 +158,7 @@ describe('Redis through Sentinel', () => {
       await eventually(async () => expect(await manager.xlen(runnerEventsKey('team-a'))).toBe(1));
 
       const [master] = set.servers;
-      process.kill(master!.pid, 'SIGKILL');
+      master!.kill('SIGKILL');
       // The managers' client makes the namespace's user on the promoted master; the runner logs in again.
       await eventually(
         async () => {
@@ -182,17 +182,17 @@ describe('Redis through Sentinel', () => {
     try {
       // Frozen replicas stop acknowledging; past min-replicas-max-lag the master refuses writes,
       // as a master just promoted does until a replica follows it.
-      for (const replica of replicas) process.kill(replica.pid, 'SIGSTOP');
+      for (const replica of replicas) replica.kill('SIGSTOP');
       await eventually(async () => {
         await expect(manager.set('probe', 'x')).rejects.toThrow(/NOREPLICAS/);
       }, 30_000);
       publisher.publish(snapshot(7), { event: 'RUNNER_RESUMED' });
       await sleep(1000); // refused at least once meanwhile
       expect(await readSnapshot(vmKey)).toBeUndefined();
-      for (const replica of replicas) process.kill(replica.pid, 'SIGCONT');
+      for (const replica of replicas) replica.kill('SIGCONT');
       await eventually(async () => expect(await readSnapshot(vmKey)).toMatchObject({ seq: 7 }), 30_000);
     } finally {
-      for (const replica of replicas) process.kill(replica.pid, 'SIGCONT');
+      for (const replica of replicas) replica.kill('SIGCONT');
       await publisher.close();
       manager.disconnect();
     }
@@ -212,7 +212,7 @@ describe('Redis through Sentinel', () => {
       await keys.add('vm:team-a/queued');
       expect(await keys.redis.call('WAIT', '2', '5000')).toBe(2);
       expect(await listed()).toEqual(['vm:team-a/queued']);
-      process.kill(set.servers[0]!.pid, 'SIGKILL');
+      set.servers[0]!.kill('SIGKILL');
       await eventually(async () => expect(await listed()).toEqual(['vm:team-a/queued']), 60_000, 500);
     } finally {
       await keys.close();

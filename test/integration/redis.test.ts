@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { startRedis, type RedisServer } from '../../src/devenv/redis.js';
+import { isRunning } from '../../src/util/process.js';
 
 describe('test Redis', () => {
   let server: RedisServer;
@@ -41,6 +42,6 @@ describe('test Redis', () => {
   it('stops the process', async () => {
     const temporary = await startRedis();
     await temporary.stop();
-    expect(() => process.kill(temporary.pid, 0)).toThrow();
+    expect(isRunning(temporary.ref)).toBe(false);
   });
 });

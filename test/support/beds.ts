@@ -6,14 +6,15 @@
 // its own network.
 //
 //   cluster  a bare two-node Kubernetes with every image on both nodes (no vmop): the Helm chart,
-//            an upgrade, and the cluster itself. Stopped by killing its owner (the orphan reaper's
-//            path).
+//            an upgrade, and the cluster itself. Stopped by killing its owner (its process group's
+//            reaper's path).
 //   dev-2    `vmop dev up --nodes 2 --redis sentinel`: migration, drains, node and Redis loss.
 //   dev      `vmop dev up`: everything on one node; the fault suite last. Stopped by `vmop dev down`.
 //
 // A bed is a process of its own (`vmop dev`'s supervisor, or the cluster owner): should its test
-// file's process die, a watchdog (or the owner itself) stops it.
-import { execFile, spawn } from 'node:child_process';
+// file's process die, a watchdog (or the owner itself) stops it. Neither watches a pid: each reads
+// a pipe that only the test file's process holds, which ends when that process is gone.
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { copyFile, mkdtemp, readdir, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -22,10 +23,11 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 import { VMOP_BIN, readDevState, type DevState } from '../../src/devenv/dev-environment.js';
-import { isAlive } from '../../src/util/process.js';
+import { signalProcess } from '../../src/util/process.js';
 import { ClusterBedState } from './cluster-owner.js';
 import { clusterVms, type ClusterVms } from './cluster-vms.js';
 import { failureReport } from './failure-report.js';
+import { qemuSignalGuard, type QemuSignalGuard } from './qemu-signal-guard.js';
 import { RESTRICTED_NAMESPACE_LABELS } from '../../src/reconcilers/virtual-machine/pod-security.js';
 import {
   leftBehind,
@@ -63,25 +65,32 @@ function readClusterState(dir: string): ClusterBedState | undefined {
 // The managers inherit this environment: they log at their own level (suites read their logs).
 const vmopEnv = (dir: string) => ({ ...process.env, VMOP_DEV_DIR: dir });
 
+/**
+ * Starts a detached shell command whose stdin is a pipe only this process holds (Node's pipes are
+ * close-on-exec): it reads end-of-file once this process is gone, however it ended.
+ */
+function spawnTiedToThisProcess(script: string, args: string[], env: NodeJS.ProcessEnv): ChildProcess {
+  const child = spawn('sh', ['-c', script, ...args], {
+    detached: true,
+    stdio: ['pipe', 'ignore', 'ignore'],
+    env,
+  });
+  child.unref();
+  (child.stdin as unknown as { unref(): void }).unref();
+  return child;
+}
+
 async function start(kind: BedKind, dir: string): Promise<void> {
   const startedAt = Date.now();
   if (kind === 'cluster') {
     const log = path.join(dir, 'owner.log');
-    const owner = spawn(
-      'sh',
-      [
-        '-c',
-        'exec "$0" --import tsx test/support/cluster-owner.ts "$1" 2 "$2" >>"$3" 2>&1',
-        process.execPath,
-        clusterStateFile(dir),
-        String(process.pid),
-        log,
-      ],
-      { detached: true, stdio: 'ignore' },
+    const owner = spawnTiedToThisProcess(
+      'exec "$0" --import tsx test/support/cluster-owner.ts "$1" 2 >>"$2" 2>&1',
+      [process.execPath, clusterStateFile(dir), log],
+      process.env,
     );
-    owner.unref();
     while (!readClusterState(dir)) {
-      if (!isAlive(owner.pid!))
+      if (owner.exitCode !== null || owner.signalCode !== null)
         throw new Error(`the cluster bed did not start:\n${readFileSync(log, 'utf8').slice(-3000)}`);
       await sleep(500);
     }
@@ -89,18 +98,11 @@ async function start(kind: BedKind, dir: string): Promise<void> {
     await run(VMOP_BIN, ['dev', 'up', '-o', 'json', ...DEV_BED_ARGS[kind]], { env: vmopEnv(dir) });
     // Should this process die before it stops the bed, the watchdog does. (Its arguments name
     // nothing of the bed's: it is not one of the bed's processes.)
-    spawn(
-      'sh',
-      [
-        '-c',
-        'while kill -0 "$OWNER" 2>/dev/null; do sleep 2; done; [ -d "$BED" ] && VMOP_DEV_DIR="$BED" "$VMOP" dev down',
-      ],
-      {
-        detached: true,
-        stdio: 'ignore',
-        env: { ...process.env, OWNER: String(process.pid), BED: dir, VMOP: VMOP_BIN },
-      },
-    ).unref();
+    spawnTiedToThisProcess('cat >/dev/null; [ -d "$BED" ] && VMOP_DEV_DIR="$BED" "$VMOP" dev down', [], {
+      ...process.env,
+      BED: dir,
+      VMOP: VMOP_BIN,
+    });
   }
   console.log(`test bed ${kind} up after ${Math.round((Date.now() - startedAt) / 1000)} s`);
 }
@@ -114,6 +116,7 @@ function footprint(kind: BedKind, dir: string): Footprint | undefined {
         dirs: [dir, state.dir],
         ...state.network,
         cgroupRoots: state.nodes.map((node) => node.cgroupRoot),
+        processGroups: [state.processGroup],
       }
     );
   }
@@ -123,6 +126,7 @@ function footprint(kind: BedKind, dir: string): Footprint | undefined {
       dirs: [dir, state.cluster.dir],
       ...state.cluster.network,
       cgroupRoots: state.nodeServices.map((node) => node.cgroupRoot),
+      processGroups: state.processGroups,
     }
   );
 }
@@ -136,8 +140,8 @@ async function stopAndCheck(kind: BedKind, dir: string, before: MachineTraces): 
   expect(during.processes.length, `the ${kind} bed's processes`).toBeGreaterThan(0);
   expect(during.netns, `the ${kind} bed's network namespaces`).toEqual(made!.namespaces);
   if (kind === 'cluster') {
-    // As a crash of its owner would: the orphan reaper must leave nothing behind.
-    process.kill(readClusterState(dir)!.ownerPid, 'SIGKILL');
+    // As a crash of its owner would: the process group's reaper must leave nothing behind.
+    expect(signalProcess(readClusterState(dir)!.owner, 'SIGKILL'), 'the cluster bed owner runs').toBe(true);
   } else {
     await run(VMOP_BIN, ['dev', 'down'], { env: vmopEnv(dir) });
   }
@@ -160,7 +164,13 @@ export function runOnBed(kind: BedKind): void {
   beforeAll(async () => {
     const dir = await mkdtemp(path.join(os.tmpdir(), `vmop-bed-${kind}-`));
     current = { kind, dir };
-    before = await machineTraces({ dirs: [dir], namespaces: [], hostInterface: '-', cgroupRoots: [] });
+    before = await machineTraces({
+      dirs: [dir],
+      namespaces: [],
+      hostInterface: '-',
+      cgroupRoots: [],
+      processGroups: [],
+    });
     await start(kind, dir);
   }, 1_800_000);
   afterAll(async () => {
@@ -222,16 +232,27 @@ async function logFilesIn(dir: string): Promise<string[]> {
   return files;
 }
 
+/** The guard of this file's bed, shared by its suites (each test is checked once). */
+let signalGuard: QemuSignalGuard | undefined;
+
+/** Fails with what the guard found: QEMUs stopped by a signal no test announced. */
+async function checkQemuSignals(): Promise<void> {
+  const unexpected = (await signalGuard?.unexpected()) ?? [];
+  if (unexpected.length > 0) throw new Error(unexpected.join('\n'));
+}
+
 /**
- * Registers the suite's hooks: its namespaces before its tests, and gone after them; and when a
- * test fails, what they held then, in the log.
+ * Registers the suite's hooks: its namespaces before its tests, and gone after them; when a test
+ * fails, what they held then, in the log; and after each test, the guard against QEMUs stopped by
+ * a signal the test did not send. Returns the guard.
  */
 function useNamespaces(
   kind: BedKind,
   options: SuiteOptions,
   kubeconfig: () => string,
   logs: () => Promise<string[]> = async () => [],
-): void {
+): QemuSignalGuard {
+  const guard = (signalGuard ??= qemuSignalGuard(kubeconfig));
   beforeAll(async () => {
     if (bed().kind !== kind) throw new Error(`this suite runs on the ${kind} bed, not ${bed().kind}`);
     await makeNamespaces(kubeconfig(), options.namespaces);
@@ -243,10 +264,19 @@ function useNamespaces(
     console.log(`=== ${task.name} failed; the bed then:
 ${report}`);
   }, 120_000);
+  // Registered last, so it runs first (after-hooks run in reverse): a test it fails gets the report.
+  afterEach(async () => {
+    if (current) await checkQemuSignals();
+  }, 60_000);
   afterAll(async () => {
-    if (current)
+    if (!current) return;
+    try {
+      await checkQemuSignals(); // a stop whose Event came after its test's check
+    } finally {
       await deleteNamespaces(kubeconfig(), [...options.namespaces, ...(options.madeByTests ?? [])]);
+    }
   }, 600_000);
+  return guard;
 }
 
 export interface DevBed {
@@ -263,6 +293,8 @@ export interface DevBed {
    */
   env(namespace?: string): NodeJS.ProcessEnv;
   vms(namespace: string): ClusterVms;
+  /** What the guard found since its last look (and so will not fail the test with). */
+  qemuSignalsNobodySent(): Promise<string[]>;
 }
 
 /** The `vmop dev` bed of this file, for a suite (call it inside the suite's describe). */
@@ -288,8 +320,9 @@ export function useDevBed(kind: 'dev' | 'dev-2', options: SuiteOptions): DevBed 
     }),
     vmop: async (...args) => (await run(VMOP_BIN, args, { env: handle.env() })).stdout,
     vms: (namespace) => clusterVms(state().kubeconfig, namespace),
+    qemuSignalsNobodySent: () => guard.unexpected(),
   };
-  useNamespaces(
+  const guard = useNamespaces(
     kind,
     options,
     () => state().kubeconfig,
@@ -306,6 +339,8 @@ export interface ClusterBed {
   state(): ClusterBedState;
   readonly kubeconfig: string;
   vms(namespace: string): ClusterVms;
+  /** What the guard found since its last look (and so will not fail the test with). */
+  qemuSignalsNobodySent(): Promise<string[]>;
 }
 
 /** The bare cluster bed of this file, for a suite (call it inside the suite's describe). */
@@ -315,12 +350,13 @@ export function useClusterBed(options: SuiteOptions): ClusterBed {
     if (!found) throw new Error('the cluster bed is not running');
     return found;
   };
-  useNamespaces('cluster', options, () => state().kubeconfigPath);
+  const guard = useNamespaces('cluster', options, () => state().kubeconfigPath);
   return {
     state,
     get kubeconfig() {
       return state().kubeconfigPath;
     },
     vms: (namespace) => clusterVms(state().kubeconfigPath, namespace),
+    qemuSignalsNobodySent: () => guard.unexpected(),
   };
 }

@@ -22,10 +22,12 @@ export interface Footprint {
   hostInterface: string;
   /** Its nodes' cgroup roots (e.g. `/vmop-3-1`): their pods' processes are below them. */
   cgroupRoots: string[];
+  /** Its process groups' cgroups (absolute): every other process it started is in one. */
+  processGroups: string[];
 }
 
 export async function machineTraces(footprint: Footprint) {
-  const { dirs, namespaces, hostInterface, cgroupRoots } = footprint;
+  const { dirs, namespaces, hostInterface, cgroupRoots, processGroups } = footprint;
   const below = (file: string | undefined) => dirs.some((dir) => file?.startsWith(`${dir}/`));
   const processes: string[] = [];
   for (const entry of await readdir('/proc')) {
@@ -34,6 +36,10 @@ export async function machineTraces(footprint: Footprint) {
     const cgroup = await readFile(`/proc/${entry}/cgroup`, 'utf8').catch(() => '');
     if (dirs.some((dir) => argv.includes(dir)) || cgroupRoots.some((root) => cgroup.includes(`:${root}/`)))
       processes.push(`${entry} ${argv.replaceAll('\0', ' ')}`);
+  }
+  for (const group of processGroups) {
+    const members = await readFile(path.join(group, 'cgroup.procs'), 'utf8').catch(() => '');
+    for (const pid of members.split('\n').filter(Boolean)) processes.push(`${pid} in ${group}`);
   }
   const hierarchies = await readdir('/sys/fs/cgroup');
   const listedNetns = (await stdoutOf('ip', ['netns', 'list'])).split('\n').map((line) => line.split(' ')[0]);
@@ -52,9 +58,12 @@ export async function machineTraces(footprint: Footprint) {
       .split('\n')
       .map((file) => file.trim())
       .filter(below),
-    cgroups: hierarchies.flatMap((hierarchy) =>
-      cgroupRoots.filter((root) => existsSync(path.join('/sys/fs/cgroup', hierarchy, root))),
-    ),
+    cgroups: [
+      ...hierarchies.flatMap((hierarchy) =>
+        cgroupRoots.filter((root) => existsSync(path.join('/sys/fs/cgroup', hierarchy, root))),
+      ),
+      ...processGroups.filter((group) => existsSync(group)),
+    ],
     netns: namespaces.filter((name) => listedNetns.includes(name)),
     interfaces: links.filter((line) => line.includes(` ${hostInterface}@`)),
     containerLogs,

@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Readable, Writable } from 'node:stream';
 import { createLogger } from '../../src/util/logger.js';
-import { startOrphanReaper } from '../../src/devenv/orphan-reaper.js';
+import { startProcessGroup } from '../../src/devenv/process-group.js';
 import { testGuestKernelCmdline, type TestGuest } from '../../src/devenv/test-guest.js';
 
 /** The virtio-serial port name the test guest opens when up (VM-Operator's agent port). */
@@ -24,6 +24,8 @@ export interface TestQemu {
   dir: string;
   qmpSocket: string;
   pid: number;
+  /** Sends `signal` unless qemu has exited (its parent's handle: never another process). */
+  kill(signal: NodeJS.Signals): void;
   console: SerialConsole;
   exited: Promise<QemuExit>;
   stderr(): string;
@@ -42,18 +44,20 @@ export async function launchQemu(
 ): Promise<TestQemu> {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'vmop-qemu-'));
   const qmpSocket = path.join(dir, 'qmp.sock');
-  const child = spawn(
-    'qemu-system-x86_64',
-    [
-      ...['-accel', 'tcg', '-machine', 'q35', '-nodefaults', '-no-user-config', '-display', 'none'],
-      ...['-qmp', `unix:${qmpSocket},server=on,wait=off`, '-serial', 'stdio'],
-      ...(options.paused ? ['-S'] : []),
-      ...(typeof args === 'function' ? args(dir) : args),
-    ],
-    { stdio: ['pipe', 'pipe', 'pipe'] },
-  );
-  // Should this test worker die without calling stop(), the reaper kills qemu and removes `dir`.
-  const reaper = startOrphanReaper({ removeDir: dir, logger: createLogger('test-qemu') });
+  // Should this test worker die without calling stop(), the group's reaper kills qemu and removes `dir`.
+  const group = await startProcessGroup({
+    name: 'test-qemu',
+    removeDir: dir,
+    logger: createLogger('test-qemu'),
+  });
+  const command = group.command('qemu-system-x86_64', [
+    ...['-accel', 'tcg', '-machine', 'q35', '-nodefaults', '-no-user-config', '-display', 'none'],
+    ...['-qmp', `unix:${qmpSocket},server=on,wait=off`, '-serial', 'stdio'],
+    ...(options.paused ? ['-S'] : []),
+    ...(typeof args === 'function' ? args(dir) : args),
+  ]);
+  const child = spawn(command.binary, command.args, { stdio: ['pipe', 'pipe', 'pipe'] });
+  const running = () => child.exitCode === null && child.signalCode === null;
   let stderr = '';
   child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   const exited = new Promise<QemuExit>((resolve) =>
@@ -77,23 +81,25 @@ export async function launchQemu(
       child.once('error', reject);
     });
   } catch (error) {
-    await reaper.release();
+    await group.release();
     rmSync(dir, { recursive: true, force: true });
     throw new Error(`qemu-system-x86_64 could not start: ${(error as Error).message}`);
   }
-  reaper.adopt(child.pid!);
   return {
     dir,
     qmpSocket,
     pid: child.pid!,
+    kill: (signal) => {
+      if (running()) child.kill(signal);
+    },
     console: serialConsole,
     exited,
     stderr: () => stderr,
     stop: async () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      if (running()) child.kill('SIGKILL');
       await exited;
       serialConsole.close();
-      await reaper.release();
+      await group.release();
       rmSync(dir, { recursive: true, force: true });
     },
   };

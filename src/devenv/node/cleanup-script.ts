@@ -1,5 +1,5 @@
 // What a local node leaves behind that stopping its processes does not remove, as one shell
-// script: run when the node stops, and by the orphan reaper when its owner dies.
+// script: run when the node stops, and by its process group's reaper when its owner dies.
 
 export interface CleanupTargets {
   /** The node's directory: mounts, loop devices and log links below it are the node's. */

@@ -20,7 +20,7 @@ import type { Logger } from '../../util/logger.js';
 import type { NodeCredentials } from '../control-plane.js';
 import { locateNodeBinaries } from '../kube-binaries.js';
 import { spawnLogged, type LoggedProcess } from '../logged-process.js';
-import { removeUnmountedDir, startOrphanReaper, type OrphanReaper } from '../orphan-reaper.js';
+import { removeUnmountedDir, startProcessGroup, type ProcessGroup } from '../process-group.js';
 import { superviseProcess, type SupervisedProcess } from '../supervised-process.js';
 import { cleanupScript } from './cleanup-script.js';
 import { inNodeNetwork, type NodeNetwork } from './network.js';
@@ -81,12 +81,12 @@ export interface StartNodeOptions {
   /** docker-archive tars to import before kubelet starts. */
   images: string[];
   dir?: string;
-  /** Adopts the node's processes; by default the node starts its own. Its clean-up script must be `<dir>/cleanup.sh`. */
-  reaper?: OrphanReaper;
+  /** The process group its services run in; by default one of its own. Its reaper must run the node's clean-up script (nodeCleanupScript). */
+  group?: ProcessGroup;
   logger: Logger;
 }
 
-/** The node's clean-up script, which an outside reaper must run (see StartNodeOptions.reaper). */
+/** The node's clean-up script, which an outside group's reaper must run (see StartNodeOptions.group). */
 export const nodeCleanupScript = (dir: string) => path.join(dir, 'cleanup.sh');
 
 const READY_TIMEOUT_MS = 120_000;
@@ -134,10 +134,15 @@ export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
     }),
     { mode: 0o755 },
   );
-  const ownReaper = options.reaper
+  const ownGroup = options.group
     ? undefined
-    : startOrphanReaper({ removeDir: ownsDir ? dir : undefined, cleanupScript: cleanup, logger });
-  const reaper = options.reaper ?? ownReaper!;
+    : await startProcessGroup({
+        name: 'node',
+        removeDir: ownsDir ? dir : undefined,
+        cleanupScript: cleanup,
+        logger,
+      });
+  const group = options.group ?? ownGroup!;
 
   const services = new Map<NodeService, SupervisedProcess>();
   const mountNamespace = await makeNodeMountNamespace(dir);
@@ -175,16 +180,15 @@ export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
   /** Starts a service under supervision; resolves with its first process. */
   const launch = async (name: NodeService): Promise<LoggedProcess> => {
     const args = serviceArgs[name];
-    const spawn = () => spawnLogged(name, args[0]!, args.slice(1), file(`${name}.log`));
+    const spawn = () => spawnLogged(name, args[0]!, args.slice(1), file(`${name}.log`), { group });
     const first = await spawn();
     services.set(
       name,
       await superviseProcess(name, spawn, {
         logger,
         first,
-        onStart: (pid) => {
-          reaper.adopt(pid);
-          if (pid !== first.pid) options.onRestart?.();
+        onStart: (ref) => {
+          if (ref !== first.ref) options.onRestart?.();
         },
       }),
     );
@@ -214,7 +218,7 @@ export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
     await containerd?.stop(10_000);
     services.delete('containerd');
     await run('sh', [cleanup]);
-    await ownReaper?.release();
+    await ownGroup?.release();
     if (ownsDir) await removeUnmountedDir(dir);
     logger.info({ dir }, 'node stopped');
   };

@@ -1,9 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { afterEach } from 'vitest';
-import { startOrphanReaper, type OrphanReaper } from '../../../src/devenv/orphan-reaper.js';
+import { startProcessGroup, type ProcessGroup } from '../../../src/devenv/process-group.js';
 import { startRedis, type RedisServer } from '../../../src/devenv/redis.js';
 import { openWorkQueue, type WorkQueue } from '../../../src/queue/index.js';
 import { QueueInspector } from '../../../src/queue/inspect/inspector.js';
@@ -33,7 +33,7 @@ export interface WorkerProcess {
 
 /**
  * Two private Redis servers (queue + ledger), worker processes, and clean-up of all of them, even
- * if the test process dies (an orphan reaper kills what it started).
+ * if the test process dies (they are one process group, killed with it).
  */
 export class QueueHarness {
   readonly producer: WorkQueue;
@@ -45,7 +45,7 @@ export class QueueHarness {
   private constructor(
     queueRedis: RedisServer,
     readonly ledgerRedis: RedisServer,
-    private readonly reaper: OrphanReaper,
+    private readonly group: ProcessGroup,
   ) {
     this.queueServer = queueRedis;
     this.producer = openWorkQueue({ redisUrl: queueRedis.url });
@@ -54,11 +54,9 @@ export class QueueHarness {
   }
 
   static async start(): Promise<QueueHarness> {
-    const reaper = startOrphanReaper({ logger: createLogger('queue-test-reaper') });
-    const [queueRedis, ledgerRedis] = await Promise.all([startRedis(), startRedis()]);
-    reaper.adopt(queueRedis.pid);
-    reaper.adopt(ledgerRedis.pid);
-    return new QueueHarness(queueRedis, ledgerRedis, reaper);
+    const group = await startProcessGroup({ name: 'queue-test', logger: createLogger('queue-test') });
+    const [queueRedis, ledgerRedis] = await Promise.all([startRedis({ group }), startRedis({ group })]);
+    return new QueueHarness(queueRedis, ledgerRedis, group);
   }
 
   get queueRedis(): RedisServer {
@@ -69,13 +67,13 @@ export class QueueHarness {
   async restartQueueRedis(): Promise<void> {
     const port = this.queueServer.port;
     await this.queueServer.stop();
-    this.queueServer = await startRedis({ port });
-    this.reaper.adopt(this.queueServer.pid);
+    this.queueServer = await startRedis({ port, group: this.group });
   }
 
-  /** Kills `pid` with the harness, or should the test process die. */
-  adopt(pid: number): void {
-    this.reaper.adopt(pid);
+  /** Starts a process in the harness's group: it dies with the harness, or should the test process die. */
+  spawn(binary: string, args: string[], options: SpawnOptions): ChildProcess {
+    const command = this.group.command(binary, args);
+    return spawn(command.binary, command.args, options);
   }
 
   async spawnWorker(config: Partial<WorkerConfig> = {}): Promise<WorkerProcess> {
@@ -88,8 +86,7 @@ export class QueueHarness {
         ...config,
       }),
     };
-    const child = spawn(process.execPath, ['--import', 'tsx', WORKER_SCRIPT], { cwd: REPO, env });
-    this.reaper.adopt(child.pid!);
+    const child = this.spawn(process.execPath, ['--import', 'tsx', WORKER_SCRIPT], { cwd: REPO, env });
     let logs = '';
     child.stderr!.on('data', (chunk: Buffer) => (logs += chunk.toString()));
     const exited = once(child, 'exit');
@@ -190,7 +187,7 @@ export class QueueHarness {
     await Promise.allSettled([this.producer.close(), this.inspector.close()]);
     this.ledger.disconnect();
     await Promise.all([this.queueServer.stop(), this.ledgerRedis.stop()]);
-    await this.reaper.release();
+    await this.group.release();
   }
 }
 

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import type { Browser } from 'playwright-core';
@@ -18,11 +18,10 @@ describe('vmop queue dashboard', () => {
   /** Starts `vmop queue dashboard` and resolves with its URL once it listens. */
   async function startDashboard(extraArgs: string[] = []): Promise<string> {
     const port = await freePort();
-    const child = spawn(VMOP, ['queue', 'dashboard', '--port', String(port), ...extraArgs], {
+    const child = harness.spawn(VMOP, ['queue', 'dashboard', '--port', String(port), ...extraArgs], {
       env: { ...process.env, REDIS_URL: harness.queueRedis.url, VMOP_LOG_LEVEL: 'warn' },
     });
     dashboards.push(child);
-    harness.adopt(child.pid!);
     let output = '';
     child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
     return new Promise((resolve, reject) => {
