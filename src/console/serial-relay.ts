@@ -1,40 +1,16 @@
 // The runner-pod side of `vmop vm console NAME`: started through the Kubernetes exec API in the
-// runner container, it replays the recent serial output, then relays the terminal to qemu's
-// serial console socket. One session at a time: a new one takes over, and the one displaced is
-// told so (its relay ends).
+// runner container, it connects the terminal to the runner's serial console hub (serial-hub.ts),
+// which replays the recent serial output and then relays the live console. One session at a time:
+// a new one takes over by connecting to the hub, and the one displaced is told so by the hub (its
+// relay ends). The relay signals nobody and leaves nothing behind.
 import { write } from 'node:fs';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
-import path from 'node:path';
-import { Writable, type Readable } from 'node:stream';
+import { Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseRunnerConfig } from '../api/runner-config.js';
 import { runnerPaths } from '../runner/paths.js';
-import { serialLogTail } from '../runner/serial-log.js';
-
-/** How much a terminal may have waiting before the relay drops the guest's output for it. */
-export const RELAY_BACKLOG_BYTES = 1024 * 1024;
-export const DROPPED_MESSAGE =
-  '[vmop: this terminal is too slow for the guest: output dropped here; the serial log keeps it]';
-
-/**
- * Relays the guest's output from qemu's console socket to a terminal without ever making qemu wait.
- * qemu (7.2) logs a write its socket refused and logs it again when the serial port retries it: a
- * relay that stopped reading (a slow terminal) doubled characters in the serial log. A terminal that
- * falls more than `backlog` bytes behind loses output instead, and is told once each time.
- */
-export function relayWithoutWaiting(from: Readable, to: Writable, backlog = RELAY_BACKLOG_BYTES): void {
-  let dropping = false;
-  from.on('data', (chunk: Buffer) => {
-    if (to.writableLength > backlog) {
-      if (!dropping) to.write(`\r\n${DROPPED_MESSAGE}\r\n`);
-      dropping = true;
-      return;
-    }
-    dropping = false;
-    to.write(chunk);
-  });
-}
+import { relayWithoutWaiting } from './relay-without-waiting.js';
 
 /**
  * A stream onto a file descriptor that never holds up the event loop: each write is made from
@@ -58,28 +34,11 @@ export class FdWriter extends Writable {
   }
 }
 
-/** How much of the serial log is shown before the live console. */
-export const REPLAY_BYTES = 16 * 1024;
-export const TAKEN_OVER_MESSAGE = '[vmop: this console session was taken over by another one]';
-const SESSION_FILE = 'console.session';
 /** How long an ending session waits for its terminal to take what is left. */
 const FLUSH_MS = 5_000;
 
-/** Ends the session this one replaces (its relay prints TAKEN_OVER_MESSAGE and exits). */
-async function takeOver(sessionFile: string): Promise<void> {
-  const previous = Number(await readFile(sessionFile, 'utf8').catch(() => ''));
-  if (Number.isInteger(previous) && previous > 0 && previous !== process.pid) {
-    try {
-      process.kill(previous, 'SIGUSR1');
-    } catch {
-      // gone already
-    }
-  }
-  await writeFile(sessionFile, String(process.pid));
-}
-
-/** qemu serves one client at a time: the displaced one may take a moment to let go. */
-async function connectConsole(socketPath: string): Promise<Socket> {
+/** The hub is the runner's: a runner that is starting has it a moment later. */
+async function connectHub(socketPath: string): Promise<Socket> {
   for (let attempt = 0; ; attempt++) {
     try {
       return await new Promise<Socket>((resolve, reject) => {
@@ -100,39 +59,39 @@ export async function relaySerialConsole(configPath: string): Promise<number> {
     return 2;
   }
   const paths = runnerPaths(parsed.config['/Runner'], { configPath, env: process.env, cwd: process.cwd() });
+  let hub: Socket;
+  try {
+    hub = await connectHub(paths.consoleSessionsSocket);
+  } catch (err) {
+    process.stderr.write(`vmop: ${(err as Error).message}\n`);
+    return 1;
+  }
   // Node writes to a pipe or terminal on stdout synchronously: a terminal that stopped reading
-  // would stop the relay, and qemu behind it. Written from libuv's threads instead, the relay goes
-  // on and sees how far behind the terminal is.
+  // would stop the relay, and the hub behind it. Written from libuv's threads instead, the relay
+  // goes on and sees how far behind the terminal is.
   const terminal = new FdWriter(process.stdout.fd);
-  // Listen before taking over: a newer session may come at any moment, even during the replay.
-  const session: { socket?: Socket; ended: boolean } = { ended: false };
   let finish: (code: number) => void = () => undefined;
   const done = new Promise<number>((resolve) => (finish = resolve));
-  const end = (code: number) => {
-    session.ended = true;
-    session.socket?.destroy();
+  let ended = false;
+  const end = () => {
+    if (ended) return;
+    ended = true;
+    hub.destroy();
     // What the terminal has yet to get, unless it is stuck.
-    setTimeout(() => finish(code), FLUSH_MS).unref();
-    terminal.end(() => finish(code));
+    setTimeout(() => finish(0), FLUSH_MS).unref();
+    terminal.end(() => finish(0));
   };
-  // The terminal went away (the exec stream closed): so did the session.
-  terminal.on('error', () => end(0));
-  process.on('SIGUSR1', () => terminal.write(`\r\n${TAKEN_OVER_MESSAGE}\r\n`, () => end(0)));
-  await takeOver(path.join(paths.runtimeDir, SESSION_FILE));
-  terminal.write(await serialLogTail(paths.consoleLog, REPLAY_BYTES));
-  if (session.ended) return done;
-  const connected = await connectConsole(paths.consoleSocket);
-  session.socket = connected;
-  // Taken over while connecting: leave qemu's one client slot to the newcomer.
-  if (session.ended) {
-    connected.destroy();
-    return done;
-  }
+  // The terminal went away (the exec stream closed, or its hang-up): so did the session.
+  terminal.on('error', end);
+  process.once('SIGHUP', end);
+  hub.on('error', end);
   // Under the exec API's TTY: bytes as they come, no echo (the guest echoes).
   if (process.stdin.isTTY) process.stdin.setRawMode(true);
-  relayWithoutWaiting(connected, terminal);
-  process.stdin.pipe(connected);
-  process.stdin.on('end', () => end(0));
-  connected.on('close', () => end(0));
+  relayWithoutWaiting(hub, terminal);
+  process.stdin.pipe(hub);
+  process.stdin.on('end', end);
+  // The hub ended the session (taken over, or the VM stopped): it said so on the way.
+  hub.on('end', end);
+  hub.on('close', end);
   return done;
 }

@@ -9,6 +9,8 @@ export interface RunnerPaths {
   swtpmSocket: string;
   swtpmStateDir: string;
   consoleSocket: string;
+  /** The runner's serial console hub: each console session connects here (console/serial-hub.ts). */
+  consoleSessionsSocket: string;
   /** The serial output; in the data volume, so that it outlives the runner pod. */
   consoleLog: string;
   agentSocket: string;
@@ -63,6 +65,7 @@ export function runnerPaths(
     swtpmSocket: path.join(runtimeDir, 'swtpm-sock'),
     swtpmStateDir: path.join(dataDir, 'swtpm'),
     consoleSocket: path.join(runtimeDir, 'console.sock'),
+    consoleSessionsSocket: path.join(runtimeDir, 'console-sessions.sock'),
     consoleLog: path.join(dataDir, 'console.log'),
     agentSocket: path.join(runtimeDir, 'org.jdrupes.vmop_agent.0'),
     guestAgentSocket: path.join(runtimeDir, 'org.qemu.guest_agent.0'),

@@ -275,7 +275,7 @@ export function clusterVms(kubeconfig: string, namespace: string) {
         'node',
         '-e',
         `const s = require('net').connect(process.argv[1], () => s.end(process.argv[2] + '\\n'));`,
-        `${runnerDir(name)}/console.sock`,
+        `${runnerDir(name)}/console-sessions.sock`,
         line,
       ]),
   };

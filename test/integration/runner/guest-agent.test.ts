@@ -74,7 +74,7 @@ describe('runner: qemu-guest-agent', () => {
   it('with the agent stopped in the guest, the stop falls back to the ACPI power button', async () => {
     await boot();
     const guestConsole = await openConsole(
-      path.join(tmp, 'run', 'console.sock'),
+      path.join(tmp, 'run', 'console-sessions.sock'),
       path.join(tmp, 'client.log'),
     );
     try {

@@ -9,7 +9,7 @@ import { stringify as toYaml } from 'yaml';
 import type { RunnerConfigInput } from '../../../src/api/runner-config.js';
 import { RunnerSnapshot } from '../../../src/api/runner-snapshot.js';
 import { ensureTestGuest } from '../../../src/devenv/test-guest.js';
-import { isAlive } from '../../../src/util/process.js';
+import { isRunning, processRef, signalProcess, type ProcessRef } from '../../../src/util/process.js';
 import { openConsole, waitForConsoleLog } from '../../support/qemu.js';
 
 export { openConsole, waitForConsoleLog };
@@ -115,6 +115,8 @@ export interface RunnerProcess {
     timeoutMs?: number,
   ): Promise<RunnerSnapshot>;
   kill(signal: NodeJS.Signals): void;
+  /** Whether it has not exited yet. */
+  running(): boolean;
   /** SIGKILL if still running (its children die with it), then waits. */
   stop(): Promise<void>;
 }
@@ -212,22 +214,26 @@ export async function startRunner(
     waitForSnapshot: (predicate, timeoutMs = BOOT_TIMEOUT_MS) =>
       poll('no such snapshot', () => snapshots().find(predicate), timeoutMs, logTail, gone),
     kill: (signal) => {
-      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      if (!gone()) child.kill(signal);
     },
+    running: () => !gone(),
     stop: async () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      if (!gone()) child.kill('SIGKILL');
       await closed;
     },
   };
 }
 
-export { isAlive };
+export { isRunning, processRef, signalProcess };
 
 /** Waits until the process is gone (a process the runner started is reaped by the runner). */
-export async function waitGone(pid: number, timeoutMs = 15_000): Promise<void> {
+export async function waitGone(process: number | ProcessRef, timeoutMs = 15_000): Promise<void> {
+  // A pid is taken as the process that has it now: one that is gone already stays gone.
+  const ref = typeof process === 'number' ? processRef(process) : process;
+  if (!ref) return;
   await poll(
-    `process ${pid} still alive`,
-    () => (isAlive(pid) ? undefined : true),
+    `process ${ref.pid} still alive`,
+    () => (isRunning(ref) ? undefined : true),
     timeoutMs,
     () => '',
   );
@@ -242,5 +248,3 @@ export async function pidsWithArgument(text: string): Promise<number[]> {
     .map(Number)
     .filter((pid) => pid !== process.pid);
 }
-
-/** Connects to the guest's serial console socket (the runner's `<runtimeDir>/console.sock`). */

@@ -105,7 +105,10 @@ describe('runner: disks attached and detached at runtime', () => {
     });
     await runner.waitForSnapshot((snapshot) => snapshot.booted);
     await waitForConsoleLog(path.join(tmp, 'data', 'console.log'), 'VMOP-GUEST-READY');
-    guest = await openConsole(path.join(tmp, 'run/console.sock'), path.join(tmp, 'console-client.log'));
+    guest = await openConsole(
+      path.join(tmp, 'run/console-sessions.sock'),
+      path.join(tmp, 'console-client.log'),
+    );
   });
 
   afterAll(async () => {

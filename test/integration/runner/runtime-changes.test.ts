@@ -129,7 +129,7 @@ describe('runner: a running VM follows its config', () => {
     });
     await waitForConsoleLog(path.join(tmp, 'data', 'console.log'), 'VMOP-GUEST-READY');
     guestConsole = await openConsole(
-      path.join(tmp, 'run/console.sock'),
+      path.join(tmp, 'run/console-sessions.sock'),
       path.join(tmp, 'console-client.log'),
     );
     expect(await guestConsole.run('true')).toBe(0);

@@ -63,12 +63,12 @@ describe('runner: the serial log', () => {
     await waitForConsoleLog(logFile(), 'VMOP-GUEST-READY');
     expect(await readFile(logFile(), 'utf8')).toContain(`${RUN_MARKER_PREFIX}${first.runId} started at `);
 
-    // The command is typed, and the client gone before the output comes: qemu (7.2 to 10) logs a
-    // character twice when its console socket's client is a moment late to read (it logs a refused
-    // write, then again when the serial port retries it), which a busy machine made of this test's
-    // reader (once: `163323` where `16323` was due). Without a client, qemu logs each once.
+    // The command is typed through a console session, which ends before the output comes. qemu
+    // (7.2 to 10) logs a character twice when its console socket's client is a moment late to read
+    // (once: `163323` where `16323` was due): the runner's console hub is that client, and it reads
+    // at once whatever its sessions do.
     const guestConsole = await openConsole(
-      path.join(tmp, 'run', 'console.sock'),
+      path.join(tmp, 'run', 'console-sessions.sock'),
       path.join(tmp, 'client.log'),
     );
     guestConsole.type(`seq 1 ${LINES}; echo seq-$((6*7))-done`);

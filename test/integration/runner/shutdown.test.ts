@@ -10,6 +10,8 @@ import {
   ProjectedVolume,
   startRunner,
   waitForConsoleLog,
+  processRef,
+  signalProcess,
   waitGone,
   type RunnerProcess,
 } from './harness.js';
@@ -45,7 +47,10 @@ describe('runner: stopping', () => {
     runner = await startRunner(volume.file('config.yaml'));
     const booted = await runner.waitForSnapshot((snapshot) => snapshot.booted);
     await waitForConsoleLog(path.join(tmp, 'data', 'console.log'), 'VMOP-GUEST-READY');
-    const guestConsole = await openConsole(path.join(tmp, 'run/console.sock'), path.join(tmp, 'client.log'));
+    const guestConsole = await openConsole(
+      path.join(tmp, 'run/console-sessions.sock'),
+      path.join(tmp, 'client.log'),
+    );
     try {
       expect(await guestConsole.run('touch /run/vmop-ignore-powerbutton')).toBe(0);
       const vm = { ...config['/Runner'].vm, powerdownTimeout: 1 };
@@ -74,7 +79,10 @@ describe('runner: stopping', () => {
     runner = await startRunner(volume.file('config.yaml'));
     await runner.waitForSnapshot((snapshot) => snapshot.booted);
     await waitForConsoleLog(path.join(tmp, 'data', 'console.log'), 'VMOP-GUEST-READY');
-    const guestConsole = await openConsole(path.join(tmp, 'run/console.sock'), path.join(tmp, 'client.log'));
+    const guestConsole = await openConsole(
+      path.join(tmp, 'run/console-sessions.sock'),
+      path.join(tmp, 'client.log'),
+    );
     try {
       // Deaf to the first press, as a guest is early in its boot; listening from then on.
       expect(await guestConsole.run('touch /run/vmop-ignore-powerbutton')).toBe(0);
@@ -104,7 +112,10 @@ describe('runner: stopping', () => {
     runner = await startRunner(volume.file('config.yaml'));
     await runner.waitForSnapshot((snapshot) => snapshot.booted);
     await waitForConsoleLog(path.join(tmp, 'data', 'console.log'), 'VMOP-GUEST-READY');
-    const guestConsole = await openConsole(path.join(tmp, 'run/console.sock'), path.join(tmp, 'client.log'));
+    const guestConsole = await openConsole(
+      path.join(tmp, 'run/console-sessions.sock'),
+      path.join(tmp, 'client.log'),
+    );
     guestConsole.type('poweroff -f');
     expect(await runner.exited).toEqual({ code: 0, signal: null });
     guestConsole.close();
@@ -121,7 +132,10 @@ describe('runner: stopping', () => {
     runner = await startRunner(volume.file('config.yaml'));
     const booted = await runner.waitForSnapshot((snapshot) => snapshot.booted);
     await waitForConsoleLog(path.join(tmp, 'data', 'console.log'), 'VMOP-GUEST-READY');
-    const guestConsole = await openConsole(path.join(tmp, 'run/console.sock'), path.join(tmp, 'client.log'));
+    const guestConsole = await openConsole(
+      path.join(tmp, 'run/console-sessions.sock'),
+      path.join(tmp, 'client.log'),
+    );
     guestConsole.type('poweroff -f');
     await runner.waitForSnapshot(
       (snapshot) => snapshot.phase === 'stopped' && snapshot.lastShutdown?.guest === true,
@@ -129,7 +143,7 @@ describe('runner: stopping', () => {
     await waitGone(booted.qemuPid!);
     guestConsole.close();
     await runner.waitForLog((line) => line.msg?.includes('waiting to be stopped') === true);
-    expect(() => process.kill(runner!.pid, 0)).not.toThrow(); // still there, waiting
+    expect(runner!.running()).toBe(true); // still there, waiting
     runner.kill('SIGTERM');
     expect(await runner.exited).toEqual({ code: 0, signal: null });
   });
@@ -140,7 +154,7 @@ describe('runner: stopping', () => {
     });
     runner = await startRunner(volume.file('config.yaml'));
     const running = await runner.waitForSnapshot((snapshot) => snapshot.phase === 'booting');
-    process.kill(running.qemuPid!, 'SIGKILL');
+    expect(signalProcess(processRef(running.qemuPid!)!, 'SIGKILL')).toBe(true);
     expect(await runner.exited).toEqual({ code: 1, signal: null });
     expect(runner.snapshots().at(-1), runner.logTail()).toMatchObject({
       phase: 'failed',

@@ -8,7 +8,8 @@ import { freePort } from '../../../src/util/free-port.js';
 import type { SerialConsole } from '../../support/qemu.js';
 import {
   configYaml,
-  isAlive,
+  isRunning,
+  processRef,
   makeImageRepository,
   makeTempDir,
   openConsole,
@@ -63,7 +64,10 @@ describe('runner: TPM, cloud-init and display password', () => {
     runner = await startRunner(volume.file('config.yaml'));
     await runner.waitForSnapshot((snapshot) => snapshot.booted);
     await waitForConsoleLog(path.join(tmp, 'data', 'console.log'), 'VMOP-GUEST-READY');
-    guestConsole = await openConsole(path.join(runDir(), 'console.sock'), path.join(tmp, 'client.log'));
+    guestConsole = await openConsole(
+      path.join(runDir(), 'console-sessions.sock'),
+      path.join(tmp, 'client.log'),
+    );
     swtpmPids = await pidsWithArgument(`dir=${path.join(tmp, 'data', 'swtpm')}`);
   });
 
@@ -126,10 +130,10 @@ describe('runner: TPM, cloud-init and display password', () => {
   });
 
   it('leaves neither qemu nor swtpm behind after SIGTERM', async () => {
-    const { qemuPid } = runner.snapshots().at(-1)!;
+    const qemu = processRef(runner.snapshots().at(-1)!.qemuPid!)!;
     runner.kill('SIGTERM');
     expect(await runner.exited).toEqual({ code: 0, signal: null });
-    expect(isAlive(qemuPid!)).toBe(false);
+    expect(isRunning(qemu)).toBe(false);
     for (const pid of swtpmPids) await waitGone(pid);
   });
 });

@@ -4,7 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { DROPPED_MESSAGE, FdWriter, relayWithoutWaiting } from '../../../src/console/serial-relay.js';
+import { DROPPED_MESSAGE, relayWithoutWaiting } from '../../../src/console/relay-without-waiting.js';
+import { FdWriter } from '../../../src/console/serial-relay.js';
 
 /** All a terminal has to read now, as it reads it. */
 async function readAll(terminal: PassThrough): Promise<string> {
