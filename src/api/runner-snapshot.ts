@@ -36,6 +36,11 @@ export const LastShutdown = z.object({
   /** qemu's SHUTDOWN reason, e.g. "guest-shutdown", "host-qmp-quit", "host-signal". */
   reason: z.string(),
   at: z.string(),
+  /**
+   * qemu's own line about it, where it says who: for host-signal `terminating on signal 15 from
+   * pid 42 (kill)` (a sender in the pod) or `terminating on signal 15` (one outside it).
+   */
+  qemuSays: z.string().optional(),
 });
 
 /** A runner config field the runner cannot work with (a template or CD image that does not exist). */

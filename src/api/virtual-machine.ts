@@ -539,6 +539,8 @@ export const VirtualMachineStatus = z.object({
       time: z.string(),
       /** The runner was asked to stop (its pod deleted or evicted): the shutdown was not the guest's idea. */
       requested: z.boolean().optional(),
+      /** qemu's own line about it: for a host signal, who sent it (`terminating on signal 15 from pid 42 (kill)`). */
+      qemuSays: z.string().optional(),
     })
     .optional(),
   /** The last reset the runner carried out on request (a Reset operation), by the request's name. */

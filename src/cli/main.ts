@@ -44,6 +44,9 @@ function isEntryPoint(): boolean {
 }
 
 if (isEntryPoint()) {
+  // SIGUSR1 would open Node's inspector (a debugger on 127.0.0.1:9229) in whatever vmop process
+  // gets it, a runner in every VM's pod among them: a listener of our own keeps it shut.
+  process.on('SIGUSR1', () => undefined);
   const program = newProgram();
   const asked = commands[process.argv[2] ?? ''];
   for (const load of asked ? [asked] : Object.values(commands)) (await load()).register(program);

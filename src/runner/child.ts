@@ -17,6 +17,11 @@ export interface Child {
   hasExited(): boolean;
   /** The last lines the process wrote to stderr, for error messages. */
   stderrTail(): string;
+  /**
+   * The first stderr line (kept, or still to come) that `pattern` matches; undefined when the
+   * process's stderr ends or `timeoutMs` passes without one.
+   */
+  stderrLine(pattern: RegExp, timeoutMs: number): Promise<string | undefined>;
   kill(signal: NodeJS.Signals): void;
   /** SIGTERM, SIGKILL after graceMs; resolves once the process is gone. */
   stop(graceMs: number): Promise<ChildExit>;
@@ -27,6 +32,8 @@ const STDERR_LINES_KEPT = 20;
 /**
  * Starts a supervised process whose output is logged line by line. When `setpriv` is available the
  * process gets a parent-death signal, so it dies with the runner even if the runner is SIGKILLed.
+ * It runs in a session of its own: a hang-up or Ctrl-C meant for the runner's process group never
+ * reaches it, and only the runner (its parent, by its handle) signals it.
  */
 export async function spawnChild(
   name: string,
@@ -39,6 +46,7 @@ export async function spawnChild(
     ? [setpriv, ['--pdeathsig', 'KILL', '--', executable, ...args]]
     : [executable, args];
   const child = spawn(command, argv, {
+    detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...options.environment },
   });
@@ -51,11 +59,30 @@ export async function spawnChild(
   child.on('error', (err) => logger.warn({ err }, `${name}: process error`));
   const stderrLines: string[] = [];
   createInterface({ input: child.stdout! }).on('line', (line) => logger.info({ stream: 'stdout' }, line));
-  createInterface({ input: child.stderr! }).on('line', (line) => {
+  const stderr = createInterface({ input: child.stderr! });
+  stderr.on('line', (line) => {
     stderrLines.push(line);
     if (stderrLines.length > STDERR_LINES_KEPT) stderrLines.shift();
     logger.info({ stream: 'stderr' }, line);
   });
+  let stderrClosed = false;
+  stderr.once('close', () => (stderrClosed = true));
+  const stderrLine = (pattern: RegExp, timeoutMs: number) =>
+    new Promise<string | undefined>((resolve) => {
+      const kept = stderrLines.find((line) => pattern.test(line));
+      if (kept !== undefined || stderrClosed) return resolve(kept);
+      const done = (line?: string) => {
+        clearTimeout(timer);
+        stderr.off('line', onLine);
+        stderr.off('close', onClose);
+        resolve(line);
+      };
+      const onLine = (line: string) => pattern.test(line) && done(line);
+      const onClose = () => done();
+      const timer = setTimeout(done, timeoutMs);
+      stderr.on('line', onLine);
+      stderr.once('close', onClose);
+    });
   const exited = once(child, 'exit').then(([code, signal]) => {
     const exit = { code: code as number | null, signal: signal as NodeJS.Signals | null };
     logger.info({ ...exit }, `${name} exited`);
@@ -68,6 +95,7 @@ export async function spawnChild(
     exited,
     hasExited,
     stderrTail: () => stderrLines.join('\n'),
+    stderrLine,
     kill: (signal) => {
       if (!hasExited()) child.kill(signal);
     },

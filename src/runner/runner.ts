@@ -37,6 +37,7 @@ import { adoptArrivedTpmState } from './migration/tpm-state.js';
 import { buildSysprepImage } from './sysprep.js';
 import { AGENT_PORT_ID } from './template/context.js';
 import { keepSerialLogSmall, runMarker, startRunInSerialLog } from './serial-log.js';
+import { startSerialConsoleHub, type SerialConsoleHub } from '../console/serial-hub.js';
 import { OutgoingMigrations } from './migration/outgoing.js';
 import { contactSource, incomingProcesses, type Incoming } from './migration/target.js';
 import { arriveIn } from './migration/incoming.js';
@@ -77,6 +78,10 @@ const SWTPM_GRACE_MS = 5_000;
 const QMP_CONNECT_TIMEOUT_MS = 30_000;
 /** How long a failed QMP connection waits for qemu to end, which tells why it failed. */
 const QEMU_EXIT_GRACE_MS = 2_000;
+/** How long a host-signal SHUTDOWN waits for qemu's line that says who sent the signal. */
+const QEMU_SAYS_WAIT_MS = 1_000;
+/** qemu's line for a signal that ends it: `terminating on signal 15 from pid 42 (kill)`. */
+const QEMU_SIGNAL_LINE = /terminat\w* (on|by) signal/;
 /** After asking the guest agent to shut down, how long before the ACPI power button is pressed too. */
 const AGENT_SHUTDOWN_GRACE_MS = 10_000;
 /** How often the power button is pressed again while the guest has not powered down. */
@@ -141,6 +146,10 @@ export class VmRunner {
   private migratedAway = false;
   /** Answers the guest's DHCP on a routed network (the VM's own address). */
   private dhcp?: DhcpServer;
+  /** Holds qemu's serial console and lends it to one console session at a time. */
+  private consoleHub?: SerialConsoleHub;
+  /** Events folded after one that waits for qemu's words (a host signal), in order. */
+  private heldEvents?: Promise<void>;
 
   constructor(private readonly options: RunnerOptions) {
     this.logger = options.logger;
@@ -192,11 +201,14 @@ export class VmRunner {
       await this.qemu?.stop(QUIT_GRACE_MS);
     }
     const exit = await this.qemu?.exited;
+    await this.heldEvents;
     await this.stopping;
     await this.cleanUp();
     const code = this.finish(failure, exit);
     const waitFor = this.waitsForStop(code);
-    return waitFor ? this.linger(code, waitFor) : code;
+    const result = waitFor ? await this.linger(code, waitFor) : code;
+    await this.consoleHub?.close();
+    return result;
   }
 
   /** Waits to be stopped instead of exiting (kubelet would start the runner, and the VM, again). */
@@ -289,6 +301,11 @@ export class VmRunner {
     const paths = this.paths;
     await mkdir(paths.runtimeDir, { recursive: true, mode: 0o700 });
     await mkdir(paths.dataDir, { recursive: true });
+    this.consoleHub = await startSerialConsoleHub({
+      socketPath: paths.consoleSessionsSocket,
+      consoleLog: paths.consoleLog,
+      logger: this.logger,
+    });
     const secretFiles = displaySecretFiles(paths.displaySecretDir);
     const secret = {
       password: await readOptional(secretFiles.password),
@@ -383,6 +400,8 @@ export class VmRunner {
     });
     this.qmp = await Promise.race([connecting, qemuGone]);
     this.qmp.on('event', (event: QmpEvent) => this.onEvent(event));
+    // The guest has not run yet: the hub sees all it writes to its serial console.
+    await this.consoleHub?.attachQemu(paths.consoleSocket);
     this.checkStop();
   }
 
@@ -547,7 +566,28 @@ export class VmRunner {
   private onEvent(event: QmpEvent) {
     // qemu quits once the guest left: no shutdown of the guest's.
     if (this.migratedAway && event.event === 'SHUTDOWN') return;
-    this.store.update((state) => foldEvent(state, event, eventTime(event), AGENT_PORT_ID), event);
+    const qemu = this.qemu;
+    const hostSignal =
+      event.event === 'SHUTDOWN' &&
+      (event.data as { reason?: unknown } | undefined)?.reason === 'host-signal';
+    if (!this.heldEvents && !(hostSignal && qemu)) return this.fold(event);
+    // A signal from outside: qemu wrote who sent it to stderr just before the event, and the
+    // status and the Event say it (a VM stopped under a user's hands must say by whom).
+    const says = hostSignal ? qemu?.stderrLine(QEMU_SIGNAL_LINE, QEMU_SAYS_WAIT_MS) : undefined;
+    const held: Promise<void> = (this.heldEvents ?? Promise.resolve()).then(async () => {
+      this.fold(event, await says);
+      if (this.heldEvents === held) this.heldEvents = undefined;
+    });
+    this.heldEvents = held;
+  }
+
+  private fold(event: QmpEvent, qemuSays?: string) {
+    this.store.update((state) => {
+      const folded = foldEvent(state, event, eventTime(event), AGENT_PORT_ID);
+      return qemuSays && folded.lastShutdown
+        ? { ...folded, lastShutdown: { ...folded.lastShutdown, qemuSays } }
+        : folded;
+    }, event);
     this.controls?.onEvent(event);
   }
 

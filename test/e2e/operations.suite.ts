@@ -7,6 +7,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { useDevBed } from '../support/beds.js';
 import { testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
 import { eventually } from '../support/eventually.js';
+import { qemuProcess, signalRecorded } from '../support/qemu-process.js';
 import { RUN_MARKER_PREFIX } from '../../src/runner/serial-log.js';
 
 const run = promisify(execFile);
@@ -42,9 +43,11 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
       expect(vm.status?.phase).toBe('Stopped');
     });
   const readyCount = async (name: string) => (await vms.consoleLog(name)).split(READY).length - 1;
+  /** SIGKILL to the VM's qemu on this bed's node (beds run side by side: never machine-wide). */
   const killQemu = async (name: string) => {
-    const { stdout } = await run('pgrep', ['-f', `guest=${name},`]);
-    for (const pid of stdout.trim().split('\n')) process.kill(Number(pid), 'SIGKILL');
+    const qemu = await qemuProcess(name, bed.state().nodeServices[0]!.cgroupRoot);
+    if (!qemu) throw new Error(`no qemu of ${name} on the node`);
+    signalRecorded(qemu);
   };
   const podUid = async (name: string) => vms.kubectl(['get', 'pod', name, '-o', 'jsonpath={.metadata.uid}']);
   /** The README's row "the guest reboots": under every policy, the same runner pod and qemu boot it again. */
@@ -238,6 +241,32 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
       const first = await bootedRun('aousm');
       await killQemu('aousm');
       await bootedRun('aousm', first.status?.runner?.runId);
+    });
+
+    it("qemu stopped by a signal sent in its pod: it runs again, the Event and condition say who sent it in qemu's words, and the suite's guard would fail the test", async () => {
+      const before = await bootedRun('aousm');
+      // By hand, as someone with exec rights in the pod might: a shell there sends qemu SIGTERM.
+      await vms.kubectl([
+        ...['exec', 'aousm', '-c', 'runner', '--', 'sh', '-c'],
+        'for p in /proc/[0-9]*; do [ "$(cat $p/comm)" = qemu-system-x86 ] && kill -TERM ${p#/proc/}; done; true',
+      ]);
+      const sender = /terminating on signal 15 from pid \d+ \(sh\)/;
+      const stopped = await eventually(async () => {
+        const message = (await vms.eventMessages('aousm')).find((m) => m.startsWith('StoppedByHost:'));
+        expect(message).toMatch(sender);
+        return message!;
+      }, 60_000);
+      expect(stopped).toContain('qemu stopped (host-signal: ');
+      const found = await bed.qemuSignalsNobodySent();
+      expect(found).toEqual([
+        expect.stringContaining(`VM ${NAMESPACE}/aousm was stopped by a signal no test sent`),
+      ]);
+      expect(found[0]).toMatch(sender);
+      const vm = await bootedRun('aousm', before.status?.runner?.runId);
+      expect(vm.status?.lastShutdown).toMatchObject({
+        reason: 'host-signal',
+        qemuSays: expect.stringMatching(sender),
+      });
     });
 
     it('the runner pod is deleted: it runs again in a new one', async () => {

@@ -57,6 +57,25 @@ describe('folding the runner snapshot into status', () => {
     expect(byType.Booted).toMatchObject({ status: 'True', reason: 'GuestBooted' });
   });
 
+  it("a qemu stopped by a host signal: the Running condition and lastShutdown say who, in qemu's words", () => {
+    const qemuSays = 'qemu-system-x86_64: terminating on signal 15';
+    const status = deriveStatus(vmWith(), {
+      pod: runningPod as never,
+      snapshot: snapshot({
+        phase: 'stopped',
+        booted: false,
+        lastShutdown: { guest: false, reason: 'host-signal', at: 't', qemuSays },
+      }),
+      specErrors: [],
+      now,
+    });
+    expect(status.lastShutdown).toMatchObject({ reason: 'host-signal', qemuSays });
+    expect(status.conditions?.find((c) => c.type === 'Running')).toMatchObject({
+      reason: 'Restarting',
+      message: `qemu stopped (host-signal: ${qemuSays}); the runner restarts`,
+    });
+  });
+
   it('says Running but not Booted while the guest boots', () => {
     const status = deriveStatus(vmWith(), {
       pod: runningPod as never,
@@ -366,6 +385,19 @@ describe('transition events', () => {
     expect(
       transitionEvents({ phase: 'Stopping' }, { phase: 'Stopped' }, 'Stopped').map((e) => e.reason),
     ).toEqual(['Stopped']);
+  });
+
+  it("says who stopped qemu with a signal, in qemu's own words", () => {
+    const qemuSays = 'qemu-system-x86_64: terminating on signal 15 from pid 4242 (kill)';
+    const signalled = {
+      phase: 'Starting' as const,
+      lastShutdown: { guestInitiated: false, reason: 'host-signal', time: 't2', qemuSays },
+    };
+    expect(transitionEvents(running, signalled, 'Running')).toContainEqual({
+      type: 'Warning',
+      reason: 'StoppedByHost',
+      message: `qemu stopped (host-signal: ${qemuSays})`,
+    });
   });
 
   it('warns about a failure', () => {

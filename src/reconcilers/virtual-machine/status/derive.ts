@@ -229,7 +229,11 @@ function runnerPhase(vm: VirtualMachine, pod: V1Pod, snapshot: RunnerSnapshot): 
       return { phase: 'Stopping', reason: 'ShuttingDown', message: 'the guest is shutting down' };
     case 'stopped':
       return vm.spec.vm.state === 'Running' && !snapshot.lastShutdown?.guest
-        ? { phase: 'Starting', reason: 'Restarting', message: 'qemu stopped; the runner restarts' }
+        ? {
+            phase: 'Starting',
+            reason: 'Restarting',
+            message: `${shutdownMessage(snapshot)}; the runner restarts`,
+          }
         : { phase: 'Stopped', reason: 'Stopped', message: shutdownMessage(snapshot) };
     case 'failed':
       return { phase: 'Failed', reason: 'RunnerFailed', message: snapshot.message ?? 'the runner failed' };
@@ -256,7 +260,12 @@ function runnerWentQuiet(previous: VirtualMachineStatus | undefined, pod: V1Pod 
 function shutdownMessage(snapshot: RunnerSnapshot): string {
   const shutdown = snapshot.lastShutdown;
   if (!shutdown) return 'qemu stopped';
-  return shutdown.guest ? 'the guest powered itself off' : `qemu stopped (${shutdown.reason})`;
+  return shutdown.guest ? 'the guest powered itself off' : qemuStopped(shutdown);
+}
+
+/** "qemu stopped (host-signal: … terminating on signal 15 from pid 42 (kill))": why, in qemu's words where it has them. */
+function qemuStopped(shutdown: { reason: string; qemuSays?: string }): string {
+  return `qemu stopped (${shutdown.reason}${shutdown.qemuSays ? `: ${shutdown.qemuSays}` : ''})`;
 }
 
 const RUNNER_REPORTING: ConditionFacts = {
@@ -503,6 +512,7 @@ function reportedFields(
         reason: snapshot.lastShutdown.reason,
         time: snapshot.lastShutdown.at,
         ...(snapshot.stopRequested && { requested: true }),
+        ...(snapshot.lastShutdown.qemuSays && { qemuSays: snapshot.lastShutdown.qemuSays }),
       }
     : previous?.lastShutdown;
   const lastReset = snapshot?.lastReset
@@ -657,7 +667,7 @@ export function transitionEvents(
     } else if (shutdown.guestInitiated) {
       events.push({ type: 'Normal', reason: 'StoppedByGuest', message: 'the guest powered itself off' });
     } else {
-      events.push({ type: 'Warning', reason: 'StoppedByHost', message: `qemu stopped (${shutdown.reason})` });
+      events.push({ type: 'Warning', reason: 'StoppedByHost', message: qemuStopped(shutdown) });
     }
   } else if (after.phase === 'Stopped' && before?.phase && before.phase !== 'Stopped') {
     events.push({ type: 'Normal', reason: 'Stopped', message: 'the VM is stopped' });
