@@ -5,7 +5,6 @@ import './lifecycle.suite.js';
 import './operations.suite.js';
 import './start-and-provisioning.suite.js';
 import './disks.suite.js';
-import './imports.suite.js';
 import './tenancy.suite.js';
 import './classes.suite.js';
 import './web.suite.js';

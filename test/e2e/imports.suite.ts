@@ -12,6 +12,7 @@ import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { downloadsIn } from '../../src/devenv/image-server.js';
 import { useDevBed } from '../support/beds.js';
+import { nodeProcesses, signalRecorded } from '../support/qemu-process.js';
 import { eventually } from '../support/eventually.js';
 import { testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
 
@@ -43,7 +44,7 @@ describe('disks: imported from images', () => {
   let guestSha256: string;
   /** Downloads of the test guest's disk before this file's tests (the bed is shared). */
   let earlierDownloads = 0;
-  const bed = useDevBed('dev', { namespaces: [NAMESPACE, IMAGES_ONLY] });
+  const bed = useDevBed('dev-2', { namespaces: [NAMESPACE, IMAGES_ONLY] });
   beforeAll(async () => {
     vms = bed.vms(NAMESPACE);
     const { imageServer, imageRegistry } = bed.state();
@@ -325,13 +326,22 @@ spec:
     const uidOf = async () =>
       (await vms.kubectl(['get', 'pod', importer, '-o', 'jsonpath={.metadata.uid}']).catch(() => '')).trim();
     const first = await uidOf();
-    // It runs as a user of no account (Pod Security restricted), not as root.
-    const importerPid = (await run('pgrep', ['-f', 'import --url http://[^ ]+bytesPerSecond='])).stdout
-      .trim()
-      .split('\n')[0]!;
-    expect(/^Uid:\s+(\d+)/m.exec(await readFile(`/proc/${importerPid}/status`, 'utf8'))?.[1]).toBe('65532');
+    // It runs as a user of no account (Pod Security restricted), not as root. Found on this bed's
+    // nodes (beds run side by side: never machine-wide).
+    const importers = (
+      await Promise.all(
+        bed
+          .state()
+          .nodeServices.map(({ cgroupRoot }) =>
+            nodeProcesses(cgroupRoot, (argv) => /\0import\0--url\0http:\/\/[^\0]+bytesPerSecond=/.test(argv)),
+          ),
+      )
+    ).flat();
+    expect(importers).toHaveLength(1);
+    const status = await readFile(`/proc/${importers[0]!.pid}/status`, 'utf8');
+    expect(/^Uid:\s+(\d+)/m.exec(status)?.[1]).toBe('65532');
     // Killed as the kernel's OOM killer would: no outcome written, the pod just fails.
-    await run('pkill', ['-KILL', '-f', 'import --url http://[^ ]+bytesPerSecond=']);
+    signalRecorded(importers[0]!);
     await eventually(async () => {
       const second = await uidOf();
       expect(second).not.toBe('');

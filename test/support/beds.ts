@@ -8,7 +8,7 @@
 //   cluster  a bare two-node Kubernetes with every image on both nodes (no vmop): the Helm chart,
 //            an upgrade, and the cluster itself. Stopped by killing its owner (its process group's
 //            reaper's path).
-//   dev-2    `vmop dev up --nodes 2 --redis sentinel`: migration, drains, node and Redis loss.
+//   dev-2    `vmop dev up --nodes 2 --redis sentinel`: migration, drains, node and Redis loss; disk imports.
 //   dev      `vmop dev up`: everything on one node; the fault suite last. Stopped by `vmop dev down`.
 //
 // A bed is a process of its own (`vmop dev`'s supervisor, or the cluster owner): should its test
