@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Builds the vmop test guest (Debian's cloud kernel + a busybox initramfs, see scripts/test-guest/) into
 # a cache outside the work tree, keyed by kernel version and a hash of the build inputs, and prints the
-# directory holding `vmlinux` (the kernel unpacked, which QEMU boots directly: PVH), `vmlinuz` (as
-# Debian ships it) and `initrd.img`, and `disk.qcow2`: the same guest on a disk that boots by itself
-# (SYSLINUX on FAT), for disk imports. A quick no-op when that directory exists.
+# directory holding `vmlinuz` and `initrd.img`, and `disk.qcow2`: the same guest on a disk that
+# boots by itself (SYSLINUX on FAT), for disk imports. A quick no-op when that directory exists.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -83,7 +82,6 @@ build() {
   # Uncompressed: under TCG, unpacking a compressed initramfs costs more boot time than it saves.
   (cd "$root" && find . -print0 | LC_ALL=C sort -z | cpio --null --create --format=newc --quiet) >"$work/out/initrd.img"
   cp "/boot/vmlinuz-$kver" "$work/out/vmlinuz"
-  unpack_kernel "$work/out/vmlinuz" "$work/out/vmlinux"
   build_disk "$work"
   mv -T "$work/out" "$out"
   log "built $out ($(wc -l <"$root/lib/modules/load-order") modules)"
@@ -91,26 +89,6 @@ build() {
 
 # A FAT file system that is the whole disk (SeaBIOS boots its boot sector), SYSLINUX loading the
 # same kernel and initramfs with the same command line; made with mtools, so no mount and no root.
-# The kernel ELF inside a bzImage, which QEMU's -kernel starts at its PVH entry: under TCG that
-# spares each boot the kernel's unpacking (0.5 s of a 3 s boot here). Found by its compressor's
-# magic; the decompressors stop at the stream's end (what follows is ignored, with a warning).
-unpack_kernel() {
-  local bzimage="$1" out="$2" magic offset decompress
-  for magic in '\x02\x21\x4c\x18:unlz4' '\x28\xb5\x2f\xfd:unzstd' '\xfd\x37\x7a\x58\x5a\x00:unxz' '\x1f\x8b\x08:gunzip'; do
-    offset="$(LC_ALL=C grep -obUaP "${magic%%:*}" "$bzimage" | head -n 1 | cut -d: -f1)"
-    [[ -n "$offset" ]] || continue
-    decompress="${magic##*:}"
-    tail -c +$((offset + 1)) "$bzimage" | "$decompress" -c >"$out" 2>/dev/null || true
-    # An ELF with Xen's PHYS32_ENTRY note (type 0x12): what QEMU needs to start it.
-    if [[ "$(head -c 4 "$out" | od -An -c | tr -d ' ')" == '177ELF' ]] &&
-      readelf -n "$out" | grep -q 'Xen.*(0x00000012)'; then
-      return
-    fi
-  done
-  log "cannot unpack $bzimage into a kernel with a PVH entry (needs lz4, zstd, xz or gzip; and CONFIG_PVH)"
-  exit 1
-}
-
 build_disk() {
   local work="$1" fs="$1/disk.raw" kib
   kib=$(( ($(stat -c %s "$work/out/vmlinuz") + $(stat -c %s "$work/out/initrd.img")) / 1024 + 4096 ))

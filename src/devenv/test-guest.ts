@@ -50,9 +50,9 @@ async function buildTestGuest(): Promise<TestGuest> {
     throw new Error(`building the test guest failed (${buildScript}): ${stderr || String(error)}`);
   }
   const dir = stdout.trim().split('\n').at(-1) ?? '';
-  const guest = { dir, kernel: path.join(dir, 'vmlinux'), initrd: path.join(dir, 'initrd.img') };
+  const guest = { dir, kernel: path.join(dir, 'vmlinuz'), initrd: path.join(dir, 'initrd.img') };
   await Promise.all([access(guest.kernel), access(guest.initrd)]).catch(() => {
-    throw new Error(`the test guest build printed ${JSON.stringify(dir)}, which lacks vmlinux or initrd.img`);
+    throw new Error(`the test guest build printed ${JSON.stringify(dir)}, which lacks vmlinuz or initrd.img`);
   });
   return guest;
 }

@@ -232,7 +232,7 @@ describe('template test-guest.liquid boots', () => {
 
   it('its kernel from the image repository, unless a disk has a bootindex: then that disk', async () => {
     expect(await kernelOf([{ type: 'raw', resource: '/dev/data-disk' }])).toEqual([
-      '/var/local/vmop-image-repository/test-guest/vmlinux',
+      '/var/local/vmop-image-repository/test-guest/vmlinuz',
     ]);
     expect(await kernelOf([{ type: 'raw', resource: '/dev/system-disk', bootindex: 0 }])).toEqual([]);
   });
