@@ -9,6 +9,7 @@ import { stringify as toYaml } from 'yaml';
 import type { RunnerConfigInput } from '../../../src/api/runner-config.js';
 import { RunnerSnapshot } from '../../../src/api/runner-snapshot.js';
 import { ensureTestGuest } from '../../../src/devenv/test-guest.js';
+import { vmopNodeArgs } from '../../../src/devenv/vmop-bin.js';
 import { isRunning, processRef, signalProcess, type ProcessRef } from '../../../src/util/process.js';
 import { openConsole, waitForConsoleLog } from '../../support/qemu.js';
 
@@ -16,7 +17,6 @@ export { openConsole, waitForConsoleLog };
 
 const run = promisify(execFile);
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
-const tsxLoader = path.join(repoRoot, 'node_modules/tsx/dist/loader.mjs');
 
 export const MiB = 1024 * 1024;
 /** Generous: several TCG guests may boot at once on two cores. */
@@ -160,18 +160,15 @@ export async function startRunner(
   configPath: string,
   options: { env?: NodeJS.ProcessEnv; args?: string[] } = {},
 ): Promise<RunnerProcess> {
+  // As bin/vmop runs it (the transpiled CLI while it is fresh, else tsx), without a PATH of its own.
   const child = spawn(
     process.execPath,
-    [
-      '--import',
-      tsxLoader,
-      path.join(repoRoot, 'src/cli/main.ts'),
-      'runner',
-      '-c',
-      configPath,
-      ...(options.args ?? []),
-    ],
-    { cwd: repoRoot, env: options.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] },
+    [...vmopNodeArgs(), 'runner', '-c', configPath, ...(options.args ?? [])],
+    {
+      cwd: repoRoot,
+      env: options.env ?? process.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
   );
   const logs: LogLine[] = [];
   let rest = '';
