@@ -138,10 +138,15 @@ describe('the Helm chart on real nodes', () => {
       if (extra === routes) {
         expect(applied).toMatch(/daemonset.apps\/vmop-node-agent created \(server dry run\)/);
         expect(applied).toMatch(/clusterrole.rbac.authorization.k8s.io\/vmop-node-agent created/);
-        // It reads where VMs run and their pods' addresses: nothing else, and writes nothing.
+        // It reads where VMs run, their pods' addresses and which VM holds which address: nothing
+        // else, and writes nothing.
         expect(agent.role?.rules).toEqual([
           { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
-          { apiGroups: ['vmoperator.jdrupes.org'], resources: ['vms'], verbs: ['get', 'list', 'watch'] },
+          {
+            apiGroups: ['vmoperator.jdrupes.org'],
+            resources: ['vms', 'virtualmachineipaddresses', 'virtualmachineipaddressleases'],
+            verbs: ['get', 'list', 'watch'],
+          },
         ]);
         expect(agent.pod).toMatchObject({ hostNetwork: true, hostPID: true });
         expect(agent.pod.containers[0].args).toEqual(

@@ -1,8 +1,10 @@
-// Keeps this node's network as planNodeNetwork says: watches the runner pods and the VMs (their
-// status says where each guest runs) and, on every change, makes the missing taps and sets the
-// routes. Changes are applied one pass at a time; a change during a pass runs another.
+// Keeps this node's network as planNodeNetwork says: watches the runner pods, the VMs (their
+// status says where each guest runs), and the leases and claims (which VM holds which address)
+// and, on every change, makes the missing taps and sets the routes. Changes are applied one pass at a time; a change during a pass runs another.
 import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION } from '../../api/virtual-machine.js';
+import { IP_ADDRESS_PLURAL, LEASE_PLURAL } from '../../api/virtual-machine-ip-address.js';
+import { parseSubnet, type Subnet } from '../../reconcilers/virtual-machine-ip-address/subnets.js';
 import { watchObjects } from '../../kube/watch.js';
 import { LABEL_COMPONENT } from '../../reconcilers/virtual-machine/naming.js';
 import { RUNNER_COMPONENT } from '../../reconcilers/virtual-machine/runner-pod/pod.js';
@@ -19,6 +21,7 @@ import {
   tapPacketsFromGuest,
   vmRoutes,
 } from './linux.js';
+import { leasedAddresses, type ClaimView, type LeaseView } from './leased-addresses.js';
 import { planNodeNetwork, routeChanges, type NodeNetworkPlan, type VmView } from './plan.js';
 
 /** A pass also runs this often without a change: routes someone removed come back. */
@@ -38,6 +41,8 @@ export async function runVmRouteController(options: {
   logger: Logger;
 }): Promise<VmRouteController> {
   const { kubeConfig, node, vmCidrs } = options;
+  // The CLI checked their form; a subnet that is no subnet's start holds no VM's address.
+  const subnets = vmCidrs.map(parseSubnet).filter((subnet): subnet is Subnet => typeof subnet !== 'string');
   const logger = options.logger.child({ part: 'vm-routes' });
   const core = kubeConfig.makeApiClient(CoreV1Api);
   const custom = kubeConfig.makeApiClient(CustomObjectsApi);
@@ -70,7 +75,8 @@ export async function runVmRouteController(options: {
       await keepMasqueradeOff(vmCidrs);
       await sendNoRedirects();
     }
-    const plan = planNodeNetwork(node, pods.list(), vms.list(), handover);
+    const addresses = leasedAddresses(leases.list(), claims.list(), subnets);
+    const plan = planNodeNetwork(node, pods.list(), vms.list(), addresses, handover);
     moving = plan.moving;
     // A pod the status names has what a handover was for: it is no target any more.
     for (const uid of plan.named) {
@@ -187,17 +193,22 @@ export async function runVmRouteController(options: {
     { upsert: sync, deleted: sync },
     logger,
   );
-  const vmPath = `/apis/${GROUP}/${VERSION}/${PLURAL}`;
-  const vms = watchObjects<VmView & { apiVersion?: string; kind?: string }>(
-    kubeConfig,
-    {
-      path: vmPath,
-      list: () => custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL }) as never,
-    },
-    { upsert: sync, deleted: sync },
-    logger,
-  );
-  await Promise.all([pods.start(), vms.start()]);
+  /** Every object of one of vmop's kinds, cluster-wide. */
+  const watchAll = <T>(plural: string) =>
+    watchObjects<T & { apiVersion?: string; kind?: string }>(
+      kubeConfig,
+      {
+        path: `/apis/${GROUP}/${VERSION}/${plural}`,
+        list: () => custom.listClusterCustomObject({ group: GROUP, version: VERSION, plural }) as never,
+      },
+      { upsert: sync, deleted: sync },
+      logger,
+    );
+  const vms = watchAll<VmView>(PLURAL);
+  const leases = watchAll<LeaseView>(LEASE_PLURAL);
+  const claims = watchAll<ClaimView>(IP_ADDRESS_PLURAL);
+  const watches = [pods, vms, leases, claims];
+  await Promise.all(watches.map((watch) => watch.start()));
   logger.info({ node }, "routing the VMs' own addresses");
   sync();
   const timer = setInterval(() => {
@@ -212,7 +223,7 @@ export async function runVmRouteController(options: {
     async stop() {
       clearInterval(timer);
       clearInterval(handoverTimer);
-      await Promise.all([pods.stop(), vms.stop()]);
+      await Promise.all(watches.map((watch) => watch.stop()));
       await pass;
     },
   };

@@ -1,18 +1,22 @@
 // What one node's network should hold for the VMs' own addresses (pure), as Deckhouse's
 // vm-route-forge: every node routes each running VM's /32 to where its guest runs (the runner pod
 // on this node, or that pod's node), and each runner pod on this node with a routed NIC gets its
-// tap. The VM's status names the pod its guest runs in: during a live migration it names the
+// tap. Which VM holds an address comes from its lease (leased-addresses.ts), which pod is the VM's
+// from the pod's controller reference to the VM, and where the guest runs from the VM's status:
+// nothing a tenant may edit (a pod's annotations, a guest's or runner's word) routes an address
+// that is not hers. The status names the pod the guest runs in: during a live migration it names the
 // source until the target took over. That status comes a few hundred ms after the guest resumed on
 // the target, so the agents of the two nodes switch on what they see themselves first (Handover):
 // the target's node once the guest sent on the target's tap, the source's node once the source's
 // QEMU is gone. Neither happens while both run: the guest runs in one QEMU at a time.
 import type { V1Pod } from '@kubernetes/client-node';
-import { routedNicOf, type RoutedNic } from '../../api/vm-network.js';
+import { routedNicMac, routedNicOf, type RoutedNic } from '../../api/vm-network.js';
+import { KIND } from '../../api/virtual-machine.js';
 
-/** What the plan reads of a VM: its own address and the pod it runs in. */
+/** What the plan reads of a VM: who it is and the pod it runs in (status, the managers'). */
 export interface VmView {
   metadata?: { namespace?: string; name?: string; uid?: string };
-  status?: { ipAddress?: string; virtualMachineIPAddressName?: string; runnerPod?: { name?: string } };
+  status?: { runnerPod?: { name?: string } };
 }
 
 export interface PodTap {
@@ -49,44 +53,46 @@ const NO_HANDOVER: Handover = { runsIn: new Set(), leftFrom: new Set() };
 const alive = (pod: V1Pod) =>
   !pod.metadata?.deletionTimestamp && pod.status?.phase !== 'Succeeded' && pod.status?.phase !== 'Failed';
 
+/**
+ * `addresses`: the address each VM holds, by `namespace/name` (leasedAddresses). A pod gets a tap
+ * or a route only if it is alive, the VM's by its controller reference, and made with the routed
+ * NIC of that address (its annotation, vmop's: a tenant who edits it loses her own tap, no more).
+ */
 export function planNodeNetwork(
   node: string,
   pods: readonly V1Pod[],
   vms: readonly VmView[],
+  addresses: ReadonlyMap<string, string>,
   handover: Handover = NO_HANDOVER,
 ): NodeNetworkPlan {
-  const podByName = new Map(pods.map((pod) => [`${pod.metadata?.namespace}/${pod.metadata?.name}`, pod]));
+  const vmByUid = new Map(vms.filter((vm) => vm.metadata?.uid).map((vm) => [vm.metadata!.uid!, vm]));
+  /** The VM a pod was made for, with the address it holds, where the pod may carry it. */
+  const ownerOf = (pod: V1Pod) => {
+    const owner = pod.metadata?.ownerReferences?.find((ref) => ref.controller && ref.kind === KIND);
+    const vm = owner && vmByUid.get(owner.uid);
+    if (!vm || vm.metadata?.namespace !== pod.metadata?.namespace) return undefined;
+    const address = addresses.get(`${vm.metadata?.namespace}/${vm.metadata?.name}`);
+    if (!address || routedNicOf(pod.metadata?.annotations)?.address !== address) return undefined;
+    return { vm, nic: { address, mac: routedNicMac(vm.metadata!.uid!) } };
+  };
+  const carriers = pods.filter((pod) => pod.status?.podIP && alive(pod) && ownerOf(pod));
   const tapOf = (pod: V1Pod): PodTap => ({
     uid: pod.metadata!.uid!,
     namespace: pod.metadata!.namespace!,
     name: pod.metadata!.name!,
-    nic: routedNicOf(pod.metadata?.annotations)!,
+    nic: ownerOf(pod)!.nic,
   });
-  const taps = pods
-    .filter((pod) => routedNicOf(pod.metadata?.annotations) && pod.spec?.nodeName === node)
-    .filter((pod) => pod.status?.podIP && alive(pod))
-    .map(tapOf);
+  const taps = carriers.filter((pod) => pod.spec?.nodeName === node).map(tapOf);
   const routes = new Map<string, string>();
   const moving: NodeNetworkPlan['moving'] = [];
   const namedUids: string[] = [];
   for (const vm of vms) {
-    const address = vm.status?.virtualMachineIPAddressName ? vm.status.ipAddress : undefined;
-    const podName = vm.status?.runnerPod?.name;
-    if (!address || !podName) continue;
-    const named = podByName.get(`${vm.metadata?.namespace}/${podName}`);
-    // Only a pod whose tap carries this address (an older pod of the VM may run QEMU's NAT).
-    if (!named || routedNicOf(named.metadata?.annotations)?.address !== address || !alive(named)) continue;
+    const podsOfVm = carriers.filter((pod) => ownerOf(pod)!.vm === vm);
+    const named = podsOfVm.find((pod) => pod.metadata?.name === vm.status?.runnerPod?.name);
+    if (!named) continue;
+    const address = ownerOf(named)!.nic.address;
     namedUids.push(named.metadata!.uid!);
-    const other = pods.find(
-      (pod) =>
-        pod !== named &&
-        pod.metadata?.namespace === vm.metadata?.namespace &&
-        // The VM's own (a pod someone else made cannot pose as its target).
-        pod.metadata?.ownerReferences?.some((owner) => owner.uid === vm.metadata?.uid) &&
-        pod.status?.podIP &&
-        alive(pod) &&
-        routedNicOf(pod.metadata?.annotations)?.address === address,
-    );
+    const other = podsOfVm.find((pod) => pod !== named);
     let runsIn = named;
     if (other) {
       const [namedIsLocal, otherIsLocal] = [named.spec?.nodeName === node, other.spec?.nodeName === node];

@@ -114,6 +114,23 @@ describe('folding the runner snapshot into status', () => {
     expect(gone.conditions?.find((c) => c.type === 'AgentConnected')?.status).toBe('False');
   });
 
+  it("a VM with an address of its own never shows its guest's: a claim that does not exist leaves none", () => {
+    const guestSays = snapshot({
+      phase: 'running',
+      booted: true,
+      guestAgent: { connected: true, addresses: ['10.66.10.196'] },
+    });
+    const seen = { pod: runningPod as never, snapshot: guestSays, specErrors: [], now };
+    const claimed = deriveStatus(vmWith(), { ...seen, ipAddress: { name: 'gone' } });
+    expect(claimed.ipAddress).toBeUndefined();
+    expect(claimed.virtualMachineIPAddressName).toBe('gone');
+    expect(claimed.ipAddresses).toEqual(['10.66.10.196']);
+    const leased = deriveStatus(vmWith(), { ...seen, ipAddress: { name: 'mine', address: '10.66.10.171' } });
+    expect(leased.ipAddress).toBe('10.66.10.171');
+    // Without an address of its own, the guest's first address is the VM's, as before.
+    expect(deriveStatus(vmWith(), seen).ipAddress).toBe('10.66.10.196');
+  });
+
   it('ignores a snapshot of another pod (a previous incarnation with the same name)', () => {
     const status = deriveStatus(vmWith(), {
       pod: runningPod as never,

@@ -556,7 +556,9 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
   const awaiting = restartAwaitingChanges(observed.runnerVm ?? vm, pod, snapshot);
   const folded = snapshot ?? ownSnapshot;
   const reported = reportedFields(snapshot, previous, phase);
-  const ipAddress = observed.ipAddress?.address ?? reported.ipAddresses?.[0];
+  // A VM with an address of its own has only that one: what its guest (or a snapshot its
+  // namespace's runner credential wrote) says never stands in for it (routes follow leases).
+  const ipAddress = observed.ipAddress?.name ? observed.ipAddress.address : reported.ipAddresses?.[0];
   return {
     phase: phase.phase,
     observedGeneration: generation,
