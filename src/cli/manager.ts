@@ -162,6 +162,18 @@ export function register(program: Command): void {
       Number,
       120,
     )
+    .option(
+      '--web-logins-per-person-per-minute <n>',
+      'logins one person may finish per minute, per replica',
+      Number,
+      10,
+    )
+    .addOption(
+      repeatable(
+        '--web-trusted-proxy <address>',
+        "a proxy in front of the GUI (address or subnet): the client's address comes from its X-Forwarded-For",
+      ),
+    )
     .option('--oidc-issuer <url>', 'the OpenID Connect provider people log in at')
     .option('--oidc-client-id <id>', "the GUI's client id at the provider")
     .addOption(
@@ -231,6 +243,8 @@ export function register(program: Command): void {
             publicUrl: flags.webPublicUrl,
             allowPlainHttp: flags.webAllowPlainHttp ?? false,
             loginsPerMinute: flags.webLoginsPerMinute,
+            loginsPerPersonPerMinute: flags.webLoginsPerPersonPerMinute,
+            trustedProxies: flags.webTrustedProxy,
             oidc: {
               issuer: flags.oidcIssuer,
               clientId: flags.oidcClientId,

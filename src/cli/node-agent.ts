@@ -35,8 +35,8 @@ export function register(program: Command) {
     .option('--no-kvm', 'do not offer /dev/kvm (nodes without KVM: QEMU emulates)')
     .option(
       '--kvm-pods <n>',
-      'how many pods of the node may have /dev/kvm (and /dev/net/tun) at once',
-      '1000',
+      "how many pods of the node may have /dev/kvm (and /dev/net/tun) at once: what it can run (kubelet's default maxPods)",
+      '110',
     )
     .option(
       '--host-dev <dir>',

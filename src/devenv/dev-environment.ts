@@ -14,7 +14,7 @@ import { clusterNetworkTraces, startCluster, type Cluster } from './cluster.js';
 import { NODE_SERVICES } from './node/node.js';
 import { SHARED_STORAGE_CLASS } from './local-volumes.js';
 import { provideImageRepositoryEverywhere } from './image-repository.js';
-import { installCrds } from './install-crds.js';
+import { installCrds, installUserRoles } from './install-crds.js';
 import { spawnLogged } from './logged-process.js';
 import { startProcessGroup, type ProcessGroup } from './process-group.js';
 import { startRedis } from './redis.js';
@@ -206,6 +206,7 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
   const kubeconfig = join(dir, 'kubeconfig');
   writeFileSync(kubeconfig, cluster.controlPlane.kubeconfigYaml, { mode: 0o600 });
   await installCrds(cluster.kubeConfig);
+  await installUserRoles(cluster.kubeConfig);
   // VMs are made here as a tenant makes them: every pod vmop makes must pass Pod Security "restricted".
   await applyObjects(cluster.kubeConfig, [
     {
@@ -249,6 +250,8 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
       ...['--oidc-username-claim', 'preferred_username'],
       // A short-lived bed: its usage chart fills in seconds rather than minutes.
       ...['--web-usage-sample-seconds', '5'],
+      // A proxy on this machine (127.0.0.1 only, not the rest of 127/8) may name its clients.
+      ...['--web-trusted-proxy', '127.0.0.1'],
     ];
     const args = [
       ...['manager', '--kubeconfig', kubeconfig, '--redis', redisUrl],

@@ -7,6 +7,7 @@ import {
   type V1CustomResourceDefinition,
 } from '@kubernetes/client-node';
 import { CRDS, renderCrdYaml } from '../api/crd.js';
+import { USER_ROLES } from '../api/user-roles.js';
 
 const FIELD_MANAGER = 'vmop-installer';
 
@@ -21,6 +22,13 @@ export async function installCrds(kubeConfig: KubeConfig, timeoutMs = 30_000): P
     await objects.patch(crd, undefined, undefined, FIELD_MANAGER, true, PatchStrategy.ServerSideApply);
     await waitUntilEstablished(api, crd.metadata!.name!, deadline, timeoutMs);
   }
+}
+
+/** Server-side applies the people's ClusterRoles (vmop:view/edit/admin), as the chart does. */
+export async function installUserRoles(kubeConfig: KubeConfig): Promise<void> {
+  const objects = KubernetesObjectApi.makeApiClient(kubeConfig);
+  for (const role of USER_ROLES)
+    await objects.patch(role, undefined, undefined, FIELD_MANAGER, true, PatchStrategy.ServerSideApply);
 }
 
 async function waitUntilEstablished(

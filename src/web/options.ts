@@ -17,6 +17,14 @@ export const WebOptions = z
     allowPlainHttp: z.boolean().default(false),
     /** Requests to /auth/ (unauthenticated) per minute and client address, per replica. */
     loginsPerMinute: z.number().int().positive().default(120),
+    /** Logins one person may finish per minute, per replica: a leaked login cannot flood sessions. */
+    loginsPerPersonPerMinute: z.number().int().positive().default(10),
+    /**
+     * The proxies in front of the GUI (an Ingress controller's addresses or subnets): the client's
+     * address is taken from their X-Forwarded-For, so each person behind them has a limit of their
+     * own; anyone else's X-Forwarded-For is ignored.
+     */
+    trustedProxies: z.array(z.union([z.ipv4(), z.cidrv4(), z.ipv6(), z.cidrv6()])).default([]),
     oidc: z.object({
       issuer: z.url(),
       clientId: z.string().min(1),

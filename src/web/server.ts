@@ -9,7 +9,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseCookie } from 'cookie';
 import express, { type NextFunction, type Request, type Response } from 'express';
-import { rateLimit } from 'express-rate-limit';
+import { MemoryStore, rateLimit } from 'express-rate-limit';
 import type { Redis } from 'ioredis';
 import {
   USAGE_HISTORY_MS,
@@ -138,7 +138,9 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
 
   const app = express();
   app.disable('x-powered-by');
-  app.set('trust proxy', false);
+  // Only the proxies the admin named: their X-Forwarded-For names the client (req.ip), anyone else's
+  // is ignored, so nobody picks the address the limits below count against.
+  app.set('trust proxy', settings.trustedProxies.length > 0 ? settings.trustedProxies : false);
   app.use((_req, res, next) => {
     res.set({
       'Content-Security-Policy': csp,
@@ -150,7 +152,9 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
   });
   const cookies = (req: Request) => parseCookie(req.headers.cookie ?? '');
 
-  // What anyone may call without a login: limited per client address (per replica, in memory).
+  // What anyone may call without a login: limited per client address (per replica, in memory), the
+  // connection's peer or, behind a trusted proxy, the address it forwards for: a flood from one
+  // client costs that client, not everyone behind the same Ingress.
   app.use(
     '/auth/',
     rateLimit({
@@ -158,11 +162,13 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
       limit: settings.loginsPerMinute,
       standardHeaders: 'draft-8',
       legacyHeaders: false,
-      // The client is the connection's peer (trust proxy is off): an Ingress' X-Forwarded-For is not believed.
+      // An X-Forwarded-For from a peer that is no trusted proxy is expected, and ignored.
       validate: { xForwardedForHeader: false },
       message: { message: 'too many login requests from your address; try again in a minute' },
     }),
   );
+  const personLogins = new MemoryStore();
+  personLogins.init({ windowMs: 60_000 } as Parameters<MemoryStore['init']>[0]);
 
   app.get('/auth/login', async (req, res) => {
     const asked = typeof req.query.returnTo === 'string' ? req.query.returnTo : '/';
@@ -179,6 +185,10 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
     res.clearCookie(LOGIN_COOKIE, { ...cookieOptions, path: '/auth/' });
     try {
       const { person, returnTo } = await (await oidc()).finish(new URL(req.originalUrl, publicUrl), bound);
+      if ((await personLogins.increment(person.user)).totalHits > settings.loginsPerPersonPerMinute) {
+        logger.warn({ user: person.user }, 'a person logged in too often: no session');
+        return void res.status(429).type('text').send('too many logins as you in a minute; try again later');
+      }
       const session = await sessions.create(person);
       res.cookie(SESSION_COOKIE, session.id, {
         ...cookieOptions,
@@ -285,6 +295,7 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
     async close() {
       live.stop();
       usage.stop();
+      personLogins.shutdown();
       webConsoles.close();
       server.closeAllConnections();
       await new Promise<void>((done) => server.close(() => done()));

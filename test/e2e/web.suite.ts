@@ -3,10 +3,12 @@
 // VM and watch it run without a reload, get VMs from a pool at once, be refused, log out.
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
+import { request as httpRequest } from 'node:http';
 import { Redis } from 'ioredis';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEV_PASSWORD } from '../../src/devenv/oidc-provider.js';
 import { testGuestManifest } from '../support/cluster-vms.js';
 import { useDevBed, type DevBed } from '../support/beds.js';
 import { launchChromium, logIn, type LoggedIn } from '../support/browser.js';
@@ -587,23 +589,77 @@ spec:
     }
   });
 
-  it('limits /auth/login per client address, and a flood of it writes nothing to Redis', async () => {
-    const replica = bed.state().web.urls[1]!; // last: this address may not log in there for a minute
+  it('limits the logins of one person: past ten a minute at a replica, no more sessions for her', async () => {
+    const replica = bed.state().web.urls[1]!;
+    const context = await browser.newContext();
+    try {
+      const page = await context.newPage();
+      const outcomes: string[] = [];
+      for (let i = 0; i < 11; i++) {
+        await context.clearCookies();
+        await page.goto(`${replica}/auth/login`);
+        await page.locator('input[name=login]').fill('carol@example.com');
+        await page.locator('input[name=password]').fill(DEV_PASSWORD);
+        await page.locator('button[type=submit]').click();
+        await page.waitForURL((at) => at.pathname === '/' || at.pathname === '/auth/callback');
+        const session = (await context.cookies()).some((cookie) => cookie.name === 'vmop_session');
+        outcomes.push(session ? 'session' : await page.locator('body').innerText());
+      }
+      expect(outcomes).toEqual([
+        ...Array(10).fill('session'),
+        'too many logins as you in a minute; try again later',
+      ]);
+    } finally {
+      await context.close();
+    }
+  });
+
+  it('limits /auth/login per client: a flood costs its sender, not the others behind the same proxy; it writes nothing to Redis', async () => {
+    // The bed trusts a proxy at 127.0.0.1 (--web-trusted-proxy): its X-Forwarded-For names clients.
+    const replica = new URL(bed.state().web.urls[1]!);
     const redis = new Redis(bed.state().redisUrl);
     const webKeys = async () => (await redis.keys('vmop:web:*')).sort();
+    /** /auth/login's status from `from` (a local address), forwarded for `client` when given. */
+    const login = (from: string, client?: string) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const request = httpRequest(
+          {
+            host: replica.hostname,
+            port: replica.port,
+            path: '/auth/login',
+            localAddress: from,
+            headers: client ? { 'x-forwarded-for': client } : {},
+          },
+          (response) => {
+            let body = '';
+            response.on('data', (chunk: Buffer) => (body += chunk.toString()));
+            response.on('end', () => resolve({ status: response.statusCode!, body }));
+          },
+        );
+        request.on('error', reject);
+        request.end();
+      });
     try {
       const before = await webKeys();
       const statuses: number[] = [];
       for (let i = 0; i < 160; i++) {
-        const response = await fetch(`${replica}/auth/login`, { redirect: 'manual' });
+        const response = await login('127.0.0.1', '198.51.100.7');
         statuses.push(response.status);
         if (response.status === 429)
-          expect(await response.json()).toEqual({
+          expect(JSON.parse(response.body)).toEqual({
             message: 'too many login requests from your address; try again in a minute',
           });
       }
       expect(statuses.slice(0, 10)).toEqual(Array(10).fill(303)); // to the provider
       expect(statuses.slice(-10)).toEqual(Array(10).fill(429));
+      // During the flood, another person behind the same proxy, and the proxy's own requests, log in.
+      expect((await login('127.0.0.1', '198.51.100.8')).status).toBe(303);
+      expect((await login('127.0.0.1')).status).toBe(303);
+      // A peer that is no trusted proxy cannot pick the address it is counted as.
+      const untrusted: number[] = [];
+      for (let i = 0; i < 140; i++) untrusted.push((await login('127.0.0.2', `203.0.113.${i}`)).status);
+      expect(untrusted.slice(-10)).toEqual(Array(10).fill(429));
+      expect((await login('127.0.0.1', '198.51.100.9')).status).toBe(303);
       expect((await webKeys()).filter((key) => !before.includes(key))).toEqual([]);
     } finally {
       redis.disconnect();

@@ -74,6 +74,16 @@ describe('the public URL', () => {
   });
 });
 
+describe('the trusted proxies', () => {
+  it('take addresses and subnets, and refuse anything else naming the entry', () => {
+    const proxies = ['10.244.0.0/16', '192.0.2.7', 'fd00::/8'];
+    expect(WebOptions.parse({ ...web(), trustedProxies: proxies }).trustedProxies).toEqual(proxies);
+    expect(WebOptions.parse(web()).trustedProxies).toEqual([]);
+    const refused = WebOptions.safeParse({ ...web(), trustedProxies: ['10.244.0.0/16', 'ingress.example'] });
+    expect(refused.error?.issues.map((issue) => issue.path)).toEqual([['trustedProxies', 1]]);
+  });
+});
+
 function web(publicUrl = 'https://vms.example.com') {
   return {
     port: 0,
