@@ -43,8 +43,13 @@ export const EVENT_FIELD = 'event';
 /** A stream keeps at most about this many entries: the managers read them within milliseconds. */
 export const EVENTS_MAX_LENGTH = 1000;
 
-/** Commands a tenant user may run besides its own (connecting, ioredis' ready check, naming). */
-const CONNECTION = ['-@all', '+@connection', '-@dangerous', '+info', '+client|setname'];
+/**
+ * Commands a tenant user may run besides its own: connecting, ioredis' ready check (INFO), naming
+ * itself, closing (ioredis' CLIENT SETINFO is refused and it carries on: Redis 7.0 has none). Not
+ * `@connection` as a whole: its CLIENT TRACKING … BCAST would tell a tenant the key names other
+ * namespaces write (on Redis versions before that was fixed).
+ */
+const CONNECTION = ['-@all', '+auth', '+hello', '+ping', '+quit', '+info', '+client|setname'];
 
 /**
  * The ACL rules of a tenant user (after its name, for `ACL SETUSER`). Key patterns end in `/`

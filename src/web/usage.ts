@@ -53,18 +53,32 @@ export function usageOf(vms: VmStatusFields[]): Usage {
   return usage;
 }
 
+/** What QEMU may take beyond the guest's RAM (its own code, buffers, the TPM's): a bound, no estimate. */
+const QEMU_OVERHEAD_BYTES = 1024 ** 3;
+
 /**
  * What the VMs use now, from each one's two latest samples (newest first): its CPU rate between
  * them and its memory in the newest. A VM whose newest sample is older than three periods (its
- * runner does not record) counts nothing. Pure.
+ * runner does not record) or from the future counts nothing. The samples are written with the
+ * namespace's runner credential, so its people could write any numbers: each VM counts at most
+ * the CPUs and RAM it has (`has`, by its status). Pure.
  */
-export function usedOf(latest: VmUsageSample[][], now: number): Used {
+export function usedOf(
+  latest: VmUsageSample[][],
+  has: Array<{ cpus: number; ramBytes: number }>,
+  now: number,
+): Used {
   const used: Used = { cpusUsed: 0, ramUsedBytes: 0 };
-  for (const [newest, before] of latest) {
-    if (!newest || now - newest.t > 3 * USAGE_SAMPLE_SECONDS * 1000) continue;
-    used.ramUsedBytes += newest.record.resident;
-    if (before) used.cpusUsed += usagePoints([before, newest], USAGE_SAMPLE_SECONDS)[1]!.cpuCores ?? 0;
-  }
+  const within = (value: number | undefined, most: number) =>
+    Number.isFinite(value) ? Math.min(Math.max(value!, 0), most) : 0;
+  latest.forEach(([newest, before], i) => {
+    const age = now - (newest?.t ?? 0);
+    if (!newest || age > 3 * USAGE_SAMPLE_SECONDS * 1000 || age < -USAGE_SAMPLE_SECONDS * 1000) return;
+    const { cpus, ramBytes } = has[i] ?? { cpus: 0, ramBytes: 0 };
+    used.ramUsedBytes += within(newest.record.resident, ramBytes + QEMU_OVERHEAD_BYTES);
+    if (before)
+      used.cpusUsed += within(usagePoints([before, newest], USAGE_SAMPLE_SECONDS)[1]!.cpuCores, cpus);
+  });
   return used;
 }
 
@@ -91,7 +105,11 @@ export function usageHistory(redis: Redis, cache: ObjectCache, sampleSeconds: nu
     const all = cache.list<VmStatusFields>(KIND, undefined);
     const { vms, cpus, ramBytes } = usageOf(all);
     const inUse = all.filter((vm) => vm.status?.phase && IN_USE.has(vm.status.phase));
-    const { cpusUsed, ramUsedBytes } = usedOf(await latestSamples(redis, inUse), now);
+    const { cpusUsed, ramUsedBytes } = usedOf(
+      await latestSamples(redis, inUse),
+      inUse.map((vm) => usageOf([vm])),
+      now,
+    );
     try {
       await redis.xadd(
         USAGE_KEY,

@@ -122,6 +122,8 @@ describe("each namespace's Redis users", () => {
       ['ACL', 'SETUSER', 'vmop-runner.team-b', '~*'],
       ['EVAL', "return redis.call('GET', KEYS[1])", '1', snapshotRedisKey('vm:team-a/web')],
       ['CLIENT', 'KILL', 'TYPE', 'normal'],
+      ['CLIENT', 'TRACKING', 'on', 'BCAST', 'PREFIX', 'vmop:'],
+      ['CLIENT', 'LIST'],
       ['PUBLISH', 'channel', 'message'],
     ]) {
       expect(`${command} ${args.join(' ')}: ${await teamB(command!, ...args)}`).toMatch(/: NOPERM/);

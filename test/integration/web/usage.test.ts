@@ -58,11 +58,22 @@ describe("the admin view's usage history, in a real Redis", () => {
     await sample('a', now - 5_000, 103, 310 * MiB); // 3 s of CPU in 15 s: 0.2 cores
     await sample('b', now - 5_000, 50, 200 * MiB); // one sample: its memory, no rate yet
     await sample('c', now - 600_000, 10, 900 * MiB); // stopped long ago: nothing
-    const vms = [vm('a', 'Running', 2, '2Gi'), vm('b', 'Running', 1, '1Gi'), vm('c', 'Stopped', 0, '0')];
+    // What a tenant can write with her runner credential counts no more than her VM has: 1 CPU and
+    // 1 GiB (plus QEMU's own bound); a sample from the future, nothing.
+    await sample('d', now - 20_000, 0, 0);
+    await sample('d', now - 5_000, 1e12, 1e15);
+    await sample('e', now + 3_600_000, 1e12, 1e15);
+    const vms = [
+      vm('a', 'Running', 2, '2Gi'),
+      vm('b', 'Running', 1, '1Gi'),
+      vm('c', 'Stopped', 0, '0'),
+      vm('d', 'Running', 1, '1Gi'),
+      vm('e', 'Running', 1, '1Gi'),
+    ];
     const history = usageHistory(redis, cacheOf(vms), 60, createLogger('usage-test'));
     await history.sample(now);
     const [latest] = await history.read(now + 1_000);
-    expect(latest).toMatchObject({ vms: 2, cpus: 3, ramUsedBytes: 510 * MiB });
-    expect(latest!.cpusUsed).toBeCloseTo(0.2);
+    expect(latest).toMatchObject({ vms: 4, cpus: 5, ramUsedBytes: 510 * MiB + 2048 * MiB });
+    expect(latest!.cpusUsed).toBeCloseTo(1.2);
   });
 });
