@@ -1,7 +1,8 @@
 // A VM's own address on the network (issue 41, seed 004): the bed gives VMs addresses from
 // 10.66.10.0/24; the guest learns its address by DHCP from its runner, answers at it from a pod
 // on the other node (TCP) and from another VM (ping), and keeps it, with an open TCP connection,
-// through a live migration; the node agents' routes follow the VM.
+// through a live migration; the node agents' routes follow the VM, and only its lease: a tenant
+// who edits her pod, her VM and what her runner credential reports gets no route to another's.
 import { execFile } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
@@ -10,10 +11,15 @@ import { useDevBed } from '../support/beds.js';
 import { placedOn, testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
 import { eventually } from '../support/eventually.js';
 import { startNodePod, startTcpStream } from '../support/tcp-stream.js';
-import { VM_ROUTE_PROTOCOL } from '../../src/api/vm-network.js';
+import { Redis } from 'ioredis';
+import { snapshotRedisKey } from '../../src/api/runner-snapshot.js';
+import { EVENT_FIELD, EVENT_KEY_FIELD, runnerEventsKey } from '../../src/api/tenant-redis.js';
+import { ROUTED_NIC_ANNOTATION, VM_ROUTE_PROTOCOL } from '../../src/api/vm-network.js';
 
 const run = promisify(execFile);
 const NAMESPACE = 'addresses';
+/** A tenant's namespace: she may edit there, nowhere else. */
+const TEAM_B = 'addresses-team-b';
 const READY = 'VMOP-GUEST-READY';
 /** The test guest's TCP echo server. */
 const ECHO_PORT = 7;
@@ -73,7 +79,7 @@ describe("a VM's own address on the network", () => {
       )
     ).trim();
 
-  const bed = useDevBed('dev-2', { namespaces: [NAMESPACE] });
+  const bed = useDevBed('dev-2', { namespaces: [NAMESPACE, TEAM_B] });
   beforeAll(() => {
     vms = bed.vms(NAMESPACE);
   });
@@ -155,6 +161,92 @@ spec: {virtualMachineName: served, type: Migrate}
     await vms.waitForConsole('client', `\nreached-again-${address}\r`);
     expect(await echoOnce('neighbour', address)).toBe('hello');
   }, 900_000);
+
+  it("a tenant cannot take another VM's address: her pod's annotation, her VM's claim and her runner credential's word route nothing to her", async () => {
+    // mallory may edit team-b (the built-in role, with vmop's aggregated into it) and nothing else.
+    const teamB = bed.vms(TEAM_B);
+    await teamB.kubectl(['create', 'rolebinding', 'mallory-edit', '--clusterrole=edit', '--user=mallory']);
+    const mallory = (...args: string[]) => teamB.kubectl(['--as', 'mallory', ...args]);
+    const victim = await vms.getVm('served');
+    const address = victim.status!.ipAddress!;
+    const routesBefore = { [one]: (await routesOn(one))[address], [two]: (await routesOn(two))[address] };
+    expect(Object.values(routesBefore).every(Boolean)).toBe(true);
+
+    await mallory(
+      'apply',
+      '-f',
+      '-',
+      testGuestManifest('evil', TEAM_B).replace('    networks: []\n', '    networks: [{user: {}}]\n'),
+    ).catch((err: { stderr?: string }) => {
+      throw new Error(`mallory could not make her VM: ${err.stderr}`);
+    });
+    const evil = await teamB.waitForVm('evil', (vm) => {
+      expect(vm.status?.runnerPod?.name).toBeTruthy();
+      expect(vm.status?.ipAddress).toMatch(/^10\.66\.10\.\d+$/);
+    });
+    const evilPod = evil.status!.runnerPod!.name;
+    await eventually(async () =>
+      expect(await teamB.kubectl(['get', 'pod', evilPod, '-o', 'jsonpath={.status.podIP}'])).toBeTruthy(),
+    );
+    // Her runner pod says it carries the victim's address; her VM names a claim that does not exist.
+    const nic = JSON.stringify({ address, mac: '02:00:00:00:00:66' });
+    await mallory('annotate', 'pod', evilPod, '--overwrite', `${ROUTED_NIC_ANNOTATION}=${nic}`);
+    await mallory(
+      'patch',
+      'vm',
+      'evil',
+      '--type=merge',
+      '-p',
+      '{"spec":{"vm":{"virtualMachineIPAddressName":"nowhere"}}}',
+    );
+    // And her runner credential reports the victim's address as her guest's.
+    const secret = await mallory('get', 'secret', 'vm-runner-redis', '-o', 'jsonpath={.data.url}');
+    const redis = new Redis(Buffer.from(secret, 'base64').toString(), { maxRetriesPerRequest: 0 });
+    try {
+      const pod = JSON.parse(await mallory('get', 'pod', evilPod, '-o', 'json')) as {
+        metadata: { uid: string };
+      };
+      await eventually(
+        async () => {
+          const forged = {
+            seq: 1_000_000 + (Date.now() % 1_000_000),
+            runId: 'forged',
+            pod: evilPod,
+            podUid: pod.metadata.uid,
+            phase: 'running',
+            cpus: 1,
+            ram: 256 * 1024 * 1024,
+            drives: {},
+            booted: true,
+            guestAgent: { connected: true, addresses: [address] },
+            updatedAt: new Date().toISOString(),
+          };
+          await redis.set(snapshotRedisKey(`vm:${TEAM_B}/evil`), JSON.stringify(forged));
+          await redis.xadd(
+            runnerEventsKey(TEAM_B),
+            '*',
+            EVENT_KEY_FIELD,
+            `vm:${TEAM_B}/evil`,
+            EVENT_FIELD,
+            '{}',
+          );
+          // The managers folded what she wrote: her status lists the address as her guest's.
+          expect((await teamB.getVm('evil')).status?.ipAddresses).toContain(address);
+        },
+        60_000,
+        1_000,
+      );
+    } finally {
+      redis.disconnect();
+    }
+    // It is no address of hers, and every node still routes it to the victim.
+    const after = await teamB.getVm('evil');
+    expect(after.status?.ipAddress).toBeUndefined();
+    await sleep(3_000); // the agents saw her VM change: a pass that would move the route has run
+    expect((await routesOn(one))[address]).toBe(routesBefore[one]);
+    expect((await routesOn(two))[address]).toBe(routesBefore[two]);
+    await teamB.kubectl(['delete', 'vm', 'evil', '--wait=false']);
+  }, 300_000);
 
   it('a VM that is deleted takes its route with it', async () => {
     const address = (await vms.getVm('served')).status!.ipAddress!;
