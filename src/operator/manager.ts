@@ -317,10 +317,27 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     logger,
     metrics: registry,
   });
+  /** What a runner event may name (runners send only these): a VM or an image the caches have. */
+  const knownByRunners = (key: string) => {
+    const named = /^(vm|image):([a-z0-9-]+)\/(.+)$/.exec(key);
+    return (
+      !!named && watches.cache.get(named[1] === 'vm' ? KIND : IMAGE_KIND, named[2]!, named[3]!) !== undefined
+    );
+  };
   const runnerEvents = pumpRunnerEvents({
     redis: connectRedis(options.redisUrl, { maxRetriesPerRequest: null }),
     namespaces: runnerNamespaces,
     enqueue: (key, event) => queue.add(key, { event }),
+    known: knownByRunners,
+    overflowed: async (namespace) => {
+      const keys = [
+        ...watches.cache.list(KIND, namespace).map((vm) => vmKey(namespace, vm.metadata!.name!)),
+        ...watches.cache
+          .list(IMAGE_KIND, namespace)
+          .map((image) => imageKey(namespace, image.metadata!.name!)),
+      ];
+      await queue.addMany(keys, { event: { type: 'RESYNC' } });
+    },
     consumer: `${hostname()}-${process.pid}`,
     logger,
   });

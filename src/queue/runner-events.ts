@@ -1,7 +1,11 @@
 // How a change a runner (or importer) saw becomes work: the runner adds an entry to its namespace's
 // event stream (the only queue-like key its credential may write, api/tenant-redis.ts), and the
-// managers, one consumer group, move each entry into the work queue. An entry naming another
-// namespace's key is dropped, so a runner can at most make its own namespace's VMs reconcile.
+// managers, one consumer group, move the entries into the work queue. The streams are written with
+// tenants' credentials, so a namespace may flood its own: an entry naming another namespace's key
+// or an object the managers do not know is dropped, a batch enqueues each key once (the queue
+// would fold them anyway, at a round trip each), and a stream longer than the managers keep is
+// trimmed whatever its writer asked, its namespace then reconciled whole. A flood costs its
+// namespace, not the others: each round reads every namespace's stream alike.
 import type { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
@@ -39,7 +43,10 @@ export const isAuthError = (err: unknown) => /^(NOAUTH|WRONGPASS)/.test((err as 
 
 const GROUP = 'vmop-managers';
 const BLOCK_MS = 1_000;
-const BATCH = 100;
+/** Entries read from each stream per round. */
+const BATCH = 1000;
+/** How often a namespace's overflow is logged at most. */
+const OVERFLOW_LOG_MS = 60_000;
 /** An entry a consumer read but did not acknowledge this long (it died) is taken over. */
 const CLAIM_IDLE_MS = 30_000;
 const RETRY_MS = 1_000;
@@ -59,6 +66,10 @@ export function pumpRunnerEvents(options: {
   redis: Redis;
   namespaces: () => Iterable<string>;
   enqueue: (key: string, event: unknown) => Promise<void>;
+  /** Whether the managers know the object of `key` (their cache has it): entries for others are dropped. */
+  known: (key: string) => boolean;
+  /** A stream overflowed and was trimmed (events were lost): reconcile what its namespace has. */
+  overflowed: (namespace: string) => Promise<void>;
   /** This replica's name in the consumer group. */
   consumer: string;
   logger: Logger;
@@ -78,16 +89,22 @@ export function pumpRunnerEvents(options: {
     grouped.add(stream);
   };
 
+  const overflowLoggedAt = new Map<string, number>();
   const handle = async (stream: string, entries: Entries) => {
     const namespace = stream.slice(runnerEventsKey('').length);
-    for (const [id, fields] of entries) {
+    // Each key once, with its latest event.
+    const latest = new Map<string, unknown>();
+    let dropped = 0;
+    for (const [, fields] of entries) {
       const entry = fieldsOf(fields);
       const key = entry[EVENT_KEY_FIELD];
-      if (key && workKeyNamespace(key) === namespace)
-        await options.enqueue(key, parseEvent(entry[EVENT_FIELD]));
-      else
-        logger.warn({ stream, id, key }, "dropping a runner event for a key outside the stream's namespace");
+      if (key && workKeyNamespace(key) === namespace && options.known(key))
+        latest.set(key, entry[EVENT_FIELD]);
+      else dropped++;
     }
+    if (dropped > 0)
+      logger.warn({ stream, dropped }, "dropped runner events for keys the stream's namespace does not have");
+    for (const [key, event] of latest) await options.enqueue(key, parseEvent(event as string | undefined));
     const ids = entries.map(([id]) => id);
     if (ids.length > 0)
       await redis
@@ -95,6 +112,18 @@ export function pumpRunnerEvents(options: {
         .xack(stream, GROUP, ...ids)
         .xdel(stream, ...ids)
         .exec();
+  };
+
+  /** Trims a stream its writers let grow past what is kept; its namespace is reconciled whole. */
+  const trim = async (stream: string) => {
+    const trimmed = await redis.xtrim(stream, 'MAXLEN', EVENTS_MAX_LENGTH);
+    if (trimmed === 0) return;
+    const namespace = stream.slice(runnerEventsKey('').length);
+    if (Date.now() - (overflowLoggedAt.get(namespace) ?? 0) > OVERFLOW_LOG_MS) {
+      overflowLoggedAt.set(namespace, Date.now());
+      logger.warn({ stream, trimmed }, "a namespace's runner events overflowed: dropped, its VMs reconciled");
+    }
+    await options.overflowed(namespace);
   };
 
   const round = async () => {
@@ -131,7 +160,10 @@ export function pumpRunnerEvents(options: {
       ...streams,
       ...streams.map(() => '>'),
     )) as ReadReply;
-    for (const [stream, entries] of reply ?? []) await handle(stream, entries);
+    for (const [stream, entries] of reply ?? []) {
+      await handle(stream, entries);
+      if (entries.length === BATCH) await trim(stream);
+    }
   };
 
   const loop = (async () => {

@@ -45,6 +45,9 @@ describe("each namespace's Redis users", () => {
   let credentials: TenantCredentials;
   let pump: RunnerEventPump;
   const enqueued: Array<{ key: string; event: unknown }> = [];
+  const overflowed: string[] = [];
+  /** The VMs and images the managers' caches have. */
+  const KNOWN = new Set(['vm:team-a/web', 'vm:team-b/db', 'image:team-a/debian']);
   const urls: Record<string, TenantRedisUrls> = {};
   const clients: Redis[] = [];
   const managerUrl = () => `redis://${REDIS_USERS.manager}:${PASSWORDS.manager}@127.0.0.1:${server.port}`;
@@ -77,6 +80,8 @@ describe("each namespace's Redis users", () => {
       redis: new Redis(managerUrl(), { maxRetriesPerRequest: null }),
       namespaces: () => Object.keys(urls),
       enqueue: async (key, event) => void enqueued.push({ key, event }),
+      known: (key) => KNOWN.has(key),
+      overflowed: async (namespace) => void overflowed.push(namespace),
       consumer: 'test',
       logger,
     });
@@ -205,6 +210,38 @@ describe("each namespace's Redis users", () => {
       /NOPERM/,
     );
     expect(await importer('SET', importProgressRedisKey('vm:team-b/db', 'root'), '{}')).toMatch(/NOPERM/);
+  });
+
+  it("a flood of one namespace's stream costs that namespace: each key once, the stream trimmed, its VMs reconciled, another's event through", async () => {
+    const flooded = runnerEventsKey('team-b');
+    const before = enqueued.length;
+    // 50,000 entries at once, as a tenant's flood leaves her stream (written in one transaction so
+    // that the managers find them all there), a fifth of them for objects nobody has.
+    const flood = manager.multi();
+    for (let i = 0; i < 50_000; i++)
+      flood.xadd(flooded, '*', 'key', i % 5 ? 'vm:team-b/db' : `vm:team-b/pad${i}`, 'event', `{"n":${i}}`);
+    await flood.exec();
+    await as(urls['team-a']!.runner)(
+      'XADD',
+      runnerEventsKey('team-a'),
+      '*',
+      'key',
+      'vm:team-a/web',
+      'event',
+      '{"n":"a"}',
+    );
+    await eventually(() =>
+      expect(enqueued.slice(before)).toContainEqual({ key: 'vm:team-a/web', event: { n: 'a' } }),
+    );
+    await eventually(async () => expect(await manager.xlen(flooded)).toBe(0));
+    const theirs = enqueued.slice(before).filter((e) => e.key.startsWith('vm:team-b/'));
+    // Her VM's key once per batch read at most, none for what does not exist.
+    expect(theirs.every((e) => e.key === 'vm:team-b/db')).toBe(true);
+    expect(theirs.length).toBeGreaterThan(0);
+    expect(theirs.length).toBeLessThan(50);
+    // Her stream was longer than the managers keep: trimmed, and her namespace reconciled whole.
+    expect(overflowed).toContain('team-b');
+    expect(overflowed).not.toContain('team-a');
   });
 
   it('are made again when Redis comes back without them, and a runner publishes again', async () => {
