@@ -17,6 +17,8 @@ interface Run {
   abortReason?: unknown;
   /** Made when the handler first reads its signal: most never do, and one per run costs. */
   controller?: AbortController;
+  /** Logged as a long run already. */
+  warned?: boolean;
 }
 
 /**
@@ -126,6 +128,18 @@ export class KeyRunner {
     const record = { ...failure, attempts: (prior?.attempts ?? 0) + 1, failedAt: Date.now() };
     await this.deps.keys.state.recordFailure(key, record, retryAt);
     await this.removeFailedJob(prior?.jobId);
+  }
+
+  /** Logs, once each, the handlers that have run longer than `afterMs`. */
+  warnLongRuns(afterMs: number, now = Date.now()): void {
+    for (const run of this.running.values()) {
+      if (run.warned || now - run.startedAt <= afterMs) continue;
+      run.warned = true;
+      this.deps.logger.warn(
+        { key: run.key, runningSeconds: Math.round((now - run.startedAt) / 1000) },
+        'a handler has run long: nothing else runs its key until it ends',
+      );
+    }
   }
 
   /** Seconds the oldest running handler has been running (0 when idle). */

@@ -39,6 +39,11 @@ export const StartWorkersOptionsSchema = QueueAddressSchema.extend({
   stalledIntervalMs: z.number().int().positive().optional(),
   /** Upper bound on how late a follow-up requested by another process is noticed. */
   followUpPollMs: z.number().int().positive().default(500),
+  /**
+   * A handler running this long is logged (once, with its key): it holds its key, and nothing else
+   * runs it meanwhile, so a hung one must show in the logs, not only as a VM that stopped changing.
+   */
+  longRunWarnMs: z.number().int().positive().default(60_000),
   logger: z.custom<Logger>((value) => typeof value === 'object' && value !== null).optional(),
   metrics: z
     .custom<Registry>((value) => value instanceof Registry, 'metrics must be a prom-client Registry')
@@ -135,9 +140,12 @@ export async function startWorkers(options: StartWorkersOptions): Promise<Runnin
   if (opts.resync) await scheduleResync(keys.queue, opts.resync.everyMs);
   await worker.waitUntilReady();
   logger.info({ concurrency: opts.concurrency }, 'work queue workers started');
+  const longRuns = setInterval(() => keyRunner.warnLongRuns(opts.longRunWarnMs), opts.longRunWarnMs / 4);
+  longRuns.unref();
 
   let closing: Promise<void> | undefined;
   const close = async () => {
+    clearInterval(longRuns);
     // First: BullMQ stops fetching keys at once, while the running handlers finish.
     // (A failed close counts as settled, as settlesWithin treats it; caught so it is never unhandled meanwhile.)
     const graceful = worker.close().catch(() => undefined);

@@ -251,6 +251,7 @@ function useNamespaces(
   options: SuiteOptions,
   kubeconfig: () => string,
   logs: () => Promise<string[]> = async () => [],
+  queue?: () => Promise<string>,
 ): QemuSignalGuard {
   const guard = (signalGuard ??= qemuSignalGuard(kubeconfig));
   beforeAll(async () => {
@@ -260,7 +261,7 @@ function useNamespaces(
   afterEach(async ({ task }) => {
     if (task.result?.state !== 'fail' || !current) return;
     const namespaces = [...options.namespaces, ...(options.madeByTests ?? [])];
-    const report = await failureReport({ kubeconfig: kubeconfig(), namespaces, logs: await logs() });
+    const report = await failureReport({ kubeconfig: kubeconfig(), namespaces, logs: await logs(), queue });
     console.log(`=== ${task.name} failed; the bed then:
 ${report}`);
   }, 120_000);
@@ -331,6 +332,8 @@ export function useDevBed(kind: 'dev' | 'dev-2', options: SuiteOptions): DevBed 
       path.join(bed().dir, 'supervisor.log'),
       ...(await logFilesIn(state().cluster.dir)),
     ],
+    async () =>
+      (await run(VMOP_BIN, ['queue', 'ls'], { env: { ...process.env, REDIS_URL: state().redisUrl } })).stdout,
   );
   return handle;
 }

@@ -22,6 +22,11 @@ export interface FailureReportInput {
   namespaces: string[];
   /** Log files (the managers', the bed's, kubelet's, …), searched for lines about the namespaces. */
   logs?: string[];
+  /**
+   * The work queue's keys (`vmop queue ls`), where the bed can read it: a key held by a handler
+   * that never ends, or left failing, shows there, not in any object.
+   */
+  queue?: () => Promise<string>;
 }
 
 export async function failureReport(input: FailureReportInput): Promise<string> {
@@ -73,6 +78,14 @@ export async function failureReport(input: FailureReportInput): Promise<string> 
         );
     }
   }
+  if (input.queue)
+    parts.push(
+      await section(`the work queue, its keys of ${input.namespaces.join(', ')}`, async () => {
+        const [header, ...rows] = (await input.queue!()).split('\n');
+        const ours = rows.filter((row) => input.namespaces.some((ns) => row.includes(`:${ns}/`)));
+        return ours.length > 0 ? [header, ...ours].join('\n') : '';
+      }),
+    );
   for (const log of input.logs ?? []) {
     parts.push(
       await section(`${log}, its lines about ${input.namespaces.join(', ')}`, async () => {

@@ -10,6 +10,7 @@ export const WorkerConfigSchema = z.object({
   stalledIntervalMs: z.number().int().positive().optional(),
   shutdownTimeoutMs: z.number().int().nonnegative().default(10_000),
   followUpPollMs: z.number().int().positive().default(200),
+  longRunWarnMs: z.number().int().positive().optional(),
   backoff: z.object({ baseMs: z.number(), capMs: z.number() }).optional(),
   resync: z.object({ everyMs: z.number().int().positive(), keys: z.array(z.string()) }).optional(),
   rateLimit: z.object({ perSecond: z.number().positive() }).optional(),

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { harnessPerTest } from './harness.js';
 
@@ -39,5 +40,24 @@ describe('graceful shutdown of workers', () => {
     expect(await h.runs(stuck)).toMatchObject([{ outcome: 'aborted' }]);
     // Not a failure of the key: it is due again at once, for any other replica.
     expect(await h.inspector.list()).toMatchObject([{ key: stuck, state: 'scheduled', attempts: 0 }]);
+  });
+
+  it('logs a handler that runs long, with its key, once: a hung one holds its key', async () => {
+    const h = await startHarness();
+    const worker = await h.spawnWorker({ longRunWarnMs: 200 });
+    const slow = 'vm:shutdown/slow';
+    await h.setBehaviour(slow, { holdUntilReleased: true });
+    await h.producer.add(slow);
+    const said = () =>
+      worker
+        .logs()
+        .split('\n')
+        .filter((line) => line.includes('a handler has run long'));
+    await h.waitFor('the long run to be logged', async () => said().length > 0);
+    await sleep(300); // more checks pass: still one line
+    expect(said()).toHaveLength(1);
+    expect(JSON.parse(said()[0]!)).toMatchObject({ key: slow, level: 40 });
+    await h.release(slow);
+    expect(await worker.terminate()).toBe(0);
   });
 });

@@ -45,6 +45,7 @@ const workers = await startWorkers({
   stalledIntervalMs: config.stalledIntervalMs,
   shutdownTimeoutMs: config.shutdownTimeoutMs,
   followUpPollMs: config.followUpPollMs,
+  ...(config.longRunWarnMs ? { longRunWarnMs: config.longRunWarnMs } : {}),
   ...(config.backoff ? { backoff: config.backoff } : {}),
   ...(config.rateLimit ? { rateLimit: config.rateLimit } : {}),
   ...(config.resync
