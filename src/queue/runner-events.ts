@@ -173,7 +173,15 @@ export function pumpRunnerEvents(options: {
       } catch (err) {
         if (stopped) return;
         if ((err as Error).message.startsWith('NOGROUP')) grouped = new Set();
-        else logger.warn({ reason: (err as Error).message }, 'reading runner events failed; retrying');
+        // The namespaces named, so that a suite's failure report (lines about its namespace) shows it.
+        else
+          logger.warn(
+            {
+              reason: (err as Error).message,
+              namespaces: [...new Set(options.namespaces())],
+            },
+            'reading runner events failed; retrying',
+          );
         await sleep(RETRY_MS);
       }
     }
