@@ -4,7 +4,7 @@
  * credential), against the same without a flood, in one run. Real Redis, the managers' event pump
  * and vmop's work queue and workers; the handler only notes when it started (a stand-in for the
  * reconcile, whose cost a flood does not change). The flood is `redis-cli --pipe`, a process of
- * its own, as fast as Redis takes it.
+ * its own, as fast as Redis takes it, again and again while the victim's events are measured.
  *
  * Options: --events N (victim events per phase, default 200), --flood N (entries, default 200000).
  */
@@ -85,8 +85,19 @@ function flood(count: number): Promise<number> {
 }
 
 const baseline = await victimLatencies();
-const flooding = flood(options.flood);
+// Flood after flood for as long as the victim's events are measured.
+let measuring = true;
+let floods = 0;
+const flooding = (async () => {
+  let ms = 0;
+  while (measuring) {
+    ms += await flood(options.flood);
+    floods++;
+  }
+  return ms;
+})();
 const during = await victimLatencies();
+measuring = false;
 const floodMs = await flooding;
 // The flooded stream drains: what is left of it once the pump caught up.
 for (let i = 0; i < 600 && (await redis.xlen(runnerEventsKey('team-b'))) > 0; i++) await sleep(100);
@@ -109,7 +120,7 @@ console.log(
   `ratio flood/no flood: p50 ${(quantile(during, 0.5) / quantile(baseline, 0.5)).toFixed(2)}, p99 ${(quantile(during, 0.99) / quantile(baseline, 0.99)).toFixed(2)}`,
 );
 console.log(
-  `the flood: ${options.flood} entries written in ${(floodMs / 1000).toFixed(1)} s; ${floodReconciles} reconciles of the flooder's key; ${left} entries left in its stream`,
+  `the flood: ${floods} × ${options.flood} entries written in ${(floodMs / 1000).toFixed(1)} s; ${floodReconciles} reconciles of the flooder's key; ${left} entries left in its stream`,
 );
 
 await pump.stop();
