@@ -399,6 +399,30 @@ spec:
     ).toBe('');
   });
 
+  it("vmop's own label is the manager's: a namespace editor can neither make an object with it nor set it", async () => {
+    const owned = 'app.kubernetes.io/managed-by=vm-operator';
+    const refusal =
+      'app.kubernetes.io/managed-by=vm-operator marks what the vmop manager makes; mallory may not set it';
+    /** kubectl as mallory (edit in this namespace, given by the test before): '' when allowed. */
+    const asMallory = (args: string[], input?: string) =>
+      vms.kubectl(['--as', 'mallory', ...args], input).then(
+        () => '',
+        (err: { stderr: string }) => err.stderr,
+      );
+    const labelled = `apiVersion: v1
+kind: ConfigMap
+metadata: {name: posing, labels: {app.kubernetes.io/name: vm-runner, app.kubernetes.io/managed-by: vm-operator}}
+`;
+    expect(await asMallory(['create', '--dry-run=server', '-f', '-'], labelled)).toContain(refusal);
+    // Her own object, labelled afterwards: refused too; labelled with the app name alone, hers.
+    expect(await asMallory(['create', 'configmap', 'hers', '--from-literal=a=b'])).toBe('');
+    expect(await asMallory(['label', 'configmap', 'hers', owned])).toContain(refusal);
+    expect(await asMallory(['label', 'configmap', 'hers', 'app.kubernetes.io/name=vm-runner'])).toBe('');
+    await vms.kubectl(['delete', 'configmap', 'hers']);
+    // The manager makes such objects.
+    expect(await asManager(['create', '--dry-run=server', '-f', '-'], labelled)).toBe('');
+  });
+
   it('a VM naming a runner image the chart does not allow is refused when applied; the default one is not', async () => {
     const naming = (name: string, image: string) =>
       testGuestManifest(name, VM_NAMESPACE).replace('spec:\n', `spec:\n  image: {source: "${image}"}\n`);

@@ -6,7 +6,7 @@ import { GROUP, PLURAL, VERSION } from '../../api/virtual-machine.js';
 import { IP_ADDRESS_PLURAL, LEASE_PLURAL } from '../../api/virtual-machine-ip-address.js';
 import { parseSubnet, type Subnet } from '../../reconcilers/virtual-machine-ip-address/subnets.js';
 import { watchObjects } from '../../kube/watch.js';
-import { LABEL_COMPONENT } from '../../reconcilers/virtual-machine/naming.js';
+import { LABEL_COMPONENT, LABEL_MANAGED_BY, MANAGED_BY } from '../../reconcilers/virtual-machine/naming.js';
 import { RUNNER_COMPONENT } from '../../reconcilers/virtual-machine/runner-pod/pod.js';
 import type { Logger } from '../../util/logger.js';
 import {
@@ -46,7 +46,9 @@ export async function runVmRouteController(options: {
   const logger = options.logger.child({ part: 'vm-routes' });
   const core = kubeConfig.makeApiClient(CoreV1Api);
   const custom = kubeConfig.makeApiClient(CustomObjectsApi);
-  const labelSelector = `${LABEL_COMPONENT}=${RUNNER_COMPONENT}`;
+  // Labels the chart's admission policy keeps for the manager (owned-labels-policy.yaml): a
+  // tenant's pods labelled as runners' are not listed, so they cannot fill this cache.
+  const labelSelector = `${LABEL_COMPONENT}=${RUNNER_COMPONENT},${LABEL_MANAGED_BY}=${MANAGED_BY}`;
   let pass: Promise<void> | undefined;
   let again = false;
   /** The pods whose tap is made, by uid, with a process of each (its network namespace's way in). */
