@@ -305,8 +305,19 @@ export function consoles(deps: ConsoleDeps) {
     return { fromBrowser, toBrowser };
   }
 
+  /**
+   * Whether the browser's socket has closed, from now on: a bridge opened while it was closing must
+   * close too, or it lives on (a serial relay would take the console from the next session).
+   */
+  function closedLater(browser: WebSocket): () => boolean {
+    let closed = browser.readyState === browser.CLOSING || browser.readyState === browser.CLOSED;
+    browser.once('close', () => (closed = true));
+    return () => closed;
+  }
+
   async function bridgeSpice(browser: WebSocket, ticket: Ticket, ticketDigest: string) {
     const { fromBrowser, toBrowser } = streamsOf(browser);
+    const browserClosed = closedLater(browser);
     const forward = await new PortForward(deps.kubeConfig).portForward(
       ticket.namespace,
       ticket.pod,
@@ -316,6 +327,13 @@ export function consoles(deps: ConsoleDeps) {
       fromBrowser,
     );
     const upstream = forward as WebSocket;
+    if (browserClosed()) {
+      logger.info(
+        { vm: `${ticket.namespace}/${ticket.vm}` },
+        'a display closed before its channel was up: ended it',
+      );
+      return upstream.close();
+    }
     upstream.on('close', (code, reason) => {
       logger.info(
         { vm: ticket.vm, code, reason: String(reason) },
@@ -335,6 +353,7 @@ export function consoles(deps: ConsoleDeps) {
 
   async function bridgeSerial(browser: WebSocket, ticket: Ticket) {
     const { fromBrowser, toBrowser } = streamsOf(browser);
+    const browserClosed = closedLater(browser);
     const upstream = (await new Exec(deps.kubeConfig).exec(
       ticket.namespace,
       ticket.pod,
@@ -345,6 +364,14 @@ export function consoles(deps: ConsoleDeps) {
       fromBrowser,
       true,
     )) as WebSocket;
+    // Its relay ends with the exec (its terminal hangs up), whether or not it took the console yet.
+    if (browserClosed()) {
+      logger.info(
+        { vm: `${ticket.namespace}/${ticket.vm}` },
+        'a serial console closed before its relay was up: ended it',
+      );
+      return upstream.close();
+    }
     upstream.on('close', () => browser.close(1000, 'the console session ended'));
     browser.on('close', () => upstream.close());
   }

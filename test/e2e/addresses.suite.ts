@@ -166,16 +166,14 @@ spec: {virtualMachineName: served, type: Migrate}
     // mallory may edit team-b (the built-in role, with vmop's aggregated into it) and nothing else.
     const teamB = bed.vms(TEAM_B);
     await teamB.kubectl(['create', 'rolebinding', 'mallory-edit', '--clusterrole=edit', '--user=mallory']);
-    const mallory = (...args: string[]) => teamB.kubectl(['--as', 'mallory', ...args]);
+    const mallory = (args: string[], input?: string) => teamB.kubectl(['--as', 'mallory', ...args], input);
     const victim = await vms.getVm('served');
     const address = victim.status!.ipAddress!;
     const routesBefore = { [one]: (await routesOn(one))[address], [two]: (await routesOn(two))[address] };
     expect(Object.values(routesBefore).every(Boolean)).toBe(true);
 
     await mallory(
-      'apply',
-      '-f',
-      '-',
+      ['apply', '-f', '-'],
       testGuestManifest('evil', TEAM_B).replace('    networks: []\n', '    networks: [{user: {}}]\n'),
     ).catch((err: { stderr?: string }) => {
       throw new Error(`mallory could not make her VM: ${err.stderr}`);
@@ -190,20 +188,16 @@ spec: {virtualMachineName: served, type: Migrate}
     );
     // Her runner pod says it carries the victim's address; her VM names a claim that does not exist.
     const nic = JSON.stringify({ address, mac: '02:00:00:00:00:66' });
-    await mallory('annotate', 'pod', evilPod, '--overwrite', `${ROUTED_NIC_ANNOTATION}=${nic}`);
-    await mallory(
-      'patch',
-      'vm',
-      'evil',
-      '--type=merge',
-      '-p',
-      '{"spec":{"vm":{"virtualMachineIPAddressName":"nowhere"}}}',
-    );
+    await mallory(['annotate', 'pod', evilPod, '--overwrite', `${ROUTED_NIC_ANNOTATION}=${nic}`]);
+    await mallory([
+      ...['patch', 'vm', 'evil', '--type=merge'],
+      ...['-p', '{"spec":{"vm":{"virtualMachineIPAddressName":"nowhere"}}}'],
+    ]);
     // And her runner credential reports the victim's address as her guest's.
-    const secret = await mallory('get', 'secret', 'vm-runner-redis', '-o', 'jsonpath={.data.url}');
+    const secret = await mallory(['get', 'secret', 'vm-runner-redis', '-o', 'jsonpath={.data.url}']);
     const redis = new Redis(Buffer.from(secret, 'base64').toString(), { maxRetriesPerRequest: 0 });
     try {
-      const pod = JSON.parse(await mallory('get', 'pod', evilPod, '-o', 'json')) as {
+      const pod = JSON.parse(await mallory(['get', 'pod', evilPod, '-o', 'json'])) as {
         metadata: { uid: string };
       };
       await eventually(

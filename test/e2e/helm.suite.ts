@@ -358,71 +358,6 @@ spec:
     );
   });
 
-  it("the node agent's device slots are for the manager's pods: a namespace editor's pod asking for them is refused", async () => {
-    await vms.kubectl(['create', 'rolebinding', 'mallory-edit', '--clusterrole=edit', '--user=mallory']);
-    const image = bed.state().images.runner;
-    const restricted = '{allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}';
-    const asking = (name: string, serviceAccount: string, resources: string) => `apiVersion: v1
-kind: Pod
-metadata: {name: ${name}, labels: {app.kubernetes.io/name: vm-runner}}
-spec:
-  serviceAccountName: ${serviceAccount}
-  automountServiceAccountToken: false
-  # Whatever Pod Security the namespace enforces lets it in: only the device slots decide.
-  securityContext: {runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}
-  initContainers: [{name: first, image: ${image}, securityContext: ${restricted}, resources: {limits: {devices.vmop.jdrupes.org/tun: "1"}}}]
-  containers: [{name: x, image: ${image}, securityContext: ${restricted}, resources: ${resources}}]
-`;
-    const asMallory = (manifest: string) =>
-      vms.kubectl(['create', '--dry-run=server', '--as', 'mallory', '-f', '-'], manifest).then(
-        () => '',
-        (err: { stderr: string }) => err.stderr,
-      );
-    // Every slot of a node, as requests or limits, in a container or an init container: refused.
-    const hog = asking(
-      'hog',
-      'default',
-      '{requests: {devices.vmop.jdrupes.org/kvm: "990"}, limits: {devices.vmop.jdrupes.org/kvm: "990"}}',
-    );
-    expect(await asMallory(hog)).toContain(
-      'devices.vmop.jdrupes.org/* are for the runner pods the vmop manager makes; mallory may not ask for them',
-    );
-    expect(await asMallory(asking('tun-only', 'default', '{}'))).toContain('mallory may not ask for them');
-    // Her pods without them are hers to make; the manager's runner pods get them.
-    const plain = asking('plain', 'default', '{}').replace(/ {2}initContainers:.*\n/, '');
-    expect(await asMallory(plain)).toBe('');
-    expect(
-      await asManager(
-        ['create', '--dry-run=server', '-f', '-'],
-        asking('runner', 'vm-runner', '{limits: {devices.vmop.jdrupes.org/kvm: "1"}}'),
-      ),
-    ).toBe('');
-  });
-
-  it("vmop's own label is the manager's: a namespace editor can neither make an object with it nor set it", async () => {
-    const owned = 'app.kubernetes.io/managed-by=vm-operator';
-    const refusal =
-      'app.kubernetes.io/managed-by=vm-operator marks what the vmop manager makes; mallory may not set it';
-    /** kubectl as mallory (edit in this namespace, given by the test before): '' when allowed. */
-    const asMallory = (args: string[], input?: string) =>
-      vms.kubectl(['--as', 'mallory', ...args], input).then(
-        () => '',
-        (err: { stderr: string }) => err.stderr,
-      );
-    const labelled = `apiVersion: v1
-kind: ConfigMap
-metadata: {name: posing, labels: {app.kubernetes.io/name: vm-runner, app.kubernetes.io/managed-by: vm-operator}}
-`;
-    expect(await asMallory(['create', '--dry-run=server', '-f', '-'], labelled)).toContain(refusal);
-    // Her own object, labelled afterwards: refused too; labelled with the app name alone, hers.
-    expect(await asMallory(['create', 'configmap', 'hers', '--from-literal=a=b'])).toBe('');
-    expect(await asMallory(['label', 'configmap', 'hers', owned])).toContain(refusal);
-    expect(await asMallory(['label', 'configmap', 'hers', 'app.kubernetes.io/name=vm-runner'])).toBe('');
-    await vms.kubectl(['delete', 'configmap', 'hers']);
-    // The manager makes such objects.
-    expect(await asManager(['create', '--dry-run=server', '-f', '-'], labelled)).toBe('');
-  });
-
   it('a VM naming a runner image the chart does not allow is refused when applied; the default one is not', async () => {
     const naming = (name: string, image: string) =>
       testGuestManifest(name, VM_NAMESPACE).replace('spec:\n', `spec:\n  image: {source: "${image}"}\n`);
@@ -496,6 +431,72 @@ metadata: {name: posing, labels: {app.kubernetes.io/name: vm-runner, app.kuberne
         ...[process.execPath, '--input-type=module', '-e', script],
       ])
     ).stdout;
+
+  // After the test guest runs in this namespace: the manager made its ServiceAccount vm-runner.
+  it("the node agent's device slots are for the manager's pods: a namespace editor's pod asking for them is refused", async () => {
+    await vms.kubectl(['create', 'rolebinding', 'mallory-edit', '--clusterrole=edit', '--user=mallory']);
+    const image = bed.state().images.runner;
+    const restricted = '{allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}';
+    const asking = (name: string, serviceAccount: string, resources: string) => `apiVersion: v1
+kind: Pod
+metadata: {name: ${name}, labels: {app.kubernetes.io/name: vm-runner}}
+spec:
+  serviceAccountName: ${serviceAccount}
+  automountServiceAccountToken: false
+  # Whatever Pod Security the namespace enforces lets it in: only the device slots decide.
+  securityContext: {runAsNonRoot: true, runAsUser: 65532, seccompProfile: {type: RuntimeDefault}}
+  initContainers: [{name: first, image: ${image}, securityContext: ${restricted}, resources: {limits: {devices.vmop.jdrupes.org/tun: "1"}}}]
+  containers: [{name: x, image: ${image}, securityContext: ${restricted}, resources: ${resources}}]
+`;
+    const asMallory = (manifest: string) =>
+      vms.kubectl(['create', '--dry-run=server', '--as', 'mallory', '-f', '-'], manifest).then(
+        () => '',
+        (err: { stderr: string }) => err.stderr,
+      );
+    // Every slot of a node, as requests or limits, in a container or an init container: refused.
+    const hog = asking(
+      'hog',
+      'default',
+      '{requests: {devices.vmop.jdrupes.org/kvm: "990"}, limits: {devices.vmop.jdrupes.org/kvm: "990"}}',
+    );
+    expect(await asMallory(hog)).toContain(
+      'devices.vmop.jdrupes.org/* are for the runner pods the vmop manager makes; mallory may not ask for them',
+    );
+    expect(await asMallory(asking('tun-only', 'default', '{}'))).toContain('mallory may not ask for them');
+    // Her pods without them are hers to make; the manager's runner pods get them.
+    const plain = asking('plain', 'default', '{}').replace(/ {2}initContainers:.*\n/, '');
+    expect(await asMallory(plain)).toBe('');
+    expect(
+      await asManager(
+        ['create', '--dry-run=server', '-f', '-'],
+        asking('runner', 'vm-runner', '{limits: {devices.vmop.jdrupes.org/kvm: "1"}}'),
+      ),
+    ).toBe('');
+  });
+
+  it("vmop's own label is the manager's: a namespace editor can neither make an object with it nor set it", async () => {
+    const owned = 'app.kubernetes.io/managed-by=vm-operator';
+    const refusal =
+      'app.kubernetes.io/managed-by=vm-operator marks what the vmop manager makes; mallory may not set it';
+    /** kubectl as mallory (edit in this namespace, given by the test before): '' when allowed. */
+    const asMallory = (args: string[], input?: string) =>
+      vms.kubectl(['--as', 'mallory', ...args], input).then(
+        () => '',
+        (err: { stderr: string }) => err.stderr,
+      );
+    const labelled = `apiVersion: v1
+kind: ConfigMap
+metadata: {name: posing, labels: {app.kubernetes.io/name: vm-runner, app.kubernetes.io/managed-by: vm-operator}}
+`;
+    expect(await asMallory(['create', '--dry-run=server', '-f', '-'], labelled)).toContain(refusal);
+    // Her own object, labelled afterwards: refused too; labelled with the app name alone, hers.
+    expect(await asMallory(['create', 'configmap', 'hers', '--from-literal=a=b'])).toBe('');
+    expect(await asMallory(['label', 'configmap', 'hers', owned])).toContain(refusal);
+    expect(await asMallory(['label', 'configmap', 'hers', 'app.kubernetes.io/name=vm-runner'])).toBe('');
+    await vms.kubectl(['delete', 'configmap', 'hers']);
+    // The manager makes such objects.
+    expect(await asManager(['create', '--dry-run=server', '-f', '-'], labelled)).toBe('');
+  });
 
   it("a new SPICE VM's console is locked by a generated display Secret; a fresh password set in it connects", async () => {
     const secretName = `${VM}-display-secret`;
