@@ -11,6 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseRunnerConfig } from '../api/runner-config.js';
 import { runnerPaths } from '../runner/paths.js';
 import { relayWithoutWaiting } from './relay-without-waiting.js';
+import { SERIAL_RELAY_HELLO } from './runner-pod.js';
 
 /**
  * A stream onto a file descriptor that never holds up the event loop: each write is made from
@@ -52,13 +53,42 @@ async function connectHub(socketPath: string): Promise<Socket> {
   }
 }
 
-export async function relaySerialConsole(configPath: string): Promise<number> {
+/** The first chunk on stdin: the hello, and what came with it; undefined when stdin ended first. */
+function firstInput(): Promise<Buffer | undefined> {
+  return new Promise((resolve) => {
+    const onData = (chunk: Buffer) => {
+      process.stdin.pause();
+      process.stdin.off('end', onEnd);
+      resolve(chunk);
+    };
+    const onEnd = () => {
+      process.stdin.off('data', onData);
+      resolve(undefined);
+    };
+    process.stdin.once('data', onData);
+    process.stdin.once('end', onEnd);
+  });
+}
+
+export async function relaySerialConsole(
+  configPath: string,
+  options: { afterHello?: boolean } = {},
+): Promise<number> {
   const parsed = parseRunnerConfig(await readFile(configPath, 'utf8'));
   if (!parsed.ok) {
     process.stderr.write(`vmop: the runner config is invalid: ${parsed.errors.join('; ')}\n`);
     return 2;
   }
   const paths = runnerPaths(parsed.config['/Runner'], { configPath, env: process.env, cwd: process.cwd() });
+  // Under the exec API's TTY: bytes as they come, no echo (the guest echoes).
+  if (process.stdin.isTTY) process.stdin.setRawMode(true);
+  // The web GUI's relay takes the console only once the GUI said its browser is there.
+  let early: Buffer | undefined;
+  if (options.afterHello) {
+    const first = await firstInput();
+    if (!first || first.subarray(0, 1).toString() !== SERIAL_RELAY_HELLO) return 0;
+    early = first.subarray(1);
+  }
   let hub: Socket;
   try {
     hub = await connectHub(paths.consoleSessionsSocket);
@@ -85,9 +115,8 @@ export async function relaySerialConsole(configPath: string): Promise<number> {
   terminal.on('error', end);
   process.once('SIGHUP', end);
   hub.on('error', end);
-  // Under the exec API's TTY: bytes as they come, no echo (the guest echoes).
-  if (process.stdin.isTTY) process.stdin.setRawMode(true);
   relayWithoutWaiting(hub, terminal);
+  if (early?.length) hub.write(early);
   process.stdin.pipe(hub);
   process.stdin.on('end', end);
   // The hub ended the session (taken over, or the VM stopped): it said so on the way.

@@ -291,7 +291,12 @@ spec:
       )
         .split('\n')
         .filter(Boolean).length;
+    const sessions = async () =>
+      (await bed.vms(NAMESPACE).kubectl(['logs', 'alices', '-c', 'runner']))
+        .split('\n')
+        .filter((line) => line.includes('serial console session opened')).length;
     const relaysBefore = await relays();
+    const sessionsBefore = await sessions();
     expect(await upgrade(url, serialPath, `${aliceCookie}; ${aliceTicket}`)).toBe(101);
     // That socket closed as soon as it opened, before its relay in the runner pod was up: the GUI
     // ends the relay too (run2 of stop 58: one left running took the console from the next page).
@@ -305,6 +310,8 @@ spec:
       expect(endedEarly || (await relays()) > relaysBefore).toBe(true);
     }, 60_000);
     await eventually(async () => expect(await relays()).toBe(relaysBefore), 30_000);
+    // And it never took the console: the runner opened no session for it.
+    expect(await sessions()).toBe(sessionsBefore);
     expect(await upgrade(url, serialPath, `${aliceCookie}; ${aliceTicket}`)).toBe(403); // once
     expect(
       await upgrade(url, `/api/console/spice/${NAMESPACE}/alices`, `${aliceCookie}; vmop_console=made-up`),
