@@ -310,9 +310,10 @@ export function consoles(deps: ConsoleDeps) {
    * close too, or it lives on (a serial relay would take the console from the next session).
    */
   function closedLater(browser: WebSocket): () => boolean {
-    let closed = browser.readyState === browser.CLOSING || browser.readyState === browser.CLOSED;
+    let closed = false;
     browser.once('close', () => (closed = true));
-    return () => closed;
+    // CLOSING: its close frame came, the 'close' event comes once the connection is down.
+    return () => closed || browser.readyState !== browser.OPEN;
   }
 
   async function bridgeSpice(browser: WebSocket, ticket: Ticket, ticketDigest: string) {

@@ -311,7 +311,13 @@ spec:
     }, 60_000);
     await eventually(async () => expect(await relays()).toBe(relaysBefore), 30_000);
     // And it never took the console: the runner opened no session for it.
-    expect(await sessions()).toBe(sessionsBefore);
+    const consoleLines = async () =>
+      (await managerLogs())
+        .split('\n')
+        .filter((line) => line.includes('serial console'))
+        .slice(-6)
+        .join('\n');
+    expect(await sessions(), await consoleLines()).toBe(sessionsBefore);
     expect(await upgrade(url, serialPath, `${aliceCookie}; ${aliceTicket}`)).toBe(403); // once
     expect(
       await upgrade(url, `/api/console/spice/${NAMESPACE}/alices`, `${aliceCookie}; vmop_console=made-up`),
