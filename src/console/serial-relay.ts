@@ -53,20 +53,26 @@ async function connectHub(socketPath: string): Promise<Socket> {
   }
 }
 
-/** The first chunk on stdin: the hello, and what came with it; undefined when stdin ended first. */
+/**
+ * How long the GUI's relay waits for its hello. The GUI sends it as soon as its exec is up; an
+ * exec the GUI closed at once does not always end the process in the pod (no EOF, no hang-up).
+ */
+const HELLO_TIMEOUT_MS = 10_000;
+
+/** The first chunk on stdin: the hello, and what came with it; undefined when none came. */
 function firstInput(): Promise<Buffer | undefined> {
   return new Promise((resolve) => {
-    const onData = (chunk: Buffer) => {
+    const done = (chunk: Buffer | undefined) => {
+      clearTimeout(timer);
+      process.stdin.off('data', done);
+      process.stdin.off('end', ended);
       process.stdin.pause();
-      process.stdin.off('end', onEnd);
       resolve(chunk);
     };
-    const onEnd = () => {
-      process.stdin.off('data', onData);
-      resolve(undefined);
-    };
-    process.stdin.once('data', onData);
-    process.stdin.once('end', onEnd);
+    const ended = () => done(undefined);
+    const timer = setTimeout(ended, HELLO_TIMEOUT_MS);
+    process.stdin.on('data', done);
+    process.stdin.on('end', ended);
   });
 }
 
@@ -86,7 +92,10 @@ export async function relaySerialConsole(
   let early: Buffer | undefined;
   if (options.afterHello) {
     const first = await firstInput();
-    if (!first || first.subarray(0, 1).toString() !== SERIAL_RELAY_HELLO) return 0;
+    if (!first || first.subarray(0, 1).toString() !== SERIAL_RELAY_HELLO) {
+      process.stdin.destroy();
+      return 0;
+    }
     early = first.subarray(1);
   }
   let hub: Socket;
