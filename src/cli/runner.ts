@@ -172,11 +172,7 @@ export function register(program: Command): void {
     .command('serial-console', { hidden: true })
     .description("Relay the terminal to this runner's VM serial console (what `vmop vm console` runs)")
     .option('-c, --config <path>', 'the runner config file', DEFAULT_CONFIG_PATH)
-    .option(
-      '--after-hello',
-      'take the console only once the first byte in is the hello (the web GUI sends it)',
-    )
-    .action(async (options: { config: string; afterHello?: boolean }) => {
-      process.exit(await relaySerialConsole(options.config, { afterHello: options.afterHello ?? false }));
+    .action(async (options: { config: string }) => {
+      process.exit(await relaySerialConsole(options.config));
     });
 }

@@ -11,7 +11,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseRunnerConfig } from '../api/runner-config.js';
 import { runnerPaths } from '../runner/paths.js';
 import { relayWithoutWaiting } from './relay-without-waiting.js';
-import { SERIAL_RELAY_HELLO } from './runner-pod.js';
 
 /**
  * A stream onto a file descriptor that never holds up the event loop: each write is made from
@@ -53,51 +52,13 @@ async function connectHub(socketPath: string): Promise<Socket> {
   }
 }
 
-/**
- * How long the GUI's relay waits for its hello. The GUI sends it as soon as its exec is up; an
- * exec the GUI closed at once does not always end the process in the pod (no EOF, no hang-up).
- */
-const HELLO_TIMEOUT_MS = 10_000;
-
-/** The first chunk on stdin: the hello, and what came with it; undefined when none came. */
-function firstInput(): Promise<Buffer | undefined> {
-  return new Promise((resolve) => {
-    const done = (chunk: Buffer | undefined) => {
-      clearTimeout(timer);
-      process.stdin.off('data', done);
-      process.stdin.off('end', ended);
-      process.stdin.pause();
-      resolve(chunk);
-    };
-    const ended = () => done(undefined);
-    const timer = setTimeout(ended, HELLO_TIMEOUT_MS);
-    process.stdin.on('data', done);
-    process.stdin.on('end', ended);
-  });
-}
-
-export async function relaySerialConsole(
-  configPath: string,
-  options: { afterHello?: boolean } = {},
-): Promise<number> {
+export async function relaySerialConsole(configPath: string): Promise<number> {
   const parsed = parseRunnerConfig(await readFile(configPath, 'utf8'));
   if (!parsed.ok) {
     process.stderr.write(`vmop: the runner config is invalid: ${parsed.errors.join('; ')}\n`);
     return 2;
   }
   const paths = runnerPaths(parsed.config['/Runner'], { configPath, env: process.env, cwd: process.cwd() });
-  // Under the exec API's TTY: bytes as they come, no echo (the guest echoes).
-  if (process.stdin.isTTY) process.stdin.setRawMode(true);
-  // The web GUI's relay takes the console only once the GUI said its browser is there.
-  let early: Buffer | undefined;
-  if (options.afterHello) {
-    const first = await firstInput();
-    if (!first || first.subarray(0, 1).toString() !== SERIAL_RELAY_HELLO) {
-      process.stdin.destroy();
-      return 0;
-    }
-    early = first.subarray(1);
-  }
   let hub: Socket;
   try {
     hub = await connectHub(paths.consoleSessionsSocket);
@@ -124,8 +85,9 @@ export async function relaySerialConsole(
   terminal.on('error', end);
   process.once('SIGHUP', end);
   hub.on('error', end);
+  // Under the exec API's TTY: bytes as they come, no echo (the guest echoes).
+  if (process.stdin.isTTY) process.stdin.setRawMode(true);
   relayWithoutWaiting(hub, terminal);
-  if (early?.length) hub.write(early);
   process.stdin.pipe(hub);
   process.stdin.on('end', end);
   // The hub ended the session (taken over, or the VM stopped): it said so on the way.

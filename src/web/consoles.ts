@@ -14,7 +14,7 @@ import type { Redis } from 'ioredis';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { z } from 'zod';
 import { displaySecretOf, setOneTimePassword } from '../console/one-time-password.js';
-import { SERIAL_RELAY_AFTER_HELLO, SERIAL_RELAY_HELLO, runnerPodOf } from '../console/runner-pod.js';
+import { SERIAL_RELAY_COMMAND, runnerPodOf } from '../console/runner-pod.js';
 import type { VirtualMachine } from '../api/virtual-machine.js';
 import type { KubeClients } from '../kube/clients.js';
 import type { Logger } from '../util/logger.js';
@@ -355,29 +355,23 @@ export function consoles(deps: ConsoleDeps) {
   async function bridgeSerial(browser: WebSocket, ticket: Ticket) {
     const { fromBrowser, toBrowser } = streamsOf(browser);
     const browserClosed = closedLater(browser);
-    // The relay takes the console once it reads the hello: only if the browser is still there
-    // when the exec is up. A socket opened and closed at once never displaces anyone.
-    const toRelay = new PassThrough();
     const upstream = (await new Exec(deps.kubeConfig).exec(
       ticket.namespace,
       ticket.pod,
       'runner',
-      SERIAL_RELAY_AFTER_HELLO,
+      SERIAL_RELAY_COMMAND,
       toBrowser,
       toBrowser,
-      toRelay,
+      fromBrowser,
       true,
     )) as WebSocket;
     if (browserClosed()) {
       logger.info(
         { vm: `${ticket.namespace}/${ticket.vm}` },
-        'a serial console closed before its relay was up: ended it unheard',
+        'a serial console closed before its relay was up: ended it',
       );
-      toRelay.end();
       return upstream.close();
     }
-    toRelay.write(SERIAL_RELAY_HELLO);
-    fromBrowser.pipe(toRelay);
     upstream.on('close', () => browser.close(1000, 'the console session ended'));
     browser.on('close', () => upstream.close());
   }

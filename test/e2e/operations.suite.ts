@@ -248,7 +248,8 @@ describe('VM lifecycle: run policies, operations, restart-awaiting changes', () 
       // By hand, as someone with exec rights in the pod might: a shell there sends qemu SIGTERM.
       await vms.kubectl([
         ...['exec', 'aousm', '-c', 'runner', '--', 'sh', '-c'],
-        'for p in /proc/[0-9]*; do [ "$(cat $p/comm)" = qemu-system-x86 ] && kill -TERM ${p#/proc/}; done; true',
+        // The shell waits a moment: qemu names its sender from /proc, and one gone is "<unknown process>".
+        'for p in /proc/[0-9]*; do [ "$(cat $p/comm)" = qemu-system-x86 ] && kill -TERM ${p#/proc/}; done; sleep 2',
       ]);
       const sender = /terminating on signal 15 from pid \d+ \(sh\)/;
       const stopped = await eventually(async () => {

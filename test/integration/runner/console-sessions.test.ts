@@ -12,7 +12,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunnerConfigInput } from '../../../src/api/runner-config.js';
 import { VMOP_BIN } from '../../../src/devenv/vmop-bin.js';
 import { TAKEN_OVER_MESSAGE } from '../../../src/console/serial-hub.js';
-import { SERIAL_RELAY_HELLO } from '../../../src/console/runner-pod.js';
 import { bystander, type Bystander } from '../../support/recycled-pid.js';
 import { eventually } from '../../support/eventually.js';
 import {
@@ -73,8 +72,8 @@ describe('runner: serial console sessions', () => {
   const relays: ChildProcess[] = [];
   const runDir = () => path.join(tmp, 'run');
 
-  const startRelay = (wrap: (argv: string[]) => string[] = (argv) => argv, extra: string[] = []): Relay => {
-    const argv = wrap([VMOP_BIN, 'serial-console', '--config', configFile, ...extra]);
+  const startRelay = (wrap: (argv: string[]) => string[] = (argv) => argv): Relay => {
+    const argv = wrap([VMOP_BIN, 'serial-console', '--config', configFile]);
     const child = spawn(argv[0]!, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'] });
     relays.push(child);
     let output = '';
@@ -144,25 +143,6 @@ describe('runner: serial console sessions', () => {
     remaining.child.stdin!.end();
     expect(await remaining.exited).toBe(0);
     expect((await readdir(runDir())).sort()).toEqual(before);
-  });
-
-  it("the web GUI's relay takes the console only after its hello: one whose browser left displaces nobody", async () => {
-    const holder = startRelay();
-    await answers(holder, 'held');
-    // The GUI's relay for a browser that left: its stdin ends without the hello.
-    const unheard = startRelay(undefined, ['--after-hello']);
-    unheard.child.stdin!.end();
-    expect(await unheard.exited).toBe(0);
-    expect(holder.output()).not.toContain(TAKEN_OVER_MESSAGE);
-    await answers(holder, 'still-held');
-    // One whose browser is there: the hello (with what the person typed at once), then the console.
-    const heard = startRelay(undefined, ['--after-hello']);
-    heard.child.stdin!.write(`${SERIAL_RELAY_HELLO}echo early-$((2*21))\n`);
-    await eventually(() => expect(holder.output()).toContain(TAKEN_OVER_MESSAGE), 30_000);
-    await eventually(() => expect(heard.output()).toContain('early-42'), 60_000);
-    heard.child.stdin!.end();
-    expect(await heard.exited).toBe(0);
-    expect(await holder.exited).toBe(0);
   });
 
   it("a hang-up of a relay's terminal ends that relay and nothing else", async () => {
