@@ -268,12 +268,15 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     }
   };
 
+  /** The work keys of the cached objects of a namespaced kind, of one namespace or of all. */
+  const keysOf = (
+    kind: typeof KIND | typeof OPERATION_KIND | typeof IMAGE_KIND | typeof IP_ADDRESS_KIND,
+    key: (namespace: string, name: string) => string,
+    namespace?: string,
+  ) =>
+    watches.cache.list(kind, namespace).map((item) => key(item.metadata!.namespace!, item.metadata!.name!));
+
   const enqueueAll = async () => {
-    const list = (
-      kind: typeof KIND | typeof OPERATION_KIND | typeof IMAGE_KIND | typeof IP_ADDRESS_KIND,
-      key: (namespace: string, name: string) => string,
-    ) =>
-      watches.cache.list(kind, undefined).map((item) => key(item.metadata!.namespace!, item.metadata!.name!));
     const classes = watches.cache
       .list(CLASS_KIND, undefined)
       .map((vmClass) => classKey(vmClass.metadata!.name!));
@@ -285,10 +288,10 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
       .filter((lease) => watchesNamespace(lease.spec?.virtualMachineIPAddressRef?.namespace))
       .map((lease) => leaseKey(lease.metadata!.name!));
     const keys = [
-      ...list(KIND, vmKey),
-      ...list(OPERATION_KIND, operationKey),
-      ...list(IMAGE_KIND, imageKey),
-      ...list(IP_ADDRESS_KIND, ipAddressKey),
+      ...keysOf(KIND, vmKey),
+      ...keysOf(OPERATION_KIND, operationKey),
+      ...keysOf(IMAGE_KIND, imageKey),
+      ...keysOf(IP_ADDRESS_KIND, ipAddressKey),
       ...classes,
       ...leases,
     ];
@@ -329,15 +332,10 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     namespaces: runnerNamespaces,
     enqueue: (key, event) => queue.add(key, { event }),
     known: knownByRunners,
-    overflowed: async (namespace) => {
-      const keys = [
-        ...watches.cache.list(KIND, namespace).map((vm) => vmKey(namespace, vm.metadata!.name!)),
-        ...watches.cache
-          .list(IMAGE_KIND, namespace)
-          .map((image) => imageKey(namespace, image.metadata!.name!)),
-      ];
-      await queue.addMany(keys, { event: { type: 'RESYNC' } });
-    },
+    overflowed: (namespace) =>
+      queue.addMany([...keysOf(KIND, vmKey, namespace), ...keysOf(IMAGE_KIND, imageKey, namespace)], {
+        event: { type: 'RESYNC' },
+      }),
     consumer: `${hostname()}-${process.pid}`,
     logger,
   });

@@ -91,7 +91,7 @@ export function pumpRunnerEvents(options: {
 
   const overflowLoggedAt = new Map<string, number>();
   const handle = async (stream: string, entries: Entries) => {
-    const namespace = stream.slice(runnerEventsKey('').length);
+    const namespace = namespaceOf(stream);
     // Each key once, with its latest event.
     const latest = new Map<string, unknown>();
     let dropped = 0;
@@ -118,7 +118,7 @@ export function pumpRunnerEvents(options: {
   const trim = async (stream: string) => {
     const trimmed = await redis.xtrim(stream, 'MAXLEN', EVENTS_MAX_LENGTH);
     if (trimmed === 0) return;
-    const namespace = stream.slice(runnerEventsKey('').length);
+    const namespace = namespaceOf(stream);
     if (Date.now() - (overflowLoggedAt.get(namespace) ?? 0) > OVERFLOW_LOG_MS) {
       overflowLoggedAt.set(namespace, Date.now());
       logger.warn({ stream, trimmed }, "a namespace's runner events overflowed: dropped, its VMs reconciled");
@@ -195,6 +195,9 @@ export function pumpRunnerEvents(options: {
     },
   };
 }
+
+/** The namespace whose runner events `stream` holds. */
+const namespaceOf = (stream: string) => stream.slice(runnerEventsKey('').length);
 
 function fieldsOf(fields: string[]): Record<string, string> {
   const entry: Record<string, string> = {};

@@ -1,6 +1,7 @@
 // Keeps this node's network as planNodeNetwork says: watches the runner pods, the VMs (their
 // status says where each guest runs), and the leases and claims (which VM holds which address)
-// and, on every change, makes the missing taps and sets the routes. Changes are applied one pass at a time; a change during a pass runs another.
+// and, on every change, makes the missing taps and sets the routes. Changes are applied one pass
+// at a time; a change during a pass runs another.
 import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { GROUP, PLURAL, VERSION } from '../../api/virtual-machine.js';
 import { IP_ADDRESS_PLURAL, LEASE_PLURAL } from '../../api/virtual-machine-ip-address.js';

@@ -75,29 +75,36 @@ export function planNodeNetwork(
     if (!address || routedNicOf(pod.metadata?.annotations)?.address !== address) return undefined;
     return { vm, nic: { address, mac: routedNicMac(vm.metadata!.uid!) } };
   };
-  const carriers = pods.filter((pod) => pod.status?.podIP && alive(pod) && ownerOf(pod));
-  const tapOf = (pod: V1Pod): PodTap => ({
-    uid: pod.metadata!.uid!,
-    namespace: pod.metadata!.namespace!,
-    name: pod.metadata!.name!,
-    nic: ownerOf(pod)!.nic,
+  /** The live pods that carry their VM's address, each with its VM and its tap, found once. */
+  const carriers = pods.flatMap((pod) => {
+    const owner = pod.status?.podIP && alive(pod) ? ownerOf(pod) : undefined;
+    if (!owner) return [];
+    const tap: PodTap = {
+      uid: pod.metadata!.uid!,
+      namespace: pod.metadata!.namespace!,
+      name: pod.metadata!.name!,
+      nic: owner.nic,
+    };
+    return [{ pod, vm: owner.vm, tap }];
   });
-  const taps = carriers.filter((pod) => pod.spec?.nodeName === node).map(tapOf);
+  const taps = carriers.filter(({ pod }) => pod.spec?.nodeName === node).map(({ tap }) => tap);
   const routes = new Map<string, string>();
   const moving: NodeNetworkPlan['moving'] = [];
   const namedUids: string[] = [];
   for (const vm of vms) {
-    const podsOfVm = carriers.filter((pod) => ownerOf(pod)!.vm === vm);
-    const named = podsOfVm.find((pod) => pod.metadata?.name === vm.status?.runnerPod?.name);
-    if (!named) continue;
-    const address = ownerOf(named)!.nic.address;
+    const ofVm = carriers.filter((carrier) => carrier.vm === vm);
+    const namedCarrier = ofVm.find(({ pod }) => pod.metadata?.name === vm.status?.runnerPod?.name);
+    if (!namedCarrier) continue;
+    const named = namedCarrier.pod;
+    const address = namedCarrier.tap.nic.address;
     namedUids.push(named.metadata!.uid!);
-    const other = podsOfVm.find((pod) => pod !== named);
+    const otherCarrier = ofVm.find((carrier) => carrier !== namedCarrier);
+    const other = otherCarrier?.pod;
     let runsIn = named;
     if (other) {
       const [namedIsLocal, otherIsLocal] = [named.spec?.nodeName === node, other.spec?.nodeName === node];
       if (namedIsLocal || otherIsLocal)
-        moving.push({ named: tapOf(named), other: tapOf(other), namedIsLocal, otherIsLocal });
+        moving.push({ named: namedCarrier.tap, other: otherCarrier!.tap, namedIsLocal, otherIsLocal });
       const uid = (pod: V1Pod) => pod.metadata!.uid!;
       if (handover.runsIn.has(uid(other)) || handover.leftFrom.has(uid(named))) runsIn = other;
     }
