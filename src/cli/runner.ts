@@ -172,7 +172,8 @@ export function register(program: Command): void {
     .command('serial-console', { hidden: true })
     .description("Relay the terminal to this runner's VM serial console (what `vmop vm console` runs)")
     .option('-c, --config <path>', 'the runner config file', DEFAULT_CONFIG_PATH)
-    .action(async (options: { config: string }) => {
-      process.exit(await relaySerialConsole(options.config));
+    .option('--ask-first', 'take the console only once the client answers go on stdin (relay-go.ts)')
+    .action(async (options: { config: string; askFirst?: boolean }) => {
+      process.exit(await relaySerialConsole(options.config, { askFirst: options.askFirst === true }));
     });
 }

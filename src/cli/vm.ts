@@ -23,6 +23,7 @@ import { OPERATION_VM_LABEL } from '../reconcilers/virtual-machine-operation/ope
 import { formatDuration, renderTable } from '../util/table.js';
 import { connectionFile, spiceEndpoint } from '../console/connection-file.js';
 import { SERIAL_RELAY_COMMAND, runnerPodOf } from '../console/runner-pod.js';
+import { answerRelay } from '../console/relay-go.js';
 import { displaySecretOf, setOneTimePassword } from '../console/one-time-password.js';
 import { vmApiRef } from '../reconcilers/virtual-machine/naming.js';
 import { findExecutable } from '../runner/executable.js';
@@ -239,6 +240,8 @@ async function serialConsole(name: string, options: ConsoleOptions) {
   const raw = local.isTTY === true;
   process.stderr.write(`vmop: serial console of ${namespace}/${name}; ^] leaves\r\n`);
   let socket: { close(): void } | undefined;
+  let leaving = false;
+  const relay = answerRelay({ keys: toGuest, errors: process.stderr, stillWanted: () => !leaving });
   const ended = new Promise<string | undefined>((resolve) => {
     local.on('data', (chunk: Buffer) => {
       const escape = chunk.indexOf(ESCAPE);
@@ -254,9 +257,9 @@ async function serialConsole(name: string, options: ConsoleOptions) {
         'runner',
         SERIAL_RELAY_COMMAND,
         process.stdout,
-        process.stderr,
-        toGuest,
-        true,
+        relay.relayErrors,
+        relay.toRelay,
+        false,
         (status) =>
           resolve(status.status === 'Success' ? undefined : (status.message ?? 'the console session failed')),
       )
@@ -268,6 +271,7 @@ async function serialConsole(name: string, options: ConsoleOptions) {
   });
   if (raw) local.setRawMode(true);
   const failure = await ended;
+  leaving = true;
   if (raw) local.setRawMode(false);
   local.pause();
   socket?.close();

@@ -1,8 +1,9 @@
-// The runner-pod side of `vmop vm console NAME`: started through the Kubernetes exec API in the
-// runner container, it connects the terminal to the runner's serial console hub (serial-hub.ts),
-// which replays the recent serial output and then relays the live console. One session at a time:
-// a new one takes over by connecting to the hub, and the one displaced is told so by the hub (its
-// relay ends). The relay signals nobody and leaves nothing behind.
+// The runner-pod side of `vmop vm console NAME` and the GUI's terminal: started through the
+// Kubernetes exec API in the runner container, it connects the terminal to the runner's serial
+// console hub (serial-hub.ts), which replays the recent serial output and then relays the live
+// console. One session at a time: a new one takes over by connecting to the hub, and the one
+// displaced is told so by the hub (its relay ends). With `askFirst` it connects only once its client
+// says go (relay-go.ts). The relay signals nobody and leaves nothing behind.
 import { write } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { connect, type Socket } from 'node:net';
@@ -11,6 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseRunnerConfig } from '../api/runner-config.js';
 import { runnerPaths } from '../runner/paths.js';
 import { relayWithoutWaiting } from './relay-without-waiting.js';
+import { RELAY_ASKS, clientSaysGo } from './relay-go.js';
 
 /**
  * A stream onto a file descriptor that never holds up the event loop: each write is made from
@@ -52,13 +54,25 @@ async function connectHub(socketPath: string): Promise<Socket> {
   }
 }
 
-export async function relaySerialConsole(configPath: string): Promise<number> {
+export async function relaySerialConsole(
+  configPath: string,
+  options: { askFirst?: boolean } = {},
+): Promise<number> {
   const parsed = parseRunnerConfig(await readFile(configPath, 'utf8'));
   if (!parsed.ok) {
     process.stderr.write(`vmop: the runner config is invalid: ${parsed.errors.join('; ')}\n`);
     return 2;
   }
   const paths = runnerPaths(parsed.config['/Runner'], { configPath, env: process.env, cwd: process.cwd() });
+  // Under the exec API's TTY: bytes as they come, no echo (the guest echoes).
+  if (process.stdin.isTTY) process.stdin.setRawMode(true);
+  let typedMeanwhile: Buffer = Buffer.alloc(0);
+  if (options.askFirst) {
+    process.stderr.write(RELAY_ASKS);
+    const rest = await clientSaysGo(process.stdin);
+    if (rest === undefined) return 0; // the client is gone, or another session is newer: not ours
+    typedMeanwhile = rest;
+  }
   let hub: Socket;
   try {
     hub = await connectHub(paths.consoleSessionsSocket);
@@ -85,9 +99,8 @@ export async function relaySerialConsole(configPath: string): Promise<number> {
   terminal.on('error', end);
   process.once('SIGHUP', end);
   hub.on('error', end);
-  // Under the exec API's TTY: bytes as they come, no echo (the guest echoes).
-  if (process.stdin.isTTY) process.stdin.setRawMode(true);
   relayWithoutWaiting(hub, terminal);
+  if (typedMeanwhile.length > 0) hub.write(typedMeanwhile);
   process.stdin.pipe(hub);
   process.stdin.on('end', end);
   // The hub ended the session (taken over, or the VM stopped): it said so on the way.

@@ -15,6 +15,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { z } from 'zod';
 import { displaySecretOf, setOneTimePassword } from '../console/one-time-password.js';
 import { SERIAL_RELAY_COMMAND, runnerPodOf } from '../console/runner-pod.js';
+import { answerRelay } from '../console/relay-go.js';
 import type { VirtualMachine } from '../api/virtual-machine.js';
 import type { KubeClients } from '../kube/clients.js';
 import type { Logger } from '../util/logger.js';
@@ -61,7 +62,7 @@ if not v or cjson.decode(v).ticket ~= ARGV[1] then return 0 end
 if ARGV[2] == 'del' then return redis.call('DEL', KEYS[1]) end
 return redis.call('EXPIRE', KEYS[1], ARGV[2])`;
 /** Close codes (application range; web/console.js shows their reasons). */
-const TAKEN_OVER = { code: 4001, reason: 'another console session took the display over' };
+const TAKEN_OVER = { code: 4001, reason: 'another console session took this console over' };
 const LOGIN_ENDED = { code: 4002, reason: 'your login ended (logged out or expired)' };
 const PERMISSION_LOST = { code: 4003, reason: 'you may no longer use this console' };
 
@@ -352,18 +353,31 @@ export function consoles(deps: ConsoleDeps) {
     browser.on('close', () => upstream.close());
   }
 
-  async function bridgeSerial(browser: WebSocket, ticket: Ticket) {
+  async function bridgeSerial(browser: WebSocket, ticket: Ticket, ticketDigest: string) {
     const { fromBrowser, toBrowser } = streamsOf(browser);
     const browserClosed = closedLater(browser);
+    // The relay may start seconds from now: it takes the console only if this page is still open
+    // and no newer session took the console meanwhile.
+    const relay = answerRelay({
+      keys: fromBrowser,
+      errors: toBrowser,
+      stillWanted: async () => {
+        if (browserClosed()) return false;
+        const holder = await readHolder('serial', ticket.namespace, ticket.vm);
+        if (holder?.ticket === ticketDigest) return true;
+        browser.close(TAKEN_OVER.code, TAKEN_OVER.reason);
+        return false;
+      },
+    });
     const upstream = (await new Exec(deps.kubeConfig).exec(
       ticket.namespace,
       ticket.pod,
       'runner',
       SERIAL_RELAY_COMMAND,
       toBrowser,
-      toBrowser,
-      fromBrowser,
-      true,
+      relay.relayErrors,
+      relay.toRelay,
+      false,
     )) as WebSocket;
     if (browserClosed()) {
       logger.info(

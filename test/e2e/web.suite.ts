@@ -201,6 +201,18 @@ spec:
     await display.close();
   });
 
+  /** How many serial console relays run in alices' runner pod (each session is one). */
+  const relaysOfAlices = async () =>
+    Number(
+      await bed.vms(NAMESPACE).exec('alices', [
+        'node',
+        '-e',
+        `const fs = require('fs');
+          console.log(fs.readdirSync('/proc').filter((p) => /^\\d+$/.test(p) && p !== String(process.pid))
+            .filter((p) => { try { return fs.readFileSync('/proc/' + p + '/cmdline', 'utf8').includes('\\0serial-console\\0') } catch { return false } }).length)`,
+      ]),
+    );
+
   it('types into the serial console in the page and shows the answer; another person taking it over is told', async () => {
     const serial = await openSerial(people.alice!.context);
     await typeInto(serial, 'echo $((6*7))-VMOP\r');
@@ -210,7 +222,10 @@ spec:
     await expect
       .poll(() => terminalText(serial), { timeout: 30_000 })
       .toContain('[vmop: this console session was taken over by another one]');
+    // One relay in the runner pod: alice's ended when it was displaced; the admin's ends with his page.
+    await expect.poll(() => relaysOfAlices(), { timeout: 30_000 }).toBe(1);
     await takeover.close();
+    await expect.poll(() => relaysOfAlices(), { timeout: 30_000 }).toBe(0);
     await serial.close();
   });
 

@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunnerConfigInput } from '../../../src/api/runner-config.js';
 import { VMOP_BIN } from '../../../src/devenv/vmop-bin.js';
 import { TAKEN_OVER_MESSAGE } from '../../../src/console/serial-hub.js';
+import { GO, RELAY_ASKS } from '../../../src/console/relay-go.js';
 import { bystander, type Bystander } from '../../support/recycled-pid.js';
 import { eventually } from '../../support/eventually.js';
 import {
@@ -143,6 +144,28 @@ describe('runner: serial console sessions', () => {
     remaining.child.stdin!.end();
     expect(await remaining.exited).toBe(0);
     expect((await readdir(runDir())).sort()).toEqual(before);
+  });
+
+  it('a relay that asks first: one whose client is gone leaves the console to its holder; one told go takes it over', async () => {
+    const askFirst = (argv: string[]) => [...argv, '--ask-first'];
+    const holder = startRelay();
+    await answers(holder, 'held');
+    // A page closed before its relay started: the relay asks, finds its stdin ended, and goes.
+    const late = startRelay(askFirst);
+    await eventually(() => expect(late.output()).toContain(RELAY_ASKS), 30_000);
+    late.child.stdin!.end();
+    expect(await late.exited).toBe(0);
+    expect(holder.running()).toBe(true);
+    await answers(holder, 'kept');
+    // Keys typed before the answer reach the guest after it.
+    const next = startRelay(askFirst);
+    await eventually(() => expect(next.output()).toContain(RELAY_ASKS), 30_000);
+    next.child.stdin!.write(Buffer.concat([Buffer.of(GO), Buffer.from('echo early-$((6*7))\n')]));
+    await eventually(() => expect(next.output()).toContain('early-42'), 60_000);
+    expect(await holder.exited).toBe(0);
+    expect(holder.output()).toContain(TAKEN_OVER_MESSAGE);
+    next.child.stdin!.end();
+    expect(await next.exited).toBe(0);
   });
 
   it("a hang-up of a relay's terminal ends that relay and nothing else", async () => {
