@@ -53,3 +53,28 @@ export function trimForCache(object: KubernetesObject, kind = object.kind): void
   if (kind === 'Node' && node.status)
     node.status = { conditions: node.status.conditions, addresses: node.status.addresses };
 }
+
+/**
+ * What is cached of an object the manager only needs to know of (a user's Secret): its identity,
+ * version and the labels it is found by, not its data. What a tenant makes of such objects then
+ * costs the caches a few hundred bytes each, however large she makes them.
+ */
+export function keepIdentityOnly(object: KubernetesObject, labelKeys: readonly string[]): void {
+  const { metadata } = object;
+  if (!metadata) return;
+  const labels = Object.fromEntries(
+    labelKeys.flatMap((key) => (metadata.labels?.[key] === undefined ? [] : [[key, metadata.labels[key]]])),
+  );
+  for (const field of Object.keys(object))
+    if (!['apiVersion', 'kind', 'metadata', 'type'].includes(field))
+      delete (object as Record<string, unknown>)[field];
+  object.metadata = {
+    name: metadata.name,
+    namespace: metadata.namespace,
+    uid: metadata.uid,
+    resourceVersion: metadata.resourceVersion,
+    creationTimestamp: metadata.creationTimestamp,
+    ...(metadata.deletionTimestamp && { deletionTimestamp: metadata.deletionTimestamp }),
+    labels,
+  };
+}

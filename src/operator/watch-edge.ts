@@ -40,10 +40,11 @@ import {
   leaseName,
 } from '../api/virtual-machine-ip-address.js';
 import { ipAddressNameOf } from '../reconcilers/virtual-machine-ip-address/attachment.js';
-import { trimForCache, type CachedKind, type ObjectCache } from '../kube/object-cache.js';
+import { keepIdentityOnly, trimForCache, type CachedKind, type ObjectCache } from '../kube/object-cache.js';
 import {
   APP_NAME,
   IMAGE_REPOSITORY_CLAIM,
+  LABEL_COMPONENT,
   LABEL_IMAGE,
   LABEL_INSTANCE,
   LABEL_MANAGED_BY,
@@ -81,8 +82,12 @@ export interface WatchEdge {
 export type ChangeListener = (kind: CachedKind, namespace: string, name: string) => void;
 
 const OWNED = `${LABEL_NAME}=${APP_NAME},${LABEL_MANAGED_BY}=${MANAGED_BY}`;
-/** Display Secrets (the user's) and runner Secrets (the manager's) both carry the app name. */
-const VM_SECRETS = `${LABEL_NAME}=${APP_NAME}`;
+/**
+ * The display Secrets people make (a generated one is the manager's, OWNED): anyone may label a
+ * Secret so, so they are cached by identity alone (USER_SECRET_LABELS).
+ */
+const USER_DISPLAY_SECRETS = `${LABEL_NAME}=${APP_NAME},${LABEL_COMPONENT}=display-secret,${LABEL_MANAGED_BY}!=${MANAGED_BY}`;
+const USER_SECRET_LABELS = [LABEL_NAME, LABEL_COMPONENT, LABEL_INSTANCE] as const;
 
 /**
  * The keys an object's change concerns: a VM's (and its operation's in flight, which waits for
@@ -131,6 +136,8 @@ export const WATCHED: Array<{
   plural: string;
   labelSelector?: string;
   fieldSelector?: string;
+  /** Objects of others, cached by name, version and these labels only (keepIdentityOnly). */
+  identityOnly?: readonly string[];
   /** Not namespaced: watched once, whatever the namespaces. */
   clusterScoped?: boolean;
 }> = [
@@ -141,7 +148,14 @@ export const WATCHED: Array<{
   { apiVersion: 'apps/v1', kind: 'StatefulSet', plural: 'statefulsets', labelSelector: OWNED },
   { apiVersion: 'v1', kind: 'ConfigMap', plural: 'configmaps', labelSelector: OWNED },
   { apiVersion: 'v1', kind: 'Pod', plural: 'pods', labelSelector: OWNED },
-  { apiVersion: 'v1', kind: 'Secret', plural: 'secrets', labelSelector: VM_SECRETS },
+  { apiVersion: 'v1', kind: 'Secret', plural: 'secrets', labelSelector: OWNED },
+  {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    plural: 'secrets',
+    labelSelector: USER_DISPLAY_SECRETS,
+    identityOnly: USER_SECRET_LABELS,
+  },
   { apiVersion: 'v1', kind: 'Service', plural: 'services', labelSelector: OWNED },
   { apiVersion: 'v1', kind: 'ServiceAccount', plural: 'serviceaccounts', labelSelector: OWNED },
   {
@@ -212,6 +226,7 @@ interface WatchSpec {
   path: string;
   labelSelector?: string;
   fieldSelector?: string;
+  identityOnly?: readonly string[];
   indexLabels: readonly string[];
   list: () => Promise<KubernetesListObject<KubernetesObject>>;
 }
@@ -225,8 +240,9 @@ function watchSpecs(
   scope: 'namespaced' | 'cluster',
 ): WatchSpec[] {
   const watched = WATCHED.filter((w) => (w.clusterScoped ?? false) === (scope === 'cluster'));
-  return watched.map(({ apiVersion, kind, plural, labelSelector, fieldSelector }) => ({
+  return watched.map(({ apiVersion, kind, plural, labelSelector, fieldSelector, identityOnly }) => ({
     kind,
+    identityOnly,
     path: `${apiVersion.includes('/') ? '/apis' : '/api'}/${apiVersion}${namespace ? `/namespaces/${namespace}` : ''}/${plural}`,
     labelSelector,
     fieldSelector,
@@ -476,7 +492,8 @@ export function createWatchEdge(
       kubeConfig,
       spec,
       {
-        trim: (object) => trimForCache(object, spec.kind), // list items carry no kind
+        trim: (object) =>
+          spec.identityOnly ? keepIdentityOnly(object, spec.identityOnly) : trimForCache(object, spec.kind), // list items carry no kind
         upsert: forward(spec, 'changed'),
         deleted: forward(spec, 'deleted'),
       },
