@@ -32,6 +32,20 @@ export interface StartRedisOptions {
 }
 
 /**
+ * The bounds vmop's Redis runs with, as the chart's (helm/vmop/templates/redis.yaml): no value vmop
+ * writes comes near 1 MB, so a tenant's credential cannot write a larger one; and Redis refuses
+ * writes at its memory bound rather than be killed at its pod's limit, never evicting the queue.
+ */
+export const REDIS_BOUNDS = [
+  '--proto-max-bulk-len',
+  '1mb',
+  '--maxmemory',
+  '256mb',
+  '--maxmemory-policy',
+  'noeviction',
+];
+
+/**
  * Starts a private redis-server on a free port (of loopback, by default) with persistence off,
  * so tests never share (or depend on) a Redis that happens to run on 6379.
  */

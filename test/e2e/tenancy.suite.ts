@@ -55,6 +55,7 @@ describe('tenancy: a person with edit in one namespace cannot reach another', ()
 
   const redisAs = (url: string) => {
     const client = new Redis(url, { maxRetriesPerRequest: 0 });
+    client.on('error', () => undefined); // a refused write drops the connection: the command says so
     redisClients.push(client);
     return (command: string, ...args: string[]) =>
       client.call(command, ...args).then(
@@ -105,6 +106,22 @@ describe('tenancy: a person with edit in one namespace cannot reach another', ()
     const after = await teamA.getVm(VM);
     expect(after.status?.phase ?? after.status).toEqual(before.status?.phase ?? before.status);
     expect(teamA.condition(after, 'Booted')?.status).toBe('True');
+  });
+
+  it('cannot write a value larger than 1 MB into the shared Redis with her runner credential; Redis stays up', async () => {
+    const url = await secretValue(dora, 'vm-runner-redis', 'url');
+    const key = snapshotRedisKey(`vm:${TEAM_B}/pad`);
+    const managers = new Redis(bed.state().redisUrl, { maxRetriesPerRequest: 1 });
+    redisClients.push(managers);
+    // Stop 57's attack wrote 50 MB under her own snapshot key; 2 MB is refused (Redis drops the
+    // connection that sends it) and nothing is stored.
+    expect(await redisAs(url)('SET', key, 'x'.repeat(2 * 1024 * 1024))).not.toBe('OK');
+    expect(await managers.strlen(key)).toBe(0);
+    const again = redisAs(url);
+    expect(await again('SET', key, 'x'.repeat(512 * 1024))).toBe('OK'); // what fits is hers to write
+    expect(await managers.strlen(key)).toBe(512 * 1024);
+    expect(await managers.ping()).toBe('PONG');
+    await managers.del(key);
   });
 
   it("cannot log in to team-a's SPICE display from a pod of team-b without its password, which she cannot read", async () => {
