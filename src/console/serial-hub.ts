@@ -33,6 +33,21 @@ function tail(buffer: Buffer, bytes: number): Buffer {
   return newline >= 0 ? cut.subarray(newline + 1) : cut;
 }
 
+/**
+ * The replay without the guest's questions to its terminal (cursor position, status, device
+ * attributes, window size, colours): they were asked and answered long ago, and a terminal that
+ * answered them again would type the answers at the guest's prompt (issue 56: `^[[15;13R`).
+ */
+export function withoutTerminalQueries(replay: Buffer | string): Buffer {
+  const bytes = typeof replay === 'string' ? Buffer.from(replay) : replay;
+  const text = bytes.toString('latin1'); // byte for byte
+  const stripped = text
+    .replace(/\x1b\[[?>=]?[0-9;]*[nc]/g, '')
+    .replace(/\x1b\[(?:14|16|18|19|21)t/g, '')
+    .replace(/\x1b\][0-9]+;\?(?:\x07|\x1b\\)/g, '');
+  return stripped.length === text.length ? bytes : Buffer.from(stripped, 'latin1');
+}
+
 function endSession(socket: Socket, message?: string): void {
   if (message) socket.write(`\r\n${message}\r\n`);
   socket.end();
@@ -66,7 +81,7 @@ export async function startSerialConsoleHub(options: {
     socket.on('close', () => {
       if (session === socket) session = undefined;
     });
-    socket.write(state === 'held' ? tail(replay, REPLAY_BYTES) : logged);
+    socket.write(withoutTerminalQueries(state === 'held' ? tail(replay, REPLAY_BYTES) : logged));
     if (state === 'gone') {
       session = undefined;
       return endSession(socket, NOT_RUNNING_MESSAGE);

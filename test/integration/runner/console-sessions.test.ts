@@ -168,6 +168,20 @@ describe('runner: serial console sessions', () => {
     expect(await next.exited).toBe(0);
   });
 
+  it("a new session's replay holds the guest's output without its questions to the terminal, which would answer them at the prompt", async () => {
+    const asker = startRelay();
+    await answers(asker, 'before-asking');
+    // What a shell's line editor sends: cursor position and device attribute queries.
+    asker.type(`printf 'asked\\033[6n\\033[c-%s\\n' done`);
+    await eventually(() => expect(asker.output()).toContain('asked\x1b[6n\x1b[c-done'), 60_000);
+    const next = startRelay();
+    await eventually(() => expect(next.output()).toContain('asked-done'), 30_000);
+    expect(next.output()).not.toContain('\x1b[6n');
+    expect(await asker.exited).toBe(0);
+    next.child.stdin!.end();
+    expect(await next.exited).toBe(0);
+  });
+
   it("a hang-up of a relay's terminal ends that relay and nothing else", async () => {
     const qemuBefore = processRef(runner.snapshots().at(-1)!.qemuPid!)!;
     // The relay on a terminal of its own (script's pty): killing script closes the terminal.

@@ -6,6 +6,7 @@ import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { DROPPED_MESSAGE, relayWithoutWaiting } from '../../../src/console/relay-without-waiting.js';
 import { FdWriter } from '../../../src/console/serial-relay.js';
+import { withoutTerminalQueries } from '../../../src/console/serial-hub.js';
 
 /** All a terminal has to read now, as it reads it. */
 async function readAll(terminal: PassThrough): Promise<string> {
@@ -82,5 +83,22 @@ describe("the relay's writer onto the terminal's descriptor", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("the hub's replay", () => {
+  it("drops the guest's questions to its terminal and keeps everything else byte for byte", () => {
+    const asked = Buffer.concat([
+      Buffer.from('login: \x1b[6n\x1b[?6n\x1b[c\x1b[>0c\x1b[18t\x1b]11;?\x07\x1b]10;?\x1b\\'),
+      Buffer.from([0xc3, 0xa9, 0xff]), // é, and a byte that is no UTF-8
+      Buffer.from('\x1b[1;32mgreen\x1b[0m \x1b[2J\x1b[H'),
+    ]);
+    expect(withoutTerminalQueries(asked)).toEqual(
+      Buffer.concat([
+        Buffer.from('login: '),
+        Buffer.from([0xc3, 0xa9, 0xff]),
+        Buffer.from('\x1b[1;32mgreen\x1b[0m \x1b[2J\x1b[H'),
+      ]),
+    );
   });
 });
