@@ -41,7 +41,9 @@ export function UsageChart() {
           data: [
             samples.map((s) => s.t / 1000),
             samples.map((s) => s.cpus),
+            samples.map((s) => s.cpusUsed),
             samples.map((s) => s.ramBytes / GIB),
+            samples.map((s) => s.ramUsedBytes / GIB),
           ],
           options: {
             series: [

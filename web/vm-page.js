@@ -127,7 +127,8 @@ export function VmPage({ namespace, name }) {
     <h2>${name} <small>${namespace}</small></h2>
     <p>
       <span class=${`phase phase-${vm.phase.toLowerCase()}`} data-phase>${vm.phase}</span>
-      ${vm.node && html` on <span data-node>${vm.node}</span>`} · ${vm.cpus} CPUs, ${vm.ram} RAM
+      ${vm.node && html` on <span data-node>${vm.node}</span>`} ·
+      <span data-size>${vm.cpus} ${vm.cpus === 1 ? 'CPU' : 'CPUs'}, ${vm.ram} RAM</span>
       ${vm.ipAddress && html` · address <span data-address>${vm.ipAddress}</span>`}
     </p>
     <section aria-label="use over the last hour" class="charts">
@@ -205,8 +206,8 @@ export function VmPage({ namespace, name }) {
       ${events.map(
         (e, i) =>
           html`<li key=${i} data-event=${e.reason} class=${e.type === 'Warning' ? 'warning' : ''}>
-            <time>${when(e.at)}</time> <strong>${e.reason}</strong>${e.count > 1 ? ` (×${e.count})` : ''}:
-            ${e.message}
+            <time>${when(e.at)}</time>
+            <strong>${e.reason}</strong>${e.count > 1 ? ` (×${e.count})` : ''}: ${e.message}
           </li>`,
       )}
     </ul>

@@ -456,6 +456,10 @@ spec:
 
   it("charts the cluster's CPUs and RAM in use over 24 h, held and used, for administrators, and for nobody else", async () => {
     const { page } = people.admin!;
+    // The chart drew nothing once: four lines declared, two given (issue 56), a TypeError in the page.
+    const pageErrors: string[] = [];
+    page.on('pageerror', (err) => pageErrors.push(err.message));
+    await page.reload();
     const chart = page.locator('figure.usage');
     await chart.locator('canvas').waitFor();
     // The bed samples every 5 s: the chart's newest point soon counts what the table shows.
@@ -481,6 +485,7 @@ spec:
       )
       .toMatch(/^0\.(?!00)\d\d$|^[1-9]/);
     expect(Number(await chart.getAttribute('data-usage-points'))).toBeGreaterThan(1);
+    expect(pageErrors).toEqual([]);
     expect(await callApi(people.alice!.page, 'GET', '/api/usage')).toEqual({
       status: 403,
       body: JSON.stringify({ message: 'only people who may list every VM see the cluster totals' }),
@@ -499,7 +504,11 @@ spec:
     await expect(vmPage.locator('[data-condition="Running"] [data-status]').textContent()).resolves.toBe(
       'True',
     );
-    expect(await vmPage.locator('[data-event="RequestedInWebGui"]').count()).toBeGreaterThan(0);
+    // One line per Event, its reason and message apart (issue 56: "Started:the VM runs").
+    const requested = vmPage.locator('[data-event="RequestedInWebGui"]').first();
+    await expect(requested.textContent()).resolves.toMatch(/RequestedInWebGui(?: \(×\d+\))?: \S/);
+    // Said as people say it (issue 56: "1 CPUs").
+    await expect(vmPage.locator('[data-size]').textContent()).resolves.toMatch(/^(?:1 CPU|[2-9] CPUs), /);
     // The runner records a sample every 15 s; a rate needs two of them.
     await expect
       .poll(async () => Number(await vmPage.getAttribute('data-usage-points')), { timeout: 60_000 })
