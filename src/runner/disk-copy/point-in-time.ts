@@ -1,0 +1,140 @@
+// Copies a running VM's disks as they all were at one instant (the cut), while the guest goes on:
+// the building block of a VM snapshot on storage without CSI snapshots (issue 54). One QMP
+// `transaction` starts a `blockdev-backup` (sync full) per disk, so every disk is cut at the same
+// moment; QEMU then copies each block before the guest overwrites it (copy-before-write), so the
+// guest waits for nothing once the jobs have started. With a guest agent that answers, its file
+// systems are frozen around the cut (file-system consistent); without one the copy is what a
+// power cut would leave (crash-consistent), and says so. qemu-guest-agent never thaws by itself,
+// so the runner thaws right after the cut, and also when the cut takes longer than FREEZE_BOUND_MS.
+import type { QmpClient } from '../qmp/client.js';
+import type { Logger } from '../../util/logger.js';
+
+/** The longest a guest stays frozen, whatever happens meanwhile (KubeVirt's auto-unfreeze is 5 min). */
+export const FREEZE_BOUND_MS = 60_000;
+
+export interface DiskCopy {
+  /** The disk's format node in the running QEMU. */
+  node: string;
+  /** What to copy into: blockdev-add options of the target (an NBD export of the copy's volume). */
+  target: Record<string, unknown>;
+}
+
+/** How a copy relates to the guest's state at the cut. */
+export type Consistency = 'FileSystem' | 'Crash';
+
+export interface CutCopies {
+  consistency: Consistency;
+  /** Why a copy is crash-consistent only (no agent, or the freeze failed). */
+  reason?: string;
+  cutAt: Date;
+  /** Resolves when every copy is complete; rejects with the first job that failed. */
+  done: Promise<void>;
+}
+
+/** The part of the guest agent client used here. */
+export interface FreezingAgent {
+  execute(command: string, options?: { timeoutMs?: number }): Promise<unknown>;
+}
+
+const jobOf = (node: string) => `${node}-point-in-time-copy`;
+const targetOf = (node: string) => `${node}-point-in-time-target`;
+
+/**
+ * Starts the copies of `disks` at one cut and returns once the cut is made (the guest thawed);
+ * `done` tells when the copies are complete. The targets are removed again when the jobs end.
+ */
+export async function copyAtOneInstant(
+  deps: { qmp: QmpClient; agent?: FreezingAgent; logger: Logger; freezeBoundMs?: number },
+  disks: DiskCopy[],
+  /** A bound on each copy's rate, so that it leaves the VM's storage room (no bound when absent). */
+  bytesPerSecond?: number,
+): Promise<CutCopies> {
+  const { qmp, logger } = deps;
+  for (const disk of disks)
+    await qmp.execute('blockdev-add', { ...disk.target, 'node-name': targetOf(disk.node) });
+  const ended = disks.map((disk) =>
+    qmp.waitForEvent('BLOCK_JOB_COMPLETED', {
+      match: (data: { device?: string }) => data.device === jobOf(disk.node),
+      timeoutMs: 24 * 3600_000,
+    }),
+  );
+  ended.forEach((end) => end.catch(() => undefined)); // awaited below; not unhandled meanwhile
+  let frozen: Awaited<ReturnType<typeof freeze>>;
+  try {
+    frozen = await freeze(deps.agent, deps.freezeBoundMs ?? FREEZE_BOUND_MS, logger);
+  } catch (err) {
+    await removeTargets(qmp, disks);
+    throw err;
+  }
+  let cutAt: Date;
+  try {
+    await qmp.execute('transaction', {
+      actions: disks.map((disk) => ({
+        type: 'blockdev-backup',
+        data: {
+          'job-id': jobOf(disk.node),
+          device: disk.node,
+          target: targetOf(disk.node),
+          sync: 'full',
+          ...(bytesPerSecond !== undefined && { speed: bytesPerSecond }),
+        },
+      })),
+    });
+    cutAt = new Date();
+  } catch (err) {
+    await frozen.thaw();
+    await removeTargets(qmp, disks);
+    throw err;
+  }
+  // Thawed by the bound before the cut: the copy is not what a frozen guest had written.
+  const consistency = frozen.thawedEarly() ? 'Crash' : frozen.consistency;
+  const reason = frozen.thawedEarly() ? 'the cut took longer than the freeze may last' : frozen.reason;
+  await frozen.thaw();
+  const done = (async () => {
+    try {
+      const events = await Promise.all(ended);
+      const failed = events.find((event) => (event.data as { error?: string }).error !== undefined);
+      if (failed)
+        throw new Error(`copying ${String(failed.data?.device)} failed: ${String(failed.data?.error)}`);
+    } finally {
+      await removeTargets(qmp, disks);
+    }
+  })();
+  return { consistency, ...(reason && { reason }), cutAt, done };
+}
+
+/** Freezes the guest's file systems through its agent, if one answers; thaw() is safe to call twice. */
+async function freeze(agent: FreezingAgent | undefined, boundMs: number, logger: Logger) {
+  const crash = (reason: string) => ({
+    consistency: 'Crash' as const,
+    reason,
+    thaw: async () => undefined,
+    thawedEarly: () => false,
+  });
+  if (!agent) return crash('no guest agent answers');
+  try {
+    await agent.execute('guest-fsfreeze-freeze', { timeoutMs: boundMs / 2 });
+  } catch (err) {
+    // A freeze that failed half-way may have frozen some file systems.
+    await agent.execute('guest-fsfreeze-thaw', { timeoutMs: 10_000 }).catch(() => undefined);
+    return crash(`the guest agent could not freeze: ${(err as Error).message}`);
+  }
+  let thawed: Promise<void> | undefined;
+  let early = false;
+  const thaw = () =>
+    (thawed ??= agent
+      .execute('guest-fsfreeze-thaw', { timeoutMs: 10_000 })
+      .then(() => clearTimeout(bound))
+      .catch((err: unknown) => logger.warn({ err }, 'the guest agent could not thaw the guest')));
+  const bound = setTimeout(() => {
+    logger.warn({ boundMs }, 'the cut took too long: thawing the guest');
+    early = true;
+    void thaw();
+  }, boundMs);
+  return { consistency: 'FileSystem' as const, reason: undefined, thaw, thawedEarly: () => early };
+}
+
+async function removeTargets(qmp: QmpClient, disks: DiskCopy[]) {
+  for (const disk of disks)
+    await qmp.execute('blockdev-del', { 'node-name': targetOf(disk.node) }).catch(() => undefined);
+}
