@@ -33,6 +33,14 @@ function tail(buffer: Buffer, bytes: number): Buffer {
   return newline >= 0 ? cut.subarray(newline + 1) : cut;
 }
 
+const ESC = '\\x1b';
+/** Device status and attributes (CSI n, CSI c), window size reports (CSI t), colour queries (OSC ?). */
+const TERMINAL_QUERIES = [
+  `${ESC}\\[[?>=]?[0-9;]*[nc]`,
+  `${ESC}\\[(?:14|16|18|19|21)t`,
+  `${ESC}\\][0-9]+;\\?(?:\\x07|${ESC}\\\\)`,
+].map((source) => new RegExp(source, 'g'));
+
 /**
  * The replay without the guest's questions to its terminal (cursor position, status, device
  * attributes, window size, colours): they were asked and answered long ago, and a terminal that
@@ -41,10 +49,7 @@ function tail(buffer: Buffer, bytes: number): Buffer {
 export function withoutTerminalQueries(replay: Buffer | string): Buffer {
   const bytes = typeof replay === 'string' ? Buffer.from(replay) : replay;
   const text = bytes.toString('latin1'); // byte for byte
-  const stripped = text
-    .replace(/\x1b\[[?>=]?[0-9;]*[nc]/g, '')
-    .replace(/\x1b\[(?:14|16|18|19|21)t/g, '')
-    .replace(/\x1b\][0-9]+;\?(?:\x07|\x1b\\)/g, '');
+  const stripped = TERMINAL_QUERIES.reduce((rest, query) => rest.replace(query, ''), text);
   return stripped.length === text.length ? bytes : Buffer.from(stripped, 'latin1');
 }
 
