@@ -50,8 +50,13 @@ export async function copyAtOneInstant(
   bytesPerSecond?: number,
 ): Promise<CutCopies> {
   const { qmp, logger } = deps;
-  for (const disk of disks)
-    await qmp.execute('blockdev-add', { ...disk.target, 'node-name': targetOf(disk.node) });
+  try {
+    for (const disk of disks)
+      await qmp.execute('blockdev-add', { ...disk.target, 'node-name': targetOf(disk.node) });
+  } catch (err) {
+    await removeTargets(qmp, disks); // those added before the one that failed
+    throw err;
+  }
   const ended = disks.map((disk) =>
     qmp.waitForEvent('BLOCK_JOB_COMPLETED', {
       match: (data: { device?: string }) => data.device === jobOf(disk.node),
@@ -59,13 +64,8 @@ export async function copyAtOneInstant(
     }),
   );
   ended.forEach((end) => end.catch(() => undefined)); // awaited below; not unhandled meanwhile
-  let frozen: Awaited<ReturnType<typeof freeze>>;
-  try {
-    frozen = await freeze(deps.agent, deps.freezeBoundMs ?? FREEZE_BOUND_MS, logger);
-  } catch (err) {
-    await removeTargets(qmp, disks);
-    throw err;
-  }
+  // Never throws: a freeze that fails makes the copy crash-consistent.
+  const frozen = await freeze(deps.agent, deps.freezeBoundMs ?? FREEZE_BOUND_MS, logger);
   let cutAt: Date;
   try {
     await qmp.execute('transaction', {
