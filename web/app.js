@@ -303,6 +303,7 @@ function App({ me }) {
           />`
         : vmRoute
           ? html`<${VmPage}
+              live=${live}
               namespace=${decodeURIComponent(vmRoute[1])}
               name=${decodeURIComponent(vmRoute[2])}
             />`

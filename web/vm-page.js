@@ -1,6 +1,7 @@
-// The page of one VM (/vm/<namespace>/<name>): its state, conditions, disks, migration and Events,
-// and its CPU, memory, disk and network use over the last hour (samples its runner keeps; no
-// Prometheus needed). Reloaded every sample period.
+// The page of one VM (/vm/<namespace>/<name>): its state, conditions, disks, migration, snapshots
+// and Events, and its CPU, memory, disk and network use over the last hour (samples its runner
+// keeps; no Prometheus needed). Loaded again at each change the live stream tells of, and every
+// sample period.
 import { h } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import htm from 'htm';
@@ -10,6 +11,7 @@ import { usePlot } from './plot.js';
 const html = htm.bind(h);
 const MIB = 1024 ** 2;
 const HOUR = 3600;
+const SNAPSHOT_POLL_MS = 2000;
 
 const CHARTS = [
   {
@@ -88,37 +90,159 @@ function UseChart({ chart, points }) {
 
 const when = (iso) => (iso ? new Date(iso).toLocaleString() : '');
 
-export function VmPage({ namespace, name }) {
+/**
+ * The VM's snapshots, and what the person may do with them: take one, restore the VM to a Ready one
+ * (vmop stops it for the copy and starts it again), clone one into a new VM.
+ */
+function Snapshots({ vm, snapshots, reload }) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState('');
+  const may = new Set(vm.may);
+  const base = `/api/vms/${encodeURIComponent(vm.namespace)}/${encodeURIComponent(vm.name)}/snapshots`;
+  const act = async (path, body) => {
+    setBusy(true);
+    setError('');
+    try {
+      await api('POST', path, body);
+      reload();
+    } catch (err) {
+      setError(err.message);
+    } finally {
+      setBusy(false);
+    }
+  };
+  const restore = (snapshot) => {
+    if (confirm(`Restore ${vm.name} to snapshot ${snapshot}? It is stopped for that and started again.`))
+      void act(`${base}/${encodeURIComponent(snapshot)}/restore`);
+  };
+  const clone = (event, snapshot) => {
+    event.preventDefault();
+    const name = new FormData(event.currentTarget).get('name');
+    void act(`${base}/${encodeURIComponent(snapshot)}/clone`, { name });
+  };
+  return html`<section aria-labelledby="snapshots-title" data-snapshots>
+    <h3 id="snapshots-title">Snapshots</h3>
+    ${
+      may.has('snapshot') &&
+      html`<p>
+        <button type="button" data-action="snapshot" disabled=${busy} onClick=${() => act(base)}>
+          Take a snapshot
+        </button>
+      </p>`
+    }
+    ${error && html`<p class="error" role="alert">${error}</p>`}
+    ${
+      snapshots.length === 0
+        ? html`<p>No snapshots.</p>`
+        : html`<div class="table-wrap">
+            <table>
+              <thead>
+                <tr>
+                  <th>Snapshot</th>
+                  <th>Phase</th>
+                  <th>Consistency</th>
+                  <th>Size</th>
+                  <th>Taken</th>
+                  <th></th>
+                </tr>
+              </thead>
+              <tbody>
+                ${snapshots.map(
+                  (s) =>
+                    html`<tr key=${s.name} data-snapshot=${s.name}>
+                      <td>${s.name}</td>
+                      <td data-phase title=${s.message ?? ''}>${s.phase}</td>
+                      <td>${s.consistency ?? ''}</td>
+                      <td>${s.size ?? ''}</td>
+                      <td>${when(s.cutAt ?? s.createdAt)}</td>
+                      <td>
+                        ${
+                          s.phase === 'Ready' &&
+                          may.has('restore') &&
+                          html`<button
+                            type="button"
+                            data-action="restore"
+                            disabled=${busy}
+                            onClick=${() => restore(s.name)}
+                          >
+                            Restore
+                          </button>`
+                        }
+                        ${
+                          s.phase === 'Ready' &&
+                          may.has('clone') &&
+                          html`<form class="inline" data-clone onSubmit=${(event) => clone(event, s.name)}>
+                            <input
+                              name="name"
+                              required
+                              maxlength="52"
+                              pattern="[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+                              aria-label=${`name of a new VM cloned from ${s.name}`}
+                              placeholder="new VM's name"
+                            />
+                            <button type="submit" data-action="clone" disabled=${busy}>Clone</button>
+                          </form>`
+                        }
+                      </td>
+                    </tr>`,
+                )}
+              </tbody>
+            </table>
+          </div>`
+    }
+  </section>`;
+}
+
+/**
+ * A VM's page: its details are loaded when it opens, again whenever the live stream tells of a
+ * change of the VM (`live`, as the table has it), and every usage sample for the charts.
+ */
+export function VmPage({ namespace, name, live }) {
   const [details, setDetails] = useState(undefined);
   const [error, setError] = useState('');
+  const loadNow = useRef(() => {});
   useEffect(() => {
     let timer;
     let over = false;
+    let asked = 0;
     const load = async () => {
+      clearTimeout(timer);
+      const ask = ++asked;
       try {
         const next = await api(
           'GET',
           `/api/vms/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}`,
         );
-        if (over) return;
+        if (over || ask !== asked) return; // a newer load is under way
         setDetails(next);
         setError('');
-        timer = setTimeout(load, next.usage.sampleSeconds * 1000);
+        // A snapshot under way is not a change of the VM the live stream tells of: looked at sooner.
+        const copying = next.snapshots.some((snapshot) => ['Pending', 'InProgress'].includes(snapshot.phase));
+        timer = setTimeout(load, copying ? SNAPSHOT_POLL_MS : next.usage.sampleSeconds * 1000);
       } catch (err) {
-        if (over) return;
+        if (over || ask !== asked) return;
         setError(err.message);
         timer = setTimeout(load, 15_000);
       }
     };
+    loadNow.current = load;
     void load();
     return () => {
       over = true;
       clearTimeout(timer);
     };
   }, [namespace, name]);
+  // The live stream's summary of this VM is a new object at each change it tells of.
+  const summary = live?.vms.get(`${namespace}/${name}`);
+  const seen = useRef(summary);
+  useEffect(() => {
+    if (summary === seen.current) return;
+    seen.current = summary;
+    if (summary) void loadNow.current();
+  }, [summary]);
   if (error && !details) return html`<main><p class="error" role="alert">${error}</p></main>`;
   if (!details) return html`<main><p>Loading ${name}…</p></main>`;
-  const { vm, conditions, disks, migration, events, usage } = details;
+  const { vm, conditions, disks, migration, events, usage, snapshots } = details;
   return html`<main
     class="vm-page"
     data-vm-page=${`${namespace}/${name}`}
@@ -201,6 +325,7 @@ export function VmPage({ namespace, name }) {
           ${migration.message ? ` · ${migration.message}` : ''} · ${when(migration.startTimestamp)}
         </p>`
     }
+    <${Snapshots} vm=${vm} snapshots=${snapshots} reload=${() => loadNow.current()} />
     <h3>Events</h3>
     <ul class="events">
       ${events.map(

@@ -9,15 +9,20 @@
 import { CoreV1Api, Watch, type KubeConfig } from '@kubernetes/client-node';
 import { randomUUID } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
-import { startRedis } from '../../src/devenv/redis.js';
+import { redisUrlWithUser, tenantRedisPassword, tenantRedisUser } from '../../src/api/tenant-redis.js';
+import { redisAclFile, REDIS_USERS } from '../../src/devenv/redis-acl.js';
+import { REDIS_SETTINGS, startRedis } from '../../src/devenv/redis.js';
 import { startSentinelSet } from '../../src/devenv/redis-sentinel.js';
-import type { RunnerSnapshot } from '../../src/api/runner-snapshot.js';
+import { snapshotRedisKey, type RunnerSnapshot } from '../../src/api/runner-snapshot.js';
 import { redisPublisher } from '../../src/runner/publish.js';
 import { createLogger } from '../../src/util/logger.js';
 import { startManagerProcess, type ManagerProcess } from '../../test/support/manager-process.js';
 import { readRequestTotals, requestDelta } from '../support/apiserver-requests.js';
 import { quantile } from '../support/quantile.js';
+import { startSetFlood } from '../support/set-flood.js';
 import { countCpu, pidsOf, type CpuShares } from '../support/cpu-usage.js';
 
 const logger = createLogger('bench', {});
@@ -56,6 +61,8 @@ export interface StatusLatency {
   cpu: CpuShares;
   /** The apiserver's CPU (all it did) per status PATCH: what one status write costs it. */
   apiserverCpuMsPerStatusWrite: number;
+  /** With a flood: how fast another namespace's runner key was written meanwhile, and how often it was refused. */
+  flood?: { writesPerSecond: number; refusedBatches: number };
   /** With a master killed: the changes published from the kill until FAILOVER_WINDOW_MS after it. */
   failover?: { changes: number; lost: number; statusP99: number; statusMax: number };
 }
@@ -74,15 +81,34 @@ const latenciesOf = (changes: PublishedChange[]) =>
 /** Changes published this long after the master's SIGKILL count as published during the failover. */
 export const FAILOVER_WINDOW_MS = 15_000;
 
+const PASSWORDS = { manager: 'bench', runner: 'bench', replication: 'bench', sentinel: 'bench' };
+
+/**
+ * The managers' URL and the base the namespaces' runner users derive from, as the chart sets
+ * them: runners publish with their namespace's own credential.
+ */
 async function startBenchRedis(layout: BenchRedis) {
   if (layout === 'single') {
-    const redis = await startRedis();
-    return { url: redis.url, pids: () => [redis.ref.pid], killMaster: undefined, stop: () => redis.stop() };
+    const dir = await mkdtemp(path.join(os.tmpdir(), 'vmop-bench-redis-'));
+    const aclFile = path.join(dir, 'users.acl');
+    await writeFile(aclFile, await redisAclFile(PASSWORDS));
+    const redis = await startRedis({ extraArgs: ['--aclfile', aclFile, ...REDIS_SETTINGS] });
+    const as = (user: string, password: string) => redisUrlWithUser(redis.url, user, password);
+    return {
+      url: as(REDIS_USERS.manager, PASSWORDS.manager),
+      runnerUrl: as(REDIS_USERS.runner, PASSWORDS.runner),
+      pids: () => [redis.ref.pid],
+      killMaster: undefined,
+      stop: async () => {
+        await redis.stop();
+        await rm(dir, { recursive: true, force: true });
+      },
+    };
   }
-  const passwords = { manager: 'bench', runner: 'bench', replication: 'bench', sentinel: 'bench' };
-  const set = await startSentinelSet({ passwords, sentinelPassword: 'bench' });
+  const set = await startSentinelSet({ passwords: PASSWORDS, sentinelPassword: 'bench' });
   return {
     url: set.url,
+    runnerUrl: set.withUser(REDIS_USERS.runner, PASSWORDS.runner),
     pids: () => set.servers.map((server) => server.ref.pid),
     // The set's first server is its master until a failover.
     killMaster: () => set.servers[0]!.kill('SIGKILL'),
@@ -139,6 +165,8 @@ export async function measureStatusLatency(
     redis?: BenchRedis;
     /** SIGKILL the Sentinel set's master this long into a boots load. */
     killMasterAtSeconds?: number;
+    /** While the load runs, a VM of another namespace has its runner key written in a flood. */
+    flood?: boolean;
   },
 ): Promise<StatusLatency> {
   const { replicas, vms: VMS, load } = options;
@@ -146,11 +174,17 @@ export async function measureStatusLatency(
   const namespace = `bench-${replicas}-${Date.now()}`;
   const kubectl = (args: string[], input?: string) =>
     execFileSync('kubectl', ['--kubeconfig', kubeconfigPath, ...args], { input, encoding: 'utf8' });
-  kubectl(['create', 'namespace', namespace]);
+  const floodNamespace = `${namespace}-flood`;
+  const watched = options.flood ? [namespace, floodNamespace] : [namespace];
+  for (const name of watched) kubectl(['create', 'namespace', name]);
   const managers = Array.from({ length: replicas }, () =>
-    startManagerProcess(['--kubeconfig', kubeconfigPath, '--redis', redis.url, '-n', namespace], {
-      logLevel: 'info',
-    }),
+    startManagerProcess(
+      [
+        ...['--kubeconfig', kubeconfigPath, '--redis', redis.url, '--runner-redis-url', redis.runnerUrl],
+        ...watched.flatMap((name) => ['-n', name]),
+      ],
+      { logLevel: 'info' },
+    ),
   );
   await Promise.all(managers.map((m) => m.waitForLog((l) => l.msg === 'manager started')));
   const names = Array.from({ length: VMS }, (_, i) => `vm-${i}`);
@@ -164,7 +198,16 @@ export async function measureStatusLatency(
       )
       .join('---\n'),
   );
+  if (options.flood)
+    kubectl(
+      ['apply', '-f', '-'],
+      `apiVersion: vmoperator.jdrupes.org/v1\nkind: VirtualMachine\nmetadata: {name: pad, namespace: ${floodNamespace}}\n` +
+        `spec: {vm: {state: Running, maximumCpus: 1, currentCpus: 1, maximumRam: 256Mi}}\n`,
+    );
   const core = kubeConfig.makeApiClient(CoreV1Api);
+  // The flooder's key is one the managers follow (its runner pod is there), as her credential's is.
+  while (options.flood && (await core.listNamespacedPod({ namespace: floodNamespace })).items.length === 0)
+    await new Promise((r) => setTimeout(r, 200));
   const pods = new Map<string, { name: string; uid: string }>();
   while (pods.size < VMS) {
     for (const pod of (await core.listNamespacedPod({ namespace })).items) {
@@ -211,8 +254,15 @@ export async function measureStatusLatency(
   };
   await openWatch();
   // Connected before the clock starts: a runner's connections are made once, at its start.
+  /** A namespace's runner credential, as its runner Secret has it. */
+  const runnerUrlOf = (ns: string) =>
+    redisUrlWithUser(
+      redis.runnerUrl,
+      tenantRedisUser('runner', ns),
+      tenantRedisPassword(PASSWORDS.runner, 'runner', ns),
+    );
   const publishers = names.map((name) =>
-    redisPublisher({ redisUrl: redis.url, vmKey: `vm:${namespace}/${name}`, logger }),
+    redisPublisher({ redisUrl: runnerUrlOf(namespace), vmKey: `vm:${namespace}/${name}`, logger }),
   );
   const runId = randomUUID();
   let published = 0;
@@ -254,6 +304,9 @@ export async function measureStatusLatency(
     redis: () => redis.pids(),
     bench: () => [process.pid],
   });
+  const flood = options.flood
+    ? startSetFlood(runnerUrlOf(floodNamespace), snapshotRedisKey(`vm:${floodNamespace}/pad`))
+    : undefined;
   let killedAt: number | undefined;
   if (load.kind === 'closed') {
     await Promise.all(
@@ -284,6 +337,7 @@ export async function measureStatusLatency(
     timers.forEach(clearTimeout);
     await Promise.race([Promise.all(shown), new Promise((r) => setTimeout(r, 60_000))]);
   }
+  const flooded = await flood?.stop();
   const cpu = cpuShares();
   /** CPU milliseconds a group used while the changes were published. */
   const cpuMs = (group: string) => cpu.busy[group]! * cpu.seconds * 1000;
@@ -298,7 +352,7 @@ export async function measureStatusLatency(
   await Promise.all(publishers.map((p) => p.close()));
   for (const manager of managers) await manager.stop();
   await redis.stop();
-  kubectl(['delete', 'namespace', namespace, '--wait=false']);
+  for (const name of watched) kubectl(['delete', 'namespace', name, '--wait=false']);
   const latencies = latenciesOf(changes);
   return {
     replicas,
@@ -316,6 +370,9 @@ export async function measureStatusLatency(
     cpu,
     apiserverCpuMsPerStatusWrite: cpuMs('apiserver') / (requests.series['PATCH vms/status'] ?? NaN),
     ...(killedAt !== undefined && { failover: failoverFigures(changes, killedAt) }),
+    ...(flooded && {
+      flood: { writesPerSecond: flooded.writes / (flooded.ms / 1000), refusedBatches: flooded.refused },
+    }),
   };
 }
 

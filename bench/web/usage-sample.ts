@@ -5,7 +5,7 @@
 // Real Redis; the watch cache is the manager's in-memory list of VMs, here a list of 10 or 1000.
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
-import { usageFields, usageHistoryKey } from '../../src/api/vm-usage-history.js';
+import { usageHistoryKey } from '../../src/api/vm-usage-history.js';
 import { startRedis } from '../../src/devenv/redis.js';
 import type { ObjectCache } from '../../src/kube/object-cache.js';
 import { createLogger } from '../../src/util/logger.js';
@@ -29,15 +29,18 @@ try {
     const now = Date.now();
     const pipeline = redis.pipeline();
     for (const vm of vms)
-      for (const [ago, cpu] of [
-        [20_000, 100],
-        [5_000, 103],
-      ] as const)
-        pipeline.xadd(
-          usageHistoryKey(`vm:bench/${vm.metadata.name}`),
-          `${now - ago}-0`,
-          ...usageFields({ cpu, resident: 300 * 1024 * 1024, diskRead: 0, diskWrite: 0 }),
-        );
+      pipeline.set(
+        usageHistoryKey(`vm:bench/${vm.metadata.name}`),
+        JSON.stringify(
+          [
+            [20_000, 100],
+            [5_000, 103],
+          ].map(([ago, cpu]) => ({
+            t: now - ago!,
+            record: { cpu: cpu!, resident: 300 * 1024 * 1024, diskRead: 0, diskWrite: 0 },
+          })),
+        ),
+      );
     await pipeline.exec();
     const cache: ObjectCache = {
       get: () => undefined,

@@ -1,5 +1,13 @@
 // Generates vmop's CustomResourceDefinitions from the zod schemas.
 import { z } from 'zod';
+import {
+  SCHEDULE_KIND,
+  SCHEDULE_PLURAL,
+  SCHEDULE_SHORT_NAME,
+  SCHEDULE_SINGULAR,
+  ScheduleSpec,
+  ScheduleStatus,
+} from './virtual-machine-snapshot-schedule.js';
 import { stringify } from 'yaml';
 import {
   OPERATION_KIND,
@@ -9,6 +17,30 @@ import {
   OperationSpec,
   OperationStatus,
 } from './virtual-machine-operation.js';
+import {
+  CLONE_KIND,
+  CLONE_PLURAL,
+  CLONE_SHORT_NAME,
+  CLONE_SINGULAR,
+  CloneSpec,
+  CloneStatus,
+} from './virtual-machine-clone.js';
+import {
+  RESTORE_KIND,
+  RESTORE_PLURAL,
+  RESTORE_SHORT_NAME,
+  RESTORE_SINGULAR,
+  RestoreSpec,
+  RestoreStatus,
+} from './virtual-machine-restore.js';
+import {
+  SNAPSHOT_KIND,
+  SNAPSHOT_PLURAL,
+  SNAPSHOT_SHORT_NAME,
+  SNAPSHOT_SINGULAR,
+  SnapshotSpec,
+  SnapshotStatus,
+} from './virtual-machine-snapshot.js';
 import {
   IMAGE_KIND,
   IMAGE_PLURAL,
@@ -241,6 +273,107 @@ export function virtualMachineImageCrd() {
   });
 }
 
+export function virtualMachineSnapshotCrd() {
+  return customResourceDefinition({
+    plural: SNAPSHOT_PLURAL,
+    singular: SNAPSHOT_SINGULAR,
+    kind: SNAPSHOT_KIND,
+    shortNames: [SNAPSHOT_SHORT_NAME],
+    description:
+      "A VM's disks, runner data and spec as they were at one instant, copied into claims of the snapshot's own.",
+    printerColumns: [
+      { name: 'VM', type: 'string', jsonPath: '.spec.virtualMachineName' },
+      { name: 'Phase', type: 'string', jsonPath: '.status.phase' },
+      { name: 'Consistency', type: 'string', jsonPath: '.status.consistency' },
+      { name: 'Size', type: 'string', jsonPath: '.status.size' },
+      { name: 'Cut at', type: 'date', jsonPath: '.status.cutAt', priority: 1 },
+      { name: 'Message', type: 'string', jsonPath: '.status.message', priority: 1 },
+      { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+    ],
+    spec: SnapshotSpec,
+    status: SnapshotStatus,
+    rootValidations: [
+      {
+        rule: 'size(self.metadata.name) <= 52',
+        message: "the name must have at most 52 characters (its copies' pods are named and labelled from it)",
+      },
+    ],
+  });
+}
+
+export function virtualMachineRestoreCrd() {
+  return customResourceDefinition({
+    plural: RESTORE_PLURAL,
+    singular: RESTORE_SINGULAR,
+    kind: RESTORE_KIND,
+    shortNames: [RESTORE_SHORT_NAME],
+    description: "A VirtualMachineSnapshot's copies written back onto its VM's disks and runner data.",
+    printerColumns: [
+      { name: 'VM', type: 'string', jsonPath: '.spec.virtualMachineName' },
+      { name: 'Snapshot', type: 'string', jsonPath: '.spec.virtualMachineSnapshotName' },
+      { name: 'Phase', type: 'string', jsonPath: '.status.phase' },
+      { name: 'Message', type: 'string', jsonPath: '.status.message', priority: 1 },
+      { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+    ],
+    spec: RestoreSpec,
+    status: RestoreStatus,
+    rootValidations: [
+      {
+        rule: 'size(self.metadata.name) <= 52',
+        message: 'the name must have at most 52 characters (its pods are named and labelled from it)',
+      },
+    ],
+  });
+}
+
+export function virtualMachineCloneCrd() {
+  return customResourceDefinition({
+    plural: CLONE_PLURAL,
+    singular: CLONE_SINGULAR,
+    kind: CLONE_KIND,
+    shortNames: [CLONE_SHORT_NAME],
+    description: 'A new VirtualMachine made from a VirtualMachineSnapshot, with an identity of its own.',
+    printerColumns: [
+      { name: 'Snapshot', type: 'string', jsonPath: '.spec.virtualMachineSnapshotName' },
+      { name: 'New VM', type: 'string', jsonPath: '.spec.newVirtualMachineName' },
+      { name: 'Phase', type: 'string', jsonPath: '.status.phase' },
+      { name: 'Message', type: 'string', jsonPath: '.status.message', priority: 1 },
+      { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+    ],
+    spec: CloneSpec,
+    status: CloneStatus,
+  });
+}
+
+export function virtualMachineSnapshotScheduleCrd() {
+  return customResourceDefinition({
+    plural: SCHEDULE_PLURAL,
+    singular: SCHEDULE_SINGULAR,
+    kind: SCHEDULE_KIND,
+    shortNames: [SCHEDULE_SHORT_NAME],
+    description:
+      'VirtualMachineSnapshots of the VMs a selector picks, taken on a cron schedule, the last few kept.',
+    printerColumns: [
+      { name: 'Schedule', type: 'string', jsonPath: '.spec.schedule' },
+      { name: 'Keep', type: 'integer', jsonPath: '.spec.keep' },
+      { name: 'Suspend', type: 'boolean', jsonPath: '.spec.suspend' },
+      { name: 'Last', type: 'date', jsonPath: '.status.lastScheduleTime' },
+      { name: 'Next', type: 'string', jsonPath: '.status.nextScheduleTime' },
+      { name: 'Failures', type: 'integer', jsonPath: '.status.consecutiveFailures' },
+      { name: 'Message', type: 'string', jsonPath: '.status.message', priority: 1 },
+      { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+    ],
+    spec: ScheduleSpec,
+    status: ScheduleStatus,
+    rootValidations: [
+      {
+        rule: 'size(self.metadata.name) <= 63',
+        message: 'the name must have at most 63 characters (its snapshots are labelled with it)',
+      },
+    ],
+  });
+}
+
 export function vmPoolCrd() {
   return customResourceDefinition({
     plural: POOL_PLURAL,
@@ -332,6 +465,26 @@ export const CRDS = [
     file: `${IMAGE_PLURAL}.${GROUP}.yaml`,
     source: 'src/api/virtual-machine-image.ts',
     crd: virtualMachineImageCrd,
+  },
+  {
+    file: `${SNAPSHOT_PLURAL}.${GROUP}.yaml`,
+    source: 'src/api/virtual-machine-snapshot.ts',
+    crd: virtualMachineSnapshotCrd,
+  },
+  {
+    file: `${RESTORE_PLURAL}.${GROUP}.yaml`,
+    source: 'src/api/virtual-machine-restore.ts',
+    crd: virtualMachineRestoreCrd,
+  },
+  {
+    file: `${CLONE_PLURAL}.${GROUP}.yaml`,
+    source: 'src/api/virtual-machine-clone.ts',
+    crd: virtualMachineCloneCrd,
+  },
+  {
+    file: `${SCHEDULE_PLURAL}.${GROUP}.yaml`,
+    source: 'src/api/virtual-machine-snapshot-schedule.ts',
+    crd: virtualMachineSnapshotScheduleCrd,
   },
   { file: `${POOL_PLURAL}.${GROUP}.yaml`, source: 'src/api/vm-pool.ts', crd: vmPoolCrd },
   {

@@ -11,7 +11,7 @@ export const Quantity = z
   .union([z.number().int().nonnegative(), z.string().regex(new RegExp(QUANTITY_PATTERN)).max(64)])
   .meta({ 'x-kubernetes-int-or-string': true, pattern: QUANTITY_PATTERN });
 
-const StringMap = z.record(z.string(), z.string());
+export const StringMap = z.record(z.string(), z.string());
 
 export const ResourceRequirements = z.object({
   limits: z.record(z.string(), Quantity).optional(),

@@ -152,3 +152,12 @@ export function snapshotRedisKey(vmKey: string, suffix = ''): string {
 /** The suffix of a migration target's snapshot key (SNAPSHOT_SUFFIX_ENV in its pod). */
 export const snapshotSuffixOf = (podName: string) => `@${podName}`;
 export const SNAPSHOT_SUFFIX_ENV = 'VMOP_SNAPSHOT_SUFFIX';
+
+/**
+ * The work key a snapshot Redis key reports on: `vmop:snapshot:vm:ns/name`, a migration target's
+ * `…@pod` and an import's `…#import/volume` all report on `vm:ns/name` (an image's on
+ * `image:ns/name`); a usage history (`…#usage`) on none.
+ */
+export function workKeyOfSnapshotKey(redisKey: string): string | undefined {
+  return /^vmop:snapshot:((?:vm|image):[a-z0-9-]+\/[^@#/]+)(?:@[^@#/]+|#import\/[^/]+)?$/.exec(redisKey)?.[1];
+}

@@ -1,8 +1,10 @@
 // What the runners and importers of one namespace may do in vmop's Redis: each namespace has its
 // own two ACL users, made by the managers, so a runner (or an importer, which parses untrusted
-// downloads) can write only its own namespace's snapshots and signals, and read only the requests
-// sent to its own namespace's pods. Nothing here reaches BullMQ's keys: a runner signals a change
-// on its namespace's event stream and a manager enqueues the key (operator/runner-events.ts).
+// downloads) can SET exactly the keys of the pods vmop made in its namespace (one snapshot and one
+// usage history per runner pod, one progress per importer pod: operator/tenant-keys.ts), and read
+// only the requests sent to its own namespace's pods. So what a namespace can store is bounded by
+// what it may run, each value by Redis' proto-max-bulk-len. Nothing here reaches BullMQ's keys: the
+// SET itself tells the managers (keyspace notifications, queue/snapshot-writes.ts).
 import { createHash, createHmac } from 'node:crypto';
 
 export type TenantRole = 'runner' | 'importer';
@@ -33,16 +35,6 @@ export function tenantRedisPassword(base: string, role: TenantRole, namespace: s
   return createHmac('sha256', base).update(`vmop:${role}:${namespace}`).digest('hex');
 }
 
-/** The stream a namespace's runners and importers signal changes on (one entry per change). */
-export const runnerEventsKey = (namespace: string) => `vmop:events:${namespace}`;
-
-/** Fields of an event stream entry: the work key that changed and what happened (JSON). */
-export const EVENT_KEY_FIELD = 'key';
-export const EVENT_FIELD = 'event';
-
-/** A stream keeps at most about this many entries: the managers read them within milliseconds. */
-export const EVENTS_MAX_LENGTH = 1000;
-
 /**
  * Commands a tenant user may run besides its own: connecting, ioredis' ready check (INFO), naming
  * itself, closing (ioredis' CLIENT SETINFO is refused and it carries on: Redis 7.0 has none). Not
@@ -51,35 +43,36 @@ export const EVENTS_MAX_LENGTH = 1000;
  */
 const CONNECTION = ['-@all', '+auth', '+hello', '+ping', '+quit', '+info', '+client|setname'];
 
+/** The keys of a namespace that its runners and its importers may write. */
+export interface TenantKeys {
+  runner: string[];
+  importer: string[];
+}
+
 /**
- * The ACL rules of a tenant user (after its name, for `ACL SETUSER`). Key patterns end in `/`
- * after the namespace, so `team` never matches `team-b`'s keys. `passwordHash` is SHA-256 hex.
+ * The ACL rules of a tenant user (after its name, for `ACL SETUSER`): SET (and GET, a runner
+ * its usage history) on exactly `keys`, no pattern, so a tenant cannot make keys of its own;
+ * `on: false` refuses its logins (its namespace flooded Redis).
  */
-export function tenantAclRules(role: TenantRole, namespace: string, passwordHash: string): string[] {
-  const common = ['on', 'resetpass', `#${passwordHash}`, 'resetchannels', 'resetkeys'];
-  const events = `%W~${runnerEventsKey(namespace)}`;
-  if (role === 'runner')
-    return [
-      ...common,
-      // Its VMs' snapshots, a migration target's (`…@pod`) and import progress of its VMs' disks.
-      `~vmop:snapshot:vm:${namespace}/*`,
-      events,
-      `%R~vmop:request:${namespace}/*`,
-      ...CONNECTION,
-      '+set',
-      '+xadd',
-      '+xread',
-    ];
-  return [
-    ...common,
-    // Only a disk's import progress, of a VM's disk or an image's.
-    `~vmop:snapshot:vm:${namespace}/*#import/*`,
-    `~vmop:snapshot:image:${namespace}/*#import/*`,
-    events,
+export function tenantAclRules(
+  role: TenantRole,
+  namespace: string,
+  passwordHash: string,
+  keys: string[],
+  on = true,
+): string[] {
+  const common = [
+    on ? 'on' : 'off',
+    'resetpass',
+    `#${passwordHash}`,
+    'resetchannels',
+    'resetkeys',
+    ...keys.map((key) => `~${key}`),
     ...CONNECTION,
     '+set',
-    '+xadd',
   ];
+  if (role === 'importer') return common;
+  return [...common, '+get', `%R~vmop:request:${namespace}/*`, '+xread'];
 }
 
 export const sha256Hex = (text: string) => createHash('sha256').update(text).digest('hex');

@@ -1,7 +1,8 @@
 // A VM's use over the last hour, as its runner records it in Redis for the GUI's VM page (which
-// needs no Prometheus): one stream entry per sample, under the VM's snapshot key (the runner's
-// Redis user may write there and nowhere else). Counters are totals since QEMU started: a reader
-// takes the difference of two samples, and a smaller total means a new QEMU (restart, migration).
+// needs no Prometheus): one JSON array of samples, oldest first, SET whole under the VM's usage
+// key (one of the few keys the runner's Redis user may write: a stream would let it add entries
+// without bound). Counters are totals since QEMU started: a reader takes the difference of two
+// samples, and a smaller total means a new QEMU (restart, migration).
 import { z } from 'zod';
 import { snapshotRedisKey } from './runner-snapshot.js';
 
@@ -10,7 +11,7 @@ export const USAGE_SAMPLE_SECONDS = 15;
 
 export const usageHistoryKey = (vmKey: string) => `${snapshotRedisKey(vmKey)}#usage`;
 
-/** One sample; stream fields carry the same names. */
+/** One sample. */
 export const UsageRecord = z.object({
   /** CPU seconds QEMU used so far. */
   cpu: z.coerce.number(),
@@ -29,30 +30,33 @@ export const UsageRecord = z.object({
 });
 export type UsageRecord = z.infer<typeof UsageRecord>;
 
-/** A stream entry's fields (name, value, name, value, …). */
-export function usageFields(record: UsageRecord): string[] {
-  return Object.entries(record).flatMap(([name, value]) =>
-    value === undefined ? [] : [name, String(value)],
-  );
-}
+export const VmUsageSample = z.object({
+  /** When it was taken, in milliseconds since the epoch. */
+  t: z.number(),
+  record: UsageRecord,
+});
+export type VmUsageSample = z.infer<typeof VmUsageSample>;
 
-export function parseUsageFields(fields: string[]): UsageRecord | undefined {
-  const object = Object.fromEntries(
-    fields.flatMap((value, i) => (i % 2 === 0 ? [[value, fields[i + 1]]] : [])),
-  );
-  return UsageRecord.safeParse(object).data;
-}
-
-export interface VmUsageSample {
-  /** Milliseconds since the epoch (the entry's ID). */
-  t: number;
-  record: UsageRecord;
-}
-
-/** A stream's entries (XRANGE/XREVRANGE replies) as samples, leaving out any it cannot read. */
-export function usageSamples(entries: Array<[id: string, fields: string[]]>): VmUsageSample[] {
-  return entries.flatMap(([id, fields]) => {
-    const record = parseUsageFields(fields);
-    return record ? [{ t: Number(id.split('-')[0]), record }] : [];
+/**
+ * A usage key's value as samples, oldest first, leaving out any it cannot read (the runner's
+ * credential wrote it, so it may hold anything).
+ */
+export function parseUsageHistory(text: string | null | undefined): VmUsageSample[] {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text ?? '[]');
+  } catch {
+    return [];
+  }
+  if (!Array.isArray(parsed)) return [];
+  return parsed.flatMap((sample) => {
+    const read = VmUsageSample.safeParse(sample);
+    return read.success ? [read.data] : [];
   });
+}
+
+/** `history` with `sample` added and what is older than an hour before it left out. Pure. */
+export function withSample(history: VmUsageSample[], sample: VmUsageSample): VmUsageSample[] {
+  const oldest = sample.t - USAGE_HISTORY_MS;
+  return [...history.filter((kept) => kept.t >= oldest && kept.t < sample.t), sample];
 }

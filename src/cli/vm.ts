@@ -1,5 +1,6 @@
 // `vmop vm`: a user's verbs for VMs on any cluster (through the kubeconfig, with the user's own
-// RBAC): start/stop/restart/reset/evict create VirtualMachineOperations, list shows the VMs.
+// RBAC): start/stop/restart/reset/evict create VirtualMachineOperations, snapshot, restore and
+// clone a VirtualMachineSnapshot, VirtualMachineRestore and VirtualMachineClone, list shows the VMs.
 // Also installed as the kubectl plugin `kubectl vmop` (bin/kubectl-vmop).
 import { CoreV1Api, CustomObjectsApi, Exec, type KubeConfig } from '@kubernetes/client-node';
 import { PassThrough } from 'node:stream';
@@ -27,6 +28,14 @@ import { answerRelay } from '../console/relay-go.js';
 import { displaySecretOf, setOneTimePassword } from '../console/one-time-password.js';
 import { vmApiRef } from '../reconcilers/virtual-machine/naming.js';
 import { findExecutable } from '../runner/executable.js';
+import {
+  createClone,
+  createRestore,
+  createSnapshot,
+  type CloneCliOptions,
+  type RestoreCliOptions,
+  type SnapshotCliOptions,
+} from './vm-snapshots.js';
 
 interface VmCliOptions {
   kubeconfig?: string;
@@ -311,6 +320,76 @@ export function register(program: Command): void {
       )
       .action(action((name: string) => createOperation(name, type, sub.optsWithGlobals<VmCliOptions>())));
   }
+  const snapshotCommand = vm
+    .command('snapshot <name>')
+    .description(
+      'Snapshot a stopped VM: its disks, runner data (TPM, UEFI variables) and spec, as a VirtualMachineSnapshot',
+    )
+    .option('--name <snapshot>', "the snapshot's name (default: the VM's and a random suffix)")
+    .option(
+      '--allow-crash-consistent',
+      'accept a snapshot that is only crash-consistent (requiredConsistency: false)',
+    )
+    .option('-w, --wait', 'wait until the snapshot is Ready (or Failed)')
+    .addOption(
+      new Option('-t, --timeout <duration>', 'how long to wait')
+        .default(30 * 60_000, '30m')
+        .argParser(parseTimeout),
+    );
+  snapshotCommand.action(
+    action((name: string) => {
+      const options = snapshotCommand.optsWithGlobals<VmCliOptions & SnapshotCliOptions>();
+      const { api, namespace } = context(options);
+      return createSnapshot(api, namespace, name, options);
+    }),
+  );
+  const restoreCommand = vm
+    .command('restore <name>')
+    .description(
+      "Write a snapshot's copies back onto a VM's disks and runner data, as a VirtualMachineRestore",
+    )
+    .requiredOption('--snapshot <snapshot>', 'the VirtualMachineSnapshot (of that VM) to restore')
+    .option(
+      '--stop',
+      'stop the VM if it runs, and start it again once restored (default: wait until it is stopped)',
+    )
+    .option('-w, --wait', 'wait until the restore is Completed (or Failed)')
+    .addOption(
+      new Option('-t, --timeout <duration>', 'how long to wait')
+        .default(30 * 60_000, '30m')
+        .argParser(parseTimeout),
+    );
+  restoreCommand.action(
+    action((name: string) => {
+      const options = restoreCommand.optsWithGlobals<VmCliOptions & RestoreCliOptions>();
+      const { api, namespace } = context(options);
+      return createRestore(api, namespace, name, options);
+    }),
+  );
+  const cloneCommand = vm
+    .command('clone <name>')
+    .description(
+      'A new VM from a snapshot of this one (--snapshot), or from the VM itself, snapshotted first (it must be stopped)',
+    )
+    .requiredOption('--name <new>', "the new VM's name")
+    .option(
+      '--snapshot <snapshot>',
+      'the VirtualMachineSnapshot to clone (default: take one now, named NEW-source)',
+    )
+    .option('--start', 'start the new VM (default: the state the snapshot recorded)')
+    .option('-w, --wait', 'wait until the new VM is made')
+    .addOption(
+      new Option('-t, --timeout <duration>', 'how long to wait')
+        .default(30 * 60_000, '30m')
+        .argParser(parseTimeout),
+    );
+  cloneCommand.action(
+    action((name: string) => {
+      const options = cloneCommand.optsWithGlobals<VmCliOptions & CloneCliOptions>();
+      const { api, namespace } = context(options);
+      return createClone(api, namespace, name, options);
+    }),
+  );
   const listCommand = vm
     .command('list')
     .description(

@@ -21,7 +21,7 @@ export interface SerialConsoleHub {
    * Holds QEMU's console socket from now on (call it before the guest runs, so nothing it writes is
    * missed; until then sessions wait). False when there is none (a template without that chardev).
    */
-  attachQemu(consoleSocket: string): Promise<boolean>;
+  attachQemu(consoleSocket: string, logOutput?: (output: Buffer) => void): Promise<boolean>;
   close(): Promise<void>;
 }
 
@@ -111,7 +111,7 @@ export async function startSerialConsoleHub(options: {
   };
 
   return {
-    async attachQemu(consoleSocket) {
+    async attachQemu(consoleSocket, logOutput) {
       const connection = await new Promise<Socket | undefined>((resolve) => {
         const socket = net.connect(consoleSocket, () => resolve(socket));
         socket.once('error', (err) => {
@@ -129,6 +129,7 @@ export async function startSerialConsoleHub(options: {
       state = 'held';
       connection.on('data', (output: Buffer) => {
         replay = tail(Buffer.concat([replay, output]), 2 * REPLAY_BYTES);
+        logOutput?.(output);
       });
       // To the session of the moment; a slow one loses output rather than make QEMU wait.
       relayWithoutWaiting(connection, {

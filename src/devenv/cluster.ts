@@ -65,6 +65,8 @@ export interface StartClusterOptions {
   images?: Array<'manager' | 'runner' | 'redis'>;
   /** Subnets of VMs' own addresses: the nodes' agents keep the pods' masquerading off them. */
   vmCidrs?: string[];
+  /** Whether each node runs vmop's node agent as a service (default); false: the chart's DaemonSet is to. */
+  nodeAgents?: boolean;
   /** Called when a process of the control plane or a node's service was started again by its supervisor. */
   onRestart?: () => void;
   dir?: string;
@@ -133,6 +135,7 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
         network: network.nodes[i]!,
         labels: { 'topology.kubernetes.io/zone': `zone-${i + 1}` },
         vmCidrs: options.vmCidrs,
+        agent: options.nodeAgents,
         onRestart: options.onRestart,
         images: [images.pause, images.coredns, ...nodeImages.map((name) => images[name])].map(
           (image) => image.archive,

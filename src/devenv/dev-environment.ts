@@ -17,7 +17,7 @@ import { provideImageRepositoryEverywhere } from './image-repository.js';
 import { installCrds, installUserRoles } from './install-crds.js';
 import { spawnLogged } from './logged-process.js';
 import { startProcessGroup, type ProcessGroup } from './process-group.js';
-import { REDIS_BOUNDS, startRedis } from './redis.js';
+import { REDIS_SETTINGS, startRedis } from './redis.js';
 import { redisAclFile, REDIS_USERS, type RedisPasswords } from './redis-acl.js';
 import { redisUrlWithUser } from '../api/tenant-redis.js';
 import { startSentinelSet, type SentinelSet } from './redis-sentinel.js';
@@ -409,7 +409,12 @@ async function startDevRedis(
   const aclFile = join(dir, 'redis-users.acl');
   writeFileSync(aclFile, await redisAclFile(passwords), { mode: 0o600 });
   const start = (port?: number) =>
-    startRedis({ host, port, extraArgs: ['--aclfile', aclFile, ...REDIS_BOUNDS], group: supervision.group });
+    startRedis({
+      host,
+      port,
+      extraArgs: ['--aclfile', aclFile, ...REDIS_SETTINGS],
+      group: supervision.group,
+    });
   const first = await start();
   const redis = await superviseProcess('redis', () => start(first.port), { ...supervision, first });
   const url = (user: string, password: string) => redisUrlWithUser(first.url, user, password);

@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { freePort } from '../util/free-port.js';
 import type { ProcessGroup } from './process-group.js';
-import { REDIS_BOUNDS, startRedis, type RedisServer } from './redis.js';
+import { REDIS_SETTINGS, startRedis, type RedisServer } from './redis.js';
 import { redisAclFile, REDIS_USERS, type RedisPasswords } from './redis-acl.js';
 
 export const SENTINEL_MASTER = 'vmop';
@@ -59,7 +59,7 @@ export async function startSentinelSet(options: SentinelSetOptions): Promise<Sen
   await writeFile(aclFile, await redisAclFile(passwords), { mode: 0o600 });
   const everyServer = [
     ...['--aclfile', aclFile],
-    ...REDIS_BOUNDS,
+    ...REDIS_SETTINGS,
     ...['--masteruser', REDIS_USERS.replication, '--masterauth', passwords.replication],
     // A replica's full sync writes an RDB file: into the set's directory, not the caller's.
     ...['--dir', dir],

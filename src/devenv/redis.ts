@@ -32,11 +32,14 @@ export interface StartRedisOptions {
 }
 
 /**
- * The bounds vmop's Redis runs with, as the chart's (helm/vmop/templates/redis.yaml): no value vmop
- * writes comes near 1 MB, so a tenant's credential cannot write a larger one; and Redis refuses
- * writes at its memory bound rather than be killed at its pod's limit, never evicting the queue.
+ * The settings vmop's Redis runs with, as the chart's (helm/vmop/templates/redis.yaml): no value
+ * vmop writes comes near 1 MB, so a tenant's credential cannot write a larger one; Redis refuses
+ * writes at its memory bound rather than be killed at its pod's limit, never evicting the queue;
+ * and it tells the managers of snapshot writes (queue/snapshot-writes.ts).
  */
-export const REDIS_BOUNDS = [
+export const REDIS_SETTINGS = [
+  '--notify-keyspace-events',
+  'K$',
   '--proto-max-bulk-len',
   '1mb',
   '--maxmemory',

@@ -5,7 +5,7 @@
 // (qemu-img needs to seek in it) and converted once its checksum is known to match.
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { rm, truncate, writeFile } from 'node:fs/promises';
+import { cp, readdir, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { DiskSource } from '../api/virtual-machine.js';
@@ -112,6 +112,31 @@ async function openDevice(device: string | undefined, name: string, onBytes: OnB
   return { data: data(), provenance: () => `a copy of ${name}` };
 }
 
+const isDirectory = (file: string) =>
+  stat(file).then(
+    (facts) => facts.isDirectory(),
+    () => false,
+  );
+
+/** A claim mounted as a file system (a runner's data): its files, with their modes and times. */
+async function copyFiles(source: string | undefined, target: string, name: string): Promise<void> {
+  if (!source || !(await isDirectory(source)))
+    throw new ImportFailure(
+      'ImportError',
+      `copying the files of ${name} needs its directory (--source-device)`,
+    );
+  // A copy is the source exactly: what the target held before goes (a restore's target has files).
+  for (const entry of await readdir(target))
+    if (entry !== 'lost+found') await rm(path.join(target, entry), { recursive: true, force: true });
+  await cp(source, target, {
+    recursive: true,
+    preserveTimestamps: true,
+    force: true,
+    // The file system's own (root's, 0700): not the VM's.
+    filter: (file) => path.basename(file) !== 'lost+found',
+  });
+}
+
 async function importOnce(request: ImportRequest, attempt: number): Promise<Imported> {
   const { source } = request;
   const name = sourceName(source);
@@ -123,11 +148,23 @@ async function importOnce(request: ImportRequest, attempt: number): Promise<Impo
     downloaded = bytes;
     report(total && downloadShare ? (downloadShare * downloaded) / total : undefined);
   };
+  if (source.pvc) {
+    // A claim is copied as it is: what a disk holds is the guest's, not an image to unpack (a disk
+    // whose first bytes look like gzip or qcow2 stays so), and a runner data claim's files as files.
+    if (await isDirectory(request.target)) {
+      await copyFiles(request.sourceDevice, request.target, name);
+      report(100);
+      return { format: 'raw', downloadedBytes: 0, provenance: `a copy of the files of ${name}` };
+    }
+    const copy = await openDevice(request.sourceDevice, name, onBytes);
+    downloadShare = 100;
+    await writeRaw(copy.data, await prepareTarget(request.target));
+    report(100);
+    return { format: 'raw', downloadedBytes: downloaded, provenance: copy.provenance() };
+  }
   const image = source.http
     ? await openHttp(source.http, onBytes)
-    : source.registry
-      ? await openRegistryImage(source.registry.image, source.registry.insecure ?? false, onBytes)
-      : await openDevice(request.sourceDevice, name, onBytes);
+    : await openRegistryImage(source.registry!.image, source.registry!.insecure ?? false, onBytes);
   const outer = await peek(image.data, HEAD_BYTES);
   try {
     if (outer.head.length === 0) throw new ImportFailure('UnknownFormat', `${name} is empty`);

@@ -1,9 +1,8 @@
 // An import's progress, sent to the manager through Redis (as a runner sends its snapshots): the
-// latest progress under the disk's key, then the VM's key signalled so its status shows it.
+// latest progress under the disk's key, whose write tells the managers (queue/snapshot-writes.ts).
 // Sent at most once a second; what happens in between is skipped.
 import { importProgressRedisKey, type ImportProgress } from '../api/import-progress.js';
-import { openRedis } from '../queue/connection.js';
-import { isAuthError, sendRunnerEvent } from '../queue/runner-events.js';
+import { isAuthError, openRedis } from '../queue/connection.js';
 import type { Logger } from '../util/logger.js';
 
 const INTERVAL_MS = 1000;
@@ -35,10 +34,7 @@ export function redisProgress(options: {
     latest = undefined;
     sentAt = Date.now();
     sending = sending
-      .then(async () => {
-        await redis.set(key, JSON.stringify(progress), 'EX', KEEP_SECONDS);
-        await sendRunnerEvent(redis, options.vmKey, { event: 'IMPORT_PROGRESS', volume: options.volume });
-      })
+      .then(async () => void (await redis.set(key, JSON.stringify(progress), 'EX', KEEP_SECONDS)))
       .catch((err: unknown) => {
         options.logger.warn({ reason: (err as Error).message }, 'sending the import progress failed');
         if (isAuthError(err)) redis.disconnect(true);

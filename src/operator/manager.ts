@@ -1,17 +1,23 @@
 // The manager process: watches → keyed work queue → reconcilers (of VMs and their operations). Any number of replicas may run
 // against one queue; the queue keeps each key to one handler at a time, so no leader election.
-import { hostname } from 'node:os';
-import type { KubernetesObject, V1Secret } from '@kubernetes/client-node';
-import { pumpRunnerEvents } from '../queue/runner-events.js';
+import type { KubernetesObject, V1Pod, V1Secret } from '@kubernetes/client-node';
+import { ensureSnapshotNotifications, followSnapshotWrites } from '../queue/snapshot-writes.js';
 import { RUNNER_SECRET } from '../reconcilers/virtual-machine/runner-config/identity.js';
 import { sharedCredentials, tenantCredentials } from './tenant-credentials.js';
+import { tenantKeysOf } from './tenant-keys.js';
 import { apiserverEndpoint, importDestinations } from './import-destinations.js';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { z } from 'zod';
 import { EvictionStrategy, KIND } from '../api/virtual-machine.js';
 import { makeKubeClients, readableApiError } from '../kube/clients.js';
 import { loadKubeConfig } from '../kube/config.js';
-import { TerminalError, openWorkQueue, startWorkers, type KeyHandler } from '../queue/index.js';
+import {
+  TerminalError,
+  openWorkQueue,
+  startWorkers,
+  type HandlerResult,
+  type KeyHandler,
+} from '../queue/index.js';
 import { connectRedis, RedisUrlSchema } from '../queue/connection.js';
 import { DEFAULT_OVERCOMMIT } from '../reconcilers/virtual-machine/runner-pod/pod.js';
 import { vmKey } from '../reconcilers/virtual-machine/naming.js';
@@ -20,12 +26,21 @@ import { createOperationReconciler } from '../reconcilers/virtual-machine-operat
 import { OPERATION_KIND, operationKey } from '../api/virtual-machine-operation.js';
 import { IMAGE_KIND, imageKey } from '../api/virtual-machine-image.js';
 import { createImageReconciler } from '../reconcilers/virtual-machine-image/reconcile.js';
+import { SNAPSHOT_KIND, snapshotKey } from '../api/virtual-machine-snapshot.js';
+import { createSnapshotReconciler } from '../reconcilers/virtual-machine-snapshot/reconcile.js';
+import { RESTORE_KIND, restoreKey } from '../api/virtual-machine-restore.js';
+import { createRestoreReconciler } from '../reconcilers/virtual-machine-restore/reconcile.js';
+import { CLONE_KIND, cloneKey } from '../api/virtual-machine-clone.js';
+import { createCloneReconciler } from '../reconcilers/virtual-machine-clone/reconcile.js';
+import { SCHEDULE_KIND, scheduleKey } from '../api/virtual-machine-snapshot-schedule.js';
+import { createScheduleReconciler } from '../reconcilers/virtual-machine-snapshot-schedule/reconcile.js';
 import { createClassReconciler } from '../reconcilers/virtual-machine-class/reconcile.js';
 import { CLASS_KIND, classKey } from '../api/virtual-machine-class.js';
 import { IP_ADDRESS_KIND, LEASE_KIND, ipAddressKey, leaseKey } from '../api/virtual-machine-ip-address.js';
 import { createIpAddressReconciler } from '../reconcilers/virtual-machine-ip-address/reconcile.js';
 import { createLeaseReconciler } from '../reconcilers/virtual-machine-ip-address/lease.js';
 import { registerVmStateMetrics, vmTransitionMetrics } from './vm-metrics.js';
+import { registerSnapshotMetrics } from './snapshot-metrics.js';
 import { VmCidr, parsedSubnets } from '../reconcilers/virtual-machine-ip-address/subnets.js';
 import { createLogger } from '../util/logger.js';
 import { serveHttpEndpoints } from '../util/http-endpoints.js';
@@ -142,6 +157,10 @@ export interface RunningManager {
  */
 export const KEY_LOCK = { lockDurationMs: 3_000, stalledIntervalMs: 1_500 };
 
+/** How long a namespace whose runner credential flooded Redis may not use it. */
+const FLOOD_SUSPEND_MS = 10_000;
+/** How long pod changes gather before a namespace's runner keys follow them. */
+const POD_CHANGES_MS = 50;
 /**
  * A migration's slot is let go when it ends, by its deadline at the latest: a slot held longer
  * was left by a replica that died. One waiting asks again every 2 s; after 30 s it lost its place.
@@ -167,20 +186,25 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
   const clients = makeKubeClients(kubeConfig);
   const queue = openWorkQueue({ redisUrl: options.redisUrl });
   // Namespaces with runner pods (the manager gave them their runner Secret): whose users must
-  // exist in Redis, and whose event streams are read.
+  // exist in Redis.
   const runnerNamespaces = () =>
     watches.cache
       .list<V1Secret>('Secret', undefined)
       .filter((secret) => secret.metadata?.name === RUNNER_SECRET)
       .map((secret) => secret.metadata!.namespace!);
-  const redisCredentials = options.runnerRedisUrl
+  // A namespace's runners may write the keys of the pods vmop made there.
+  const runnerKeys = (namespace: string) =>
+    tenantKeysOf(namespace, watches.cache.list<V1Pod>('Pod', namespace));
+  const tenantUsers = options.runnerRedisUrl
     ? tenantCredentials({
         redis,
         runnerRedisUrl: options.runnerRedisUrl,
         knownNamespaces: runnerNamespaces,
+        keysOf: runnerKeys,
         logger,
       })
-    : sharedCredentials(options.redisUrl);
+    : undefined;
+  const redisCredentials = tenantUsers ?? sharedCredentials(options.redisUrl);
   const marks = generationMarks(redis);
   const enqueue = markingSink(marks, (key: string, event: WatchEventSummary) => queue.add(key, { event }));
   const watches = createWatchEdge(kubeConfig, namespaces, enqueue, logger);
@@ -220,6 +244,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     logger,
   });
   registerVmStateMetrics(registry, watches.cache);
+  registerSnapshotMetrics(registry, watches.cache);
   const reconcileOperation = createOperationReconciler({
     clients,
     cache: watches.cache,
@@ -235,6 +260,20 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     readImportProgress: importProgressReader(redis),
     logger,
   });
+  const reconcileSnapshot = createSnapshotReconciler({
+    clients,
+    cache: watches.cache,
+    defaultRunnerImage: runnerImage,
+    logger,
+  });
+  const reconcileRestore = createRestoreReconciler({
+    clients,
+    cache: watches.cache,
+    defaultRunnerImage: runnerImage,
+    logger,
+  });
+  const reconcileClone = createCloneReconciler({ clients, cache: watches.cache, logger });
+  const reconcileSchedule = createScheduleReconciler({ clients, cache: watches.cache, logger });
   const reconcileClass = createClassReconciler({ clients, cache: watches.cache, logger });
   const reconcileIpAddress = createIpAddressReconciler({ clients, cache: watches.cache, subnets, logger });
   const reconcileLease = createLeaseReconciler({
@@ -243,20 +282,21 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     holdMs: options.ipAddressHoldSeconds * 1000,
     logger,
   });
+  /** By the prefix of their work keys. */
+  const reconcilers = new Map<string, (key: string) => Promise<HandlerResult>>([
+    ['vm', reconcileVm],
+    ['vmop', reconcileOperation],
+    ['image', reconcileImage],
+    ['vmsnapshot', reconcileSnapshot],
+    ['vmrestore', reconcileRestore],
+    ['vmclone', reconcileClone],
+    ['vmsnapshotschedule', reconcileSchedule],
+    ['vmclass', reconcileClass],
+    ['vmip', reconcileIpAddress],
+    ['vmipl', reconcileLease],
+  ]);
   const handler: KeyHandler = async (key) => {
-    const reconcile = key.startsWith('vm:')
-      ? reconcileVm
-      : key.startsWith('vmop:')
-        ? reconcileOperation
-        : key.startsWith('image:')
-          ? reconcileImage
-          : key.startsWith('vmclass:')
-            ? reconcileClass
-            : key.startsWith('vmip:')
-              ? reconcileIpAddress
-              : key.startsWith('vmipl:')
-                ? reconcileLease
-                : undefined;
+    const reconcile = reconcilers.get(key.slice(0, key.indexOf(':')));
     if (!reconcile) throw new TerminalError(`no reconciler for key ${key}`);
     logger.debug({ key }, 'reconcile start');
     try {
@@ -270,7 +310,15 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
 
   /** The work keys of the cached objects of a namespaced kind, of one namespace or of all. */
   const keysOf = (
-    kind: typeof KIND | typeof OPERATION_KIND | typeof IMAGE_KIND | typeof IP_ADDRESS_KIND,
+    kind:
+      | typeof KIND
+      | typeof OPERATION_KIND
+      | typeof IMAGE_KIND
+      | typeof SNAPSHOT_KIND
+      | typeof RESTORE_KIND
+      | typeof CLONE_KIND
+      | typeof SCHEDULE_KIND
+      | typeof IP_ADDRESS_KIND,
     key: (namespace: string, name: string) => string,
     namespace?: string,
   ) =>
@@ -291,6 +339,10 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
       ...keysOf(KIND, vmKey),
       ...keysOf(OPERATION_KIND, operationKey),
       ...keysOf(IMAGE_KIND, imageKey),
+      ...keysOf(SNAPSHOT_KIND, snapshotKey),
+      ...keysOf(RESTORE_KIND, restoreKey),
+      ...keysOf(CLONE_KIND, cloneKey),
+      ...keysOf(SCHEDULE_KIND, scheduleKey),
       ...keysOf(IP_ADDRESS_KIND, ipAddressKey),
       ...classes,
       ...leases,
@@ -308,6 +360,51 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     digest: configurationDigest(ReconcileSettings.parse(options)),
     logger,
   });
+  /** What a runner's write may report on: a VM or an image the caches have. */
+  const knownByRunners = (key: string) => {
+    const named = /^(vm|image):([a-z0-9-]+)\/(.+)$/.exec(key);
+    return (
+      !!named && watches.cache.get(named[1] === 'vm' ? KIND : IMAGE_KIND, named[2]!, named[3]!) !== undefined
+    );
+  };
+  // The managers follow the writes of the keys the runners may write: both follow the pods (a
+  // namespace's changes of one moment taken together).
+  await ensureSnapshotNotifications(redis);
+  const snapshotWrites = followSnapshotWrites({
+    subscriber: connectRedis(options.redisUrl, { maxRetriesPerRequest: null }),
+    redis,
+    keysOf: (namespace) => {
+      const keys = runnerKeys(namespace);
+      return [...keys.runner, ...keys.importer];
+    },
+    known: knownByRunners,
+    enqueue: (keys) => queue.addMany(keys, { event: { type: 'SNAPSHOT_WRITTEN' } }),
+    missed: () =>
+      queue.addMany([...keysOf(KIND, vmKey), ...keysOf(IMAGE_KIND, imageKey)], { event: { type: 'RESYNC' } }),
+    // Redis has no rate limit of its own: a namespace whose credential floods it is cut off.
+    flooded: (namespace) =>
+      void tenantUsers
+        ?.suspend(namespace, FLOOD_SUSPEND_MS)
+        .catch((err: Error) =>
+          logger.warn({ namespace, reason: err.message }, 'suspending a namespace failed'),
+        ),
+    logger,
+  });
+  const podsChanged = new Set<string>();
+  const followPods = () => {
+    const namespaces = [...podsChanged];
+    podsChanged.clear();
+    for (const namespace of namespaces)
+      void Promise.all([tenantUsers?.refresh(namespace), snapshotWrites.refresh(namespace)]).catch(
+        (err: Error) =>
+          logger.warn({ namespace, reason: err.message }, "following a namespace's runner Redis keys failed"),
+      );
+  };
+  const stopFollowingPods = watches.onChange((kind, namespace) => {
+    if (kind !== 'Pod') return;
+    if (podsChanged.size === 0) setTimeout(followPods, POD_CHANGES_MS);
+    podsChanged.add(namespace);
+  });
   // The caches first: a reconcile on an empty cache would find nothing to do.
   await watches.start();
   const workers = await startWorkers({
@@ -319,25 +416,6 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     ...KEY_LOCK,
     logger,
     metrics: registry,
-  });
-  /** What a runner event may name (runners send only these): a VM or an image the caches have. */
-  const knownByRunners = (key: string) => {
-    const named = /^(vm|image):([a-z0-9-]+)\/(.+)$/.exec(key);
-    return (
-      !!named && watches.cache.get(named[1] === 'vm' ? KIND : IMAGE_KIND, named[2]!, named[3]!) !== undefined
-    );
-  };
-  const runnerEvents = pumpRunnerEvents({
-    redis: connectRedis(options.redisUrl, { maxRetriesPerRequest: null }),
-    namespaces: runnerNamespaces,
-    enqueue: (key, event) => queue.add(key, { event }),
-    known: knownByRunners,
-    overflowed: (namespace) =>
-      queue.addMany([...keysOf(KIND, vmKey, namespace), ...keysOf(IMAGE_KIND, imageKey, namespace)], {
-        event: { type: 'RESYNC' },
-      }),
-    consumer: `${hostname()}-${process.pid}`,
-    logger,
   });
   configuration.onChange((current) => void (current ? workers.resume() : workers.pause()));
   if (!configuration.current) await workers.pause();
@@ -375,7 +453,8 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
       configuration.stop();
       await web?.close();
       await watches.stop();
-      await runnerEvents.stop();
+      stopFollowingPods();
+      await snapshotWrites.stop();
       await workers.close();
       await queue.close();
       redis.disconnect();

@@ -22,6 +22,15 @@ import {
 import { GROUP, KIND, PLURAL, VERSION } from '../api/virtual-machine.js';
 import { OPERATION_KIND, OPERATION_PLURAL, operationKey } from '../api/virtual-machine-operation.js';
 import { IMAGE_KIND, IMAGE_PLURAL, imageKey } from '../api/virtual-machine-image.js';
+import {
+  SNAPSHOT_KIND,
+  SNAPSHOT_PLURAL,
+  isSnapshotDone,
+  snapshotKey,
+} from '../api/virtual-machine-snapshot.js';
+import { RESTORE_KIND, RESTORE_PLURAL, isRestoreDone, restoreKey } from '../api/virtual-machine-restore.js';
+import { CLONE_KIND, CLONE_PLURAL, cloneKey, isCloneDone } from '../api/virtual-machine-clone.js';
+import { SCHEDULE_KIND, SCHEDULE_PLURAL, scheduleKey } from '../api/virtual-machine-snapshot-schedule.js';
 import { POOL_KIND, POOL_PLURAL } from '../api/vm-pool.js';
 import {
   CLASS_KIND,
@@ -49,6 +58,9 @@ import {
   LABEL_INSTANCE,
   LABEL_MANAGED_BY,
   LABEL_NAME,
+  LABEL_RESTORE,
+  LABEL_SCHEDULE,
+  LABEL_SNAPSHOT,
   MANAGED_BY,
   OPERATION_ANNOTATION,
   vmKey,
@@ -101,6 +113,20 @@ export function keysOfObject(object: KubernetesObject, vmUnchanged = false): str
   if (!namespace || !metadata?.name) return [];
   if (object.kind === OPERATION_KIND) return [operationKey(namespace, metadata.name)];
   if (object.kind === IMAGE_KIND) return [imageKey(namespace, metadata.name)];
+  if (object.kind === CLONE_KIND) return [cloneKey(namespace, metadata.name)];
+  if (object.kind === SCHEDULE_KIND) return [scheduleKey(namespace, metadata.name)];
+  // A snapshot or a restore holds its VM's start while it copies the VM's volumes.
+  if (object.kind === SNAPSHOT_KIND || object.kind === RESTORE_KIND) {
+    const vm = (object as { spec?: { virtualMachineName?: string } }).spec?.virtualMachineName;
+    const own = object.kind === SNAPSHOT_KIND ? snapshotKey : restoreKey;
+    // A scheduled snapshot's end is its schedule's news (retention, failures).
+    const schedule = metadata.labels?.[LABEL_SCHEDULE];
+    return [
+      own(namespace, metadata.name),
+      ...(vm ? [vmKey(namespace, vm)] : []),
+      ...(schedule ? [scheduleKey(namespace, schedule)] : []),
+    ];
+  }
   if (object.kind === KIND) {
     const operation = metadata.annotations?.[OPERATION_ANNOTATION];
     return [
@@ -112,7 +138,12 @@ export function keysOfObject(object: KubernetesObject, vmUnchanged = false): str
   if (labels[LABEL_NAME] !== APP_NAME) return [];
   const instance = labels[LABEL_INSTANCE];
   const image = labels[LABEL_IMAGE];
-  return instance ? [vmKey(namespace, instance)] : image ? [imageKey(namespace, image)] : [];
+  const snapshot = labels[LABEL_SNAPSHOT];
+  const restore = labels[LABEL_RESTORE];
+  if (instance) return [vmKey(namespace, instance)];
+  if (image) return [imageKey(namespace, image)];
+  if (snapshot) return [snapshotKey(namespace, snapshot)];
+  return restore ? [restoreKey(namespace, restore)] : [];
 }
 
 /** What a VM reconcile reads of a VM besides its status; the same fingerprint means no new work. */
@@ -144,6 +175,10 @@ export const WATCHED: Array<{
   { apiVersion: `${GROUP}/${VERSION}`, kind: KIND, plural: PLURAL },
   { apiVersion: `${GROUP}/${VERSION}`, kind: OPERATION_KIND, plural: OPERATION_PLURAL },
   { apiVersion: `${GROUP}/${VERSION}`, kind: IMAGE_KIND, plural: IMAGE_PLURAL },
+  { apiVersion: `${GROUP}/${VERSION}`, kind: SNAPSHOT_KIND, plural: SNAPSHOT_PLURAL },
+  { apiVersion: `${GROUP}/${VERSION}`, kind: RESTORE_KIND, plural: RESTORE_PLURAL },
+  { apiVersion: `${GROUP}/${VERSION}`, kind: CLONE_KIND, plural: CLONE_PLURAL },
+  { apiVersion: `${GROUP}/${VERSION}`, kind: SCHEDULE_KIND, plural: SCHEDULE_PLURAL },
   { apiVersion: `${GROUP}/${VERSION}`, kind: POOL_KIND, plural: POOL_PLURAL },
   { apiVersion: 'apps/v1', kind: 'StatefulSet', plural: 'statefulsets', labelSelector: OWNED },
   { apiVersion: 'v1', kind: 'ConfigMap', plural: 'configmaps', labelSelector: OWNED },
@@ -357,6 +392,38 @@ export function createWatchEdge(
       >(KIND, namespace)
       .filter((vm) => vm.spec?.vm?.disks?.some((disk) => disk.source?.image?.name === image))
       .map((vm) => vmKey(namespace, vm.metadata!.name!));
+  type Waiting = KubernetesObject & {
+    spec?: { virtualMachineName?: string; virtualMachineSnapshotName?: string };
+    status?: { phase?: string };
+  };
+  /**
+   * A VM's change, or its runner pod's, concerns the snapshots and restores waiting for the VM to
+   * stop; a snapshot's change concerns the restores and clones waiting for it.
+   */
+  const waitingFor = (namespace: string, vm?: string, snapshot?: string) => [
+    ...cache
+      .list<Waiting>(SNAPSHOT_KIND, namespace)
+      .filter((copy) => vm !== undefined && copy.spec?.virtualMachineName === vm && !isSnapshotDone(copy))
+      .map((copy) => snapshotKey(namespace, copy.metadata!.name!)),
+    ...cache
+      .list<Waiting>(RESTORE_KIND, namespace)
+      .filter(
+        (restore) =>
+          !isRestoreDone(restore) &&
+          ((vm !== undefined && restore.spec?.virtualMachineName === vm) ||
+            (snapshot !== undefined && restore.spec?.virtualMachineSnapshotName === snapshot)),
+      )
+      .map((restore) => restoreKey(namespace, restore.metadata!.name!)),
+    ...cache
+      .list<Waiting>(CLONE_KIND, namespace)
+      .filter(
+        (clone) =>
+          !isCloneDone(clone) &&
+          snapshot !== undefined &&
+          clone.spec?.virtualMachineSnapshotName === snapshot,
+      )
+      .map((clone) => cloneKey(namespace, clone.metadata!.name!)),
+  ];
   /** A pool's change (it went, its retention changed) concerns its VMs and those assigned from it. */
   const vmsOfPool = (namespace: string, pool: string) =>
     cache
@@ -459,6 +526,13 @@ export function createWatchEdge(
     // An image's change (Ready, say) concerns the VMs with disks filled from it.
     const imageUsers = spec.kind === IMAGE_KIND ? vmsUsingImage(object.metadata!.namespace!, name!) : [];
     const poolMembers = spec.kind === POOL_KIND ? vmsOfPool(object.metadata!.namespace!, name!) : [];
+    const vmConcerned =
+      spec.kind === 'Pod' ? object.metadata?.labels?.[LABEL_INSTANCE] : spec.kind === KIND ? name : undefined;
+    const snapshotConcerned = spec.kind === SNAPSHOT_KIND ? name : undefined;
+    const waiting =
+      vmConcerned || snapshotConcerned
+        ? waitingFor(object.metadata!.namespace!, vmConcerned, snapshotConcerned)
+        : [];
     // A VM that comes, goes or changes its class concerns the classes' reconciles (who uses them).
     // So does a runner pod made from a class (its label), which holds the class while it exists.
     const podClass = spec.kind === 'Pod' ? object.metadata?.labels?.[CLASS_LABEL] : undefined;
@@ -478,6 +552,7 @@ export function createWatchEdge(
       ...keysOfObject(typed, vmUnchanged),
       ...imageUsers,
       ...poolMembers,
+      ...waiting,
       ...classes,
       ...ipAddresses,
     ];

@@ -135,3 +135,10 @@ export async function assertRedisReachable(redisUrl: string, timeoutMs = 3000): 
     probe.disconnect();
   }
 }
+
+/**
+ * Redis refused the credential: a Redis that came back without the namespace's user (the managers
+ * make it again on reconnecting). ioredis keeps such a connection open, unauthenticated, for good:
+ * the caller reconnects to authenticate again.
+ */
+export const isAuthError = (err: unknown) => /^(NOAUTH|WRONGPASS)/.test((err as Error)?.message ?? '');

@@ -1,11 +1,16 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { snapshotRedisKey, type RunnerSnapshot } from '../api/runner-snapshot.js';
-import { openRedis, redisWhere } from '../queue/connection.js';
-import { isAuthError, sendRunnerEvent } from '../queue/runner-events.js';
+import { isAuthError, openRedis, redisWhere } from '../queue/connection.js';
 import type { Logger } from '../util/logger.js';
 import type { VmEvent } from './qmp/events.js';
 import type { PublishSnapshot } from './snapshot/store.js';
-import { USAGE_HISTORY_MS, usageFields, usageHistoryKey, type UsageRecord } from '../api/vm-usage-history.js';
+import {
+  parseUsageHistory,
+  usageHistoryKey,
+  withSample,
+  type UsageRecord,
+  type VmUsageSample,
+} from '../api/vm-usage-history.js';
 
 export interface SnapshotPublisher {
   publish: PublishSnapshot;
@@ -25,15 +30,16 @@ export function logPublisher(logger: Logger): SnapshotPublisher {
 }
 
 const CLOSE_FLUSH_MS = 5_000;
+/** At most 20 snapshots a second (queue/snapshot-writes.ts: over 50 is a flood). */
+const MIN_GAP_MS = 50;
 const RETRY_FIRST_MS = 200;
 const RETRY_MAX_MS = 5_000;
 
 /**
- * In a pod: each change is stored as `vmop:snapshot:<vmKey>` (one SET of the whole snapshot) and
- * then signalled with the triggering event on the namespace's event stream, which the managers
- * move into the work queue (queue/runner-events.ts), so a reconciler folds the snapshot into the status. While Redis is slow or away, changes coalesce: the latest snapshot
- * (and its event) is sent next, the ones in between are skipped, as the reconciler only needs the
- * latest state.
+ * In a pod: each change is stored as `vmop:snapshot:<vmKey>` (one SET of the whole snapshot),
+ * which tells the managers (queue/snapshot-writes.ts), so a reconciler folds the snapshot into the
+ * status. While Redis is slow or away, changes coalesce: the latest snapshot is sent next, the
+ * ones in between are skipped, as the reconciler only needs the latest state.
  */
 export function redisPublisher(options: {
   redisUrl: string;
@@ -58,9 +64,11 @@ export function redisPublisher(options: {
       next = undefined;
       try {
         await redis.set(snapshotRedisKey(vmKey, options.snapshotSuffix), JSON.stringify(snapshot));
-        await sendRunnerEvent(redis, vmKey, event);
         logger.debug({ seq: snapshot.seq, event: event.event }, 'snapshot published');
         retryMs = RETRY_FIRST_MS;
+        // A burst of changes (a CPU hot-plug's events) goes as a few snapshots, the latest each:
+        // the managers take a key written faster than a runner does for a flood.
+        if (next) await sleep(MIN_GAP_MS);
       } catch (err) {
         // Refused, not lost in a dropped connection (ioredis resends those): e.g. a master just
         // promoted refuses writes (NOREPLICAS) until a replica follows it. Sent again, unless a
@@ -86,6 +94,8 @@ export function redisPublisher(options: {
   // A Redis that comes back may have come back empty (restarted without persistence, failed
   // over): the whole snapshot goes again after every reconnect, or the VM would look unreported.
   let connectedBefore = false;
+  let history: VmUsageSample[] | undefined;
+  let recording = Promise.resolve();
   redis.on('ready', () => {
     if (connectedBefore && latest) {
       logger.info({ seq: latest.seq }, 'Redis reconnected: publishing the snapshot again');
@@ -99,9 +109,14 @@ export function redisPublisher(options: {
     publish,
     recordUsage(record) {
       if (closed) return;
-      const oldest = Date.now() - USAGE_HISTORY_MS;
-      redis
-        .xadd(usageHistoryKey(vmKey), 'MINID', '~', String(oldest), '*', ...usageFields(record))
+      const sample = { t: Date.now(), record };
+      recording = recording
+        .then(async () => {
+          // The hour a runner before this one (a migration's source, or before a restart) recorded.
+          history ??= parseUsageHistory(await redis.get(usageHistoryKey(vmKey)));
+          history = withSample(history, sample);
+          await redis.set(usageHistoryKey(vmKey), JSON.stringify(history));
+        })
         .catch((err: unknown) =>
           logger.debug({ reason: (err as Error).message }, 'recording the usage failed'),
         );

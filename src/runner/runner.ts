@@ -36,7 +36,7 @@ import {
 import { adoptArrivedTpmState } from './migration/tpm-state.js';
 import { buildSysprepImage } from './sysprep.js';
 import { AGENT_PORT_ID } from './template/context.js';
-import { keepSerialLogSmall, runMarker, startRunInSerialLog } from './serial-log.js';
+import { keepSerialLogSmall, runMarker, serialLogWriter, startRunInSerialLog } from './serial-log.js';
 import { startSerialConsoleHub, type SerialConsoleHub } from '../console/serial-hub.js';
 import { OutgoingMigrations } from './migration/outgoing.js';
 import { contactSource, incomingProcesses, type Incoming } from './migration/target.js';
@@ -118,7 +118,7 @@ export class VmRunner {
   private qmp?: QmpClient;
   /** What changes the running VM; made once QEMU answers on QMP. */
   private controls?: RuntimeControls;
-  private serialLog?: { close(): void };
+  private serialLog?: { close(): void | Promise<void> };
   private watch?: FileWatch;
   private requests?: RequestChannel;
   private startedWithDisplayPassword = false;
@@ -377,7 +377,7 @@ export class VmRunner {
 
     this.checkStop();
     const { executable, args, environment } = processes.qemu;
-    await this.startSerialLog(args);
+    const logOutput = await this.startSerialLog(args);
     await rm(paths.monitorSocket, { force: true });
     this.logger.info({ executable, args, environment: Object.keys(environment) }, 'starting qemu');
     const qemu = await spawnChild('qemu', executable, args, { logger: this.logger, searchPath, environment });
@@ -401,25 +401,31 @@ export class VmRunner {
     this.qmp = await Promise.race([connecting, qemuGone]);
     this.qmp.on('event', (event: QmpEvent) => this.onEvent(event));
     // The guest has not run yet: the hub sees all it writes to its serial console.
-    await this.consoleHub?.attachQemu(paths.consoleSocket);
+    await this.consoleHub?.attachQemu(paths.consoleSocket, logOutput);
     this.checkStop();
   }
 
   /**
-   * Marks the run's start in the serial log and keeps the log small. Trimming in place is safe only
-   * when qemu appends (O_APPEND); a template copied before `logappend=on` makes qemu start the log
-   * afresh each run instead, so it is left alone.
+   * Marks the run's start in the serial log and keeps the log small; returns what the console hub
+   * hands the guest's output to. A template that still has QEMU write the log (`logfile=…`) keeps
+   * that: trimmed in place when QEMU appends (`logappend=on`), else left alone.
    */
-  private async startSerialLog(qemuArgs: string[]): Promise<void> {
+  private async startSerialLog(qemuArgs: string[]): Promise<((output: Buffer) => void) | undefined> {
     const file = this.paths.consoleLog;
-    if (!qemuArgs.some((arg) => arg.includes('logfile=') && arg.includes('logappend=on'))) {
+    const qemuLogs = qemuArgs.find((arg) => arg.includes('logfile='));
+    if (qemuLogs && !qemuLogs.includes('logappend=on')) {
       this.logger.warn('the template keeps no appended serial log (logappend=on): it is not trimmed');
-      return;
+      return undefined;
     }
     await startRunInSerialLog(file, runMarker(this.store.snapshot.runId, new Date()));
-    this.serialLog = keepSerialLogSmall(file, (err) =>
-      this.logger.warn({ err }, 'cannot trim the serial log'),
-    );
+    const onError = (err: unknown) => this.logger.warn({ err }, 'cannot write the serial log');
+    if (qemuLogs) {
+      this.serialLog = keepSerialLogSmall(file, onError);
+      return undefined;
+    }
+    const writer = serialLogWriter(file, onError);
+    this.serialLog = writer;
+    return (output) => writer.append(output);
   }
 
   /** Brings the paused VM to its configured CPUs, RAM and display password, then lets it run. */
@@ -515,7 +521,7 @@ export class VmRunner {
     this.watch?.close();
     this.requests?.close();
     this.controls?.close();
-    this.serialLog?.close();
+    await this.serialLog?.close();
     await this.serial;
     await this.qmp?.close();
     const swtpm = this.swtpm;

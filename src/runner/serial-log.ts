@@ -1,6 +1,8 @@
-// The guest's serial output, kept by qemu (chardev `logfile`, `logappend=on`) in the runner's data
-// volume so that it outlives a runner pod. The runner marks where each run begins and keeps the
-// file small: the data volume is 1Mi and also holds the firmware variables and the TPM state.
+// The guest's serial output, kept in the runner's data volume so that it outlives a runner pod:
+// written by the runner's console hub from what it reads off QEMU's console (older templates have
+// QEMU write it, chardev `logfile`, `logappend=on`). The runner marks where each run begins and
+// keeps the file small: the data volume is 1Mi and also holds the firmware variables and the TPM
+// state.
 import { appendFile, open, stat, type FileHandle } from 'node:fs/promises';
 
 /** Above this size the log is cut back to its last KEEP bytes. */
@@ -70,7 +72,43 @@ export async function startRunInSerialLog(file: string, marker: string): Promise
   await appendFile(file, `\r\n${marker}\r\n`);
 }
 
-/** Trims the log every SERIAL_LOG_CHECK_MS while the VM runs; close() ends it. */
+export interface SerialLogWriter {
+  append(output: Buffer): void;
+  /** Resolves once what was appended is in the file. */
+  close(): Promise<void>;
+}
+
+/**
+ * Appends the guest's output to the log, one write at a time and cut back between writes, so
+ * nothing is lost or written twice, however late the reader was (issue 54's note: QEMU's own
+ * `logfile` logs a character twice when its console's reader is late).
+ */
+export function serialLogWriter(file: string, onError: (err: unknown) => void): SerialLogWriter {
+  let queued: Buffer[] = [];
+  let writing: Promise<void> | undefined;
+  const drain = async () => {
+    while (queued.length > 0) {
+      const output = Buffer.concat(queued);
+      queued = [];
+      try {
+        await appendFile(file, output);
+        await trimSerialLog(file);
+      } catch (err) {
+        onError(err);
+      }
+    }
+    writing = undefined;
+  };
+  return {
+    append(output) {
+      queued.push(output);
+      writing ??= drain();
+    },
+    close: async () => writing,
+  };
+}
+
+/** For a template that has QEMU write the log: trims it every SERIAL_LOG_CHECK_MS while the VM runs; close() ends it. */
 export function keepSerialLogSmall(file: string, onError: (err: unknown) => void): { close(): void } {
   let busy = false;
   const timer = setInterval(() => {

@@ -3,11 +3,15 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { KIND, VirtualMachine } from '../api/virtual-machine.js';
 import { POOL_KIND, VmPool } from '../api/vm-pool.js';
+import { SNAPSHOT_KIND, VirtualMachineSnapshot } from '../api/virtual-machine-snapshot.js';
 import type { ObjectCache } from '../kube/object-cache.js';
 import { ACTIONS, granted, grantedOnVm, rbacRequestOf, type Action } from './permissions.js';
 import type { RbacCheck } from './rbac.js';
 import type { Person } from './sessions.js';
 import { poolView, vmView, type PoolView, type VmView } from './views.js';
+
+const made = (object: { metadata: { creationTimestamp?: string | Date } }) =>
+  new Date(object.metadata.creationTimestamp ?? 0).getTime();
 
 export function createAccess(cache: ObjectCache, rbac: RbacCheck) {
   const pool = (namespace: string, name: string) => {
@@ -62,6 +66,14 @@ export function createAccess(cache: ObjectCache, rbac: RbacCheck) {
   return {
     vm,
     pool,
+    /** The snapshots of a VM (its name in their spec), newest first. */
+    snapshotsOf(namespace: string, vmName: string): VirtualMachineSnapshot[] {
+      return cache
+        .list<KubernetesObject>(SNAPSHOT_KIND, namespace)
+        .flatMap((o) => VirtualMachineSnapshot.safeParse(o).data ?? [])
+        .filter((snapshot) => snapshot.spec.virtualMachineName === vmName)
+        .sort((a, b) => made(b) - made(a));
+    },
     /** The person's view of one VM, undefined when they may not see it. */
     async vmView(person: Person, namespace: string, name: string): Promise<VmView | undefined> {
       const target = vm(namespace, name);

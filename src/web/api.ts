@@ -5,7 +5,7 @@ import { Router, type CookieOptions, type Response } from 'express';
 import { z } from 'zod';
 import { Quantity } from '../api/kubernetes-types.js';
 import { OPERATION_KIND, operationApiRef, type OperationType } from '../api/virtual-machine-operation.js';
-import { API_VERSION, type VirtualMachine } from '../api/virtual-machine.js';
+import { API_VERSION, GROUP, VERSION, type VirtualMachine } from '../api/virtual-machine.js';
 import { apiserverRejection, type KubeClients } from '../kube/clients.js';
 import { mergePatch } from '../kube/merge-patch.js';
 import { assignFromPool } from '../pools/assign.js';
@@ -18,7 +18,10 @@ import type { Action } from './permissions.js';
 import type { Session } from './sessions.js';
 import { TICKET_COOKIE, TICKET_SECONDS, consolePath, type Consoles } from './consoles.js';
 import type { UsageHistory } from './usage.js';
-import { vmDetails, type UsagePoint } from './vm-details.js';
+import { snapshotRows, vmDetails, type UsagePoint } from './vm-details.js';
+import { SNAPSHOT_KIND, SNAPSHOT_PLURAL } from '../api/virtual-machine-snapshot.js';
+import { RESTORE_KIND, RESTORE_PLURAL } from '../api/virtual-machine-restore.js';
+import { CLONE_KIND, CLONE_PLURAL, CloneSpec } from '../api/virtual-machine-clone.js';
 import { USAGE_SAMPLE_SECONDS } from '../api/vm-usage-history.js';
 
 export const REQUESTED_BY_ANNOTATION = 'vmoperator.jdrupes.org/requested-by';
@@ -123,6 +126,7 @@ export function apiRouter(deps: ApiDeps): Router {
     res.json({
       vm: view,
       ...vmDetails(vm, events.items),
+      snapshots: snapshotRows(access.snapshotsOf(namespace, name)),
       usage: { sampleSeconds: USAGE_SAMPLE_SECONDS, points: usage },
     });
   });
@@ -148,6 +152,112 @@ export function apiRouter(deps: ApiDeps): Router {
       maxAge: TICKET_SECONDS * 1000,
     });
     res.json({ url: path, ...('password' in opened && { password: opened.password }) });
+  });
+
+  // Snapshots of the VM: taken, restored onto it (stopping it for the copy and starting it again),
+  // cloned into a new VM; each made as the CLI makes it, for a person RBAC lets create it.
+  const createAs = async (
+    res: Response,
+    vm: VirtualMachine,
+    plural: string,
+    body: { kind: string; metadata: object; spec: object },
+    event: string,
+  ) => {
+    const { person } = sessionOf(res);
+    const namespace = vm.metadata.namespace!;
+    let created: { metadata: { name: string } };
+    try {
+      created = (await clients.customObjects.createNamespacedCustomObject({
+        group: GROUP,
+        version: VERSION,
+        plural,
+        namespace,
+        body: {
+          apiVersion: API_VERSION,
+          ...body,
+          metadata: { ...body.metadata, annotations: { [REQUESTED_BY_ANNOTATION]: person.user } },
+        },
+      })) as typeof created;
+    } catch (err) {
+      const rejection = apiserverRejection(err);
+      if (rejection === undefined) throw err;
+      return refuse(res, 422, rejection);
+    }
+    await deps.recordEvent(eventObjectOf(vm), {
+      type: 'Normal',
+      reason: 'RequestedInWebGui',
+      message: `${person.user} asked to ${event} (${body.kind} ${created.metadata.name})`,
+    });
+    res.status(201).json({ name: created.metadata.name });
+  };
+  const vmThePersonMay = async (res: Response, namespace: string, name: string, action: Action) => {
+    const vm = await visibleVm(res, namespace, name);
+    if (!vm) return undefined;
+    if (await access.mayOnVm(sessionOf(res).person, vm, action)) return vm;
+    refuse(res, 403, `you may not ${action} ${name}`);
+    return undefined;
+  };
+  const snapshotOf = (res: Response, vm: VirtualMachine, snapshot: string) => {
+    const found = access
+      .snapshotsOf(vm.metadata.namespace!, vm.metadata.name)
+      .find((s) => s.metadata.name === snapshot);
+    if (found?.status?.phase === 'Ready') return found;
+    refuse(
+      res,
+      found ? 409 : 404,
+      found ? `snapshot ${snapshot} is not Ready` : `${vm.metadata.name} has no snapshot ${snapshot}`,
+    );
+    return undefined;
+  };
+
+  router.post('/vms/:namespace/:name/snapshots', async (req, res) => {
+    const { namespace, name } = req.params;
+    const vm = await vmThePersonMay(res, namespace, name, 'snapshot');
+    if (!vm) return;
+    await createAs(
+      res,
+      vm,
+      SNAPSHOT_PLURAL,
+      { kind: SNAPSHOT_KIND, metadata: { generateName: `${name}-` }, spec: { virtualMachineName: name } },
+      'take a snapshot',
+    );
+  });
+
+  router.post('/vms/:namespace/:name/snapshots/:snapshot/restore', async (req, res) => {
+    const { namespace, name, snapshot } = req.params;
+    const vm = await vmThePersonMay(res, namespace, name, 'restore');
+    if (!vm || !snapshotOf(res, vm, snapshot)) return;
+    await createAs(
+      res,
+      vm,
+      RESTORE_PLURAL,
+      {
+        kind: RESTORE_KIND,
+        metadata: { generateName: `${name}-restore-` },
+        spec: { virtualMachineName: name, virtualMachineSnapshotName: snapshot, stopVirtualMachine: true },
+      },
+      `restore snapshot ${snapshot}`,
+    );
+  });
+
+  router.post('/vms/:namespace/:name/snapshots/:snapshot/clone', async (req, res) => {
+    const { namespace, name, snapshot } = req.params;
+    const newName = CloneSpec.shape.newVirtualMachineName.safeParse((req.body as { name?: unknown })?.name);
+    if (!newName.success)
+      return refuse(res, 400, `name: ${newName.error.issues.map((i) => i.message).join('; ')}`);
+    const vm = await vmThePersonMay(res, namespace, name, 'clone');
+    if (!vm || !snapshotOf(res, vm, snapshot)) return;
+    await createAs(
+      res,
+      vm,
+      CLONE_PLURAL,
+      {
+        kind: CLONE_KIND,
+        metadata: { generateName: `${newName.data}-clone-` },
+        spec: { virtualMachineSnapshotName: snapshot, newVirtualMachineName: newName.data },
+      },
+      `clone snapshot ${snapshot} as ${newName.data}`,
+    );
   });
 
   router.post('/vms/:namespace/:name/:operation', async (req, res) => {

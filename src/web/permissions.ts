@@ -15,6 +15,10 @@ export const ACTIONS = [
   'restart',
   'migrate',
   'resources',
+  // Snapshots, by RBAC alone (VM-Operator's grants know none of them).
+  'snapshot',
+  'restore',
+  'clone',
 ] as const;
 export type Action = (typeof ACTIONS)[number];
 
@@ -68,6 +72,12 @@ export function rbacRequestOf(action: Action | 'see'): {
     case 'accessConsole':
     case 'takeConsole':
       return { verb: 'get', resource: 'vms', subresource: 'console' };
+    case 'snapshot':
+      return { verb: 'create', resource: 'virtualmachinesnapshots' };
+    case 'restore':
+      return { verb: 'create', resource: 'virtualmachinerestores' };
+    case 'clone':
+      return { verb: 'create', resource: 'virtualmachineclones' };
     default:
       return { verb: 'create', resource: 'virtualmachineoperations' };
   }

@@ -15,7 +15,7 @@ import {
   USAGE_HISTORY_MS,
   USAGE_SAMPLE_SECONDS,
   usageHistoryKey,
-  usageSamples,
+  parseUsageHistory,
 } from '../api/vm-usage-history.js';
 import { vmKey } from '../reconcilers/virtual-machine/naming.js';
 import { usagePoints } from './vm-details.js';
@@ -243,9 +243,12 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
       cookieOptions,
       usage,
       vmUsage: async (namespace, name) => {
-        const since = String(Date.now() - USAGE_HISTORY_MS);
-        const entries = await deps.redis.xrange(usageHistoryKey(vmKey(namespace, name)), since, '+');
-        return usagePoints(usageSamples(entries), USAGE_SAMPLE_SECONDS);
+        const since = Date.now() - USAGE_HISTORY_MS;
+        const history = parseUsageHistory(await deps.redis.get(usageHistoryKey(vmKey(namespace, name))));
+        return usagePoints(
+          history.filter((sample) => sample.t >= since),
+          USAGE_SAMPLE_SECONDS,
+        );
       },
       sessionAlive: async (id) => (await sessions.read(id)) !== undefined,
     }),

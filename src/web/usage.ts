@@ -12,7 +12,7 @@ import type { Logger } from '../util/logger.js';
 import {
   USAGE_SAMPLE_SECONDS,
   usageHistoryKey,
-  usageSamples,
+  parseUsageHistory,
   type VmUsageSample,
 } from '../api/vm-usage-history.js';
 import { vmKey } from '../reconcilers/virtual-machine/naming.js';
@@ -85,16 +85,15 @@ export function usedOf(
 /** The two latest samples of each VM, in one round trip. */
 async function latestSamples(redis: Redis, vms: VmStatusFields[]) {
   const pipeline = redis.pipeline();
-  for (const vm of vms)
-    pipeline.xrevrange(
-      usageHistoryKey(vmKey(vm.metadata!.namespace!, vm.metadata!.name!)),
-      '+',
-      '-',
-      'COUNT',
-      2,
-    );
+  for (const vm of vms) pipeline.get(usageHistoryKey(vmKey(vm.metadata!.namespace!, vm.metadata!.name!)));
   const replies = (await pipeline.exec()) ?? [];
-  return replies.map(([err, entries]) => (err ? [] : usageSamples(entries as Array<[string, string[]]>)));
+  return replies.map(([err, text]) =>
+    err
+      ? []
+      : parseUsageHistory(text as string | null)
+          .slice(-2)
+          .reverse(),
+  );
 }
 
 export function usageHistory(redis: Redis, cache: ObjectCache, sampleSeconds: number, logger: Logger) {

@@ -2,6 +2,7 @@
 // over the last hour from the samples its runner keeps (api/vm-usage-history.ts). Pure.
 import type { CoreV1Event } from '@kubernetes/client-node';
 import type { VirtualMachine } from '../api/virtual-machine.js';
+import type { VirtualMachineSnapshot } from '../api/virtual-machine-snapshot.js';
 import type { VmUsageSample } from '../api/vm-usage-history.js';
 
 /** At most this many Events, the latest. */
@@ -81,4 +82,17 @@ export function vmDetails(vm: VirtualMachine, events: CoreV1Event[]) {
       .sort((a, b) => b.at.localeCompare(a.at))
       .slice(0, EVENTS_SHOWN),
   };
+}
+
+/** What the page lists of a VM's snapshots (newest first). */
+export function snapshotRows(snapshots: VirtualMachineSnapshot[]) {
+  return snapshots.map(({ metadata, status }) => ({
+    name: metadata.name,
+    phase: status?.phase ?? 'Pending',
+    ...(status?.consistency && { consistency: status.consistency }),
+    ...(status?.size && { size: status.size }),
+    ...(status?.cutAt && { cutAt: status.cutAt }),
+    ...(status?.message && { message: status.message }),
+    ...(metadata.creationTimestamp && { createdAt: new Date(metadata.creationTimestamp).toISOString() }),
+  }));
 }

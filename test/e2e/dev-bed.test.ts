@@ -5,6 +5,7 @@ import './lifecycle.suite.js';
 import './operations.suite.js';
 import './start-and-provisioning.suite.js';
 import './disks.suite.js';
+import './snapshots.suite.js';
 import './tenancy.suite.js';
 import './classes.suite.js';
 import './web.suite.js';

@@ -7,7 +7,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useClusterBed } from '../support/beds.js';
 import { testGuestManifest, type ClusterVms } from '../support/cluster-vms.js';
-import { chartImageValues, helmBinary as locateHelm } from '../support/helm-bed.js';
+import { chartImageValues, makeReleaseNamespace, helmBinary as locateHelm } from '../support/helm-bed.js';
 import { eventually } from '../support/eventually.js';
 import { processRef, type ProcessRef } from '../../src/util/process.js';
 import { signalRecorded } from '../support/qemu-process.js';
@@ -146,11 +146,12 @@ describe('the Helm chart with Redis Sentinel on two nodes', () => {
   );
 
   it('installs 3 Redis with their Sentinels over both nodes, one master; a VM runs through it', async () => {
+    await makeReleaseNamespace((args) => system.kubectl(args), RELEASE_NAMESPACE);
     await run(
       helmBinary,
       [
         ...['--kubeconfig', bed.kubeconfig, 'install', RELEASE, 'helm/vmop'],
-        ...['--namespace', RELEASE_NAMESPACE, '--create-namespace', ...chartImageValues(bed.state())],
+        ...['--namespace', RELEASE_NAMESPACE, ...chartImageValues(bed.state())],
         ...['--set', 'redis.sentinel.enabled=true', '--wait', '--timeout', '10m'],
       ],
       { maxBuffer: 32 * 1024 * 1024 },

@@ -2,6 +2,7 @@
 // Dockerfile, on a real two-node Kubernetes (kubelet, containerd, CoreDNS, local volumes): the
 // cluster bed (test/support/beds.ts), installed and uninstalled here.
 import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -10,8 +11,9 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { RESTRICTED_LABEL, useClusterBed } from '../support/beds.js';
-import { clusterVms, testGuestManifest, tickOf, type ClusterVms } from '../support/cluster-vms.js';
-import { chartImageValues, helmBinary as locateHelm } from '../support/helm-bed.js';
+import { clusterVms, placedOn, testGuestManifest, tickOf, type ClusterVms } from '../support/cluster-vms.js';
+import { expectUnbroken, startNodePod, startTcpStream } from '../support/tcp-stream.js';
+import { chartImageValues, helmBinary as locateHelm, makeReleaseNamespace } from '../support/helm-bed.js';
 import { eventually } from '../support/eventually.js';
 import { qemuProcess } from '../support/qemu-process.js';
 import { firstWrite, parseManagerLog, startedAfter } from '../support/manager-logs.js';
@@ -107,8 +109,8 @@ describe('the Helm chart on real nodes', () => {
 
   it('passes helm lint, and the apiserver accepts what it renders (server-side dry run)', async () => {
     expect(await helm('lint', '--strict', CHART)).toContain('0 chart(s) failed');
-    await vms.kubectl(['create', 'namespace', RELEASE_NAMESPACE]);
-    await vms.kubectl(['label', 'namespace', RELEASE_NAMESPACE, RESTRICTED_LABEL]);
+    // Privileged for the node agent alone: "restricted" warns of anything else (below).
+    await makeReleaseNamespace((args) => vms.kubectl(args), RELEASE_NAMESPACE);
     await vms.kubectl(['create', 'namespace', 'team-a']);
     await vms.kubectl(['label', 'namespace', 'team-a', RESTRICTED_LABEL]);
     const web = [
@@ -126,8 +128,15 @@ describe('the Helm chart on real nodes', () => {
       const rendered = await helm('template', RELEASE, CHART, '--namespace', RELEASE_NAMESPACE, ...extra);
       const apply = run('kubectl', ['--kubeconfig', bed.kubeconfig, 'apply', '--dry-run=server', '-f', '-']);
       apply.child.stdin?.end(rendered);
-      const applied = (await apply).stdout;
+      const { stdout: applied, stderr } = await apply;
       expect(applied).toMatch(/deployment.apps\/vmop-manager created \(server dry run\)/);
+      // Every pod but the node agent's is admitted under "restricted": its hostPath volumes (and
+      // with routes its privilege) are the only warning.
+      const warnings = stderr.split('\n').filter((line) => line.includes('would violate PodSecurity'));
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toContain(
+        'volumes "device-plugins", "host-dev" use restricted volume type "hostPath"',
+      );
       if (extra === web) {
         expect(applied).toMatch(/service\/vmop-web created \(server dry run\)/);
         expect(applied).toMatch(/ingress.networking.k8s.io\/vmop-web created \(server dry run\)/);
@@ -195,9 +204,36 @@ describe('the Helm chart on real nodes', () => {
       '5m',
     );
     expect(await readyManagers()).toHaveLength(2);
+    // The chart's node agent on each node (the bed's nodes run none of their own): its device
+    // plugin offers what runner pods ask for. On a machine without /dev/kvm (runner.kvm=false) and
+    // without VM addresses to route it would have nothing to offer: the chart makes none.
+    if (existsSync('/dev/kvm'))
+      await eventually(async () => {
+        const agents = JSON.parse(
+          await system.kubectl(['get', 'daemonset', 'vmop-node-agent', '-o', 'json']),
+        );
+        expect(agents.status).toMatchObject({ desiredNumberScheduled: 2, numberReady: 2 });
+        const nodes = JSON.parse(await vms.kubectl(['get', 'nodes', '-o', 'json'])).items as Array<{
+          status: { allocatable: Record<string, string> };
+        }>;
+        for (const node of nodes) {
+          expect(node.status.allocatable['devices.vmop.jdrupes.org/tun']).toBe('110');
+          expect(node.status.allocatable['devices.vmop.jdrupes.org/kvm']).toBe('110');
+        }
+      }, 120_000);
+    else await expect(system.kubectl(['get', 'daemonset', 'vmop-node-agent'])).rejects.toThrow(/NotFound/);
     // every kind of vmop's, VM-Operator's VmPool too
     const crds = await vms.kubectl(['get', 'crd', '-o', 'name']);
-    for (const kind of ['vms', 'virtualmachineoperations', 'virtualmachineimages', 'vmpools'])
+    for (const kind of [
+      'vms',
+      'virtualmachineoperations',
+      'virtualmachineimages',
+      'virtualmachinesnapshots',
+      'virtualmachinerestores',
+      'virtualmachineclones',
+      'virtualmachinesnapshotschedules',
+      'vmpools',
+    ])
       expect(crds).toContain(`customresourcedefinition.apiextensions.k8s.io/${kind}.vmoperator.jdrupes.org`);
     const redis = JSON.parse(await system.kubectl(['get', 'statefulset', 'vmop-redis', '-o', 'json']));
     expect(redis.status.readyReplicas).toBe(1);
@@ -739,12 +775,13 @@ metadata: {name: posing, labels: {app.kubernetes.io/name: vm-runner, app.kuberne
     expect(after.status?.lastShutdown?.time).toBe(before.status?.lastShutdown?.time); // no shutdown
     // vmop's own operation did it, live, and said why; none for the VM that cannot move.
     const operations = JSON.parse(await vms.kubectl(['get', 'vmop', '-o', 'json'])).items as Array<{
-      metadata: { name: string };
+      metadata: { name: string; creationTimestamp: string };
       spec: { virtualMachineName: string; type: string };
-      status?: { phase?: string; live?: boolean };
+      status?: { phase?: string; live?: boolean; message?: string };
     }>;
     const updates = operations.filter((op) => op.metadata.name.includes('-runner-update-'));
-    expect(updates).toHaveLength(1);
+    const told = updates.map((op) => ({ at: op.metadata.creationTimestamp, ...op.spec, ...op.status }));
+    expect(updates, JSON.stringify(told)).toHaveLength(1);
     expect(updates[0]).toMatchObject({
       spec: { virtualMachineName: MOVER, type: 'Migrate' },
       status: { phase: 'Completed', live: true },
@@ -847,6 +884,57 @@ spec: {virtualMachineName: ${name}, type: Migrate}
       expect(moves[i]!.start).toBeGreaterThanOrEqual(moves[i - 1]!.end - 1_000);
     for (const name of names) await vms.kubectl(['delete', 'vm', name, '--wait=false']);
   });
+
+  it("with virtualMachineCIDRs the chart's node agent routes a VM's own address: from a pod on the other node an open TCP connection goes on through a live migration", async () => {
+    await helm(
+      ...['upgrade', RELEASE, CHART, '--namespace', RELEASE_NAMESPACE, '--reset-then-reuse-values'],
+      ...['--set', 'virtualMachineCIDRs={10.66.30.0/24}', '--wait', '--timeout', '5m'],
+    );
+    const [one, two] = ['vmop-node-1', 'vmop-node-2'];
+    await vms.apply(
+      testGuestManifest('routed', VM_NAMESPACE, { extraSpec: placedOn(one) }).replace(
+        '    networks: []\n',
+        '    networks: [{user: {}}]\n',
+      ),
+    );
+    const served = await vms.waitForVm('routed', (vm) => {
+      expect(vm.status?.node).toBe(one);
+      expect(vm.status?.ipAddress).toMatch(/^10\.66\.30\.\d+$/);
+      expect(vm.status?.ipAddresses).toContain(vm.status?.ipAddress);
+    });
+    const address = served.status!.ipAddress!;
+    const servedPod = served.status!.runnerPod!.name;
+    await startNodePod((args, input) => vms.kubectl(args, input), {
+      name: 'routed-client',
+      namespace: VM_NAMESPACE,
+      vmPod: servedPod,
+      node: two,
+    });
+    const connection = startTcpStream((args) => vms.kubectl(args), 'routed-client', 'node', address, 7);
+    await sleep(2_000);
+    await vms.apply(`apiVersion: vmoperator.jdrupes.org/v1
+kind: VirtualMachineOperation
+metadata: {name: routed-move, namespace: ${VM_NAMESPACE}}
+spec: {virtualMachineName: routed, type: Migrate}
+`);
+    const moved = await vms.waitForVm(
+      'routed',
+      (vm) => {
+        expect(vm.status?.migrationState).toMatchObject({ operation: 'routed-move', result: 'Succeeded' });
+        expect(vm.status?.node).toBe(two);
+      },
+      300_000,
+    );
+    expect(moved.status!.ipAddress).toBe(address);
+    await sleep(2_000);
+    const seen = await connection.stop();
+    expectUnbroken(seen);
+    console.log(
+      `chart's agent, TCP through the move: ${seen.sent} lines, longest gap ${seen.longestGapMs} ms`,
+    );
+    await vms.kubectl(['delete', 'vm', 'routed', '--wait=false']);
+    await vms.kubectl(['delete', 'pod', 'routed-client', '--wait=false']);
+  }, 600_000);
 
   it('with web.enabled the GUI answers through its Service, at every replica, and keeps its client secret off the command line', async () => {
     const service = JSON.parse(await system.kubectl(['get', 'service', `${RELEASE}-web`, '-o', 'json']));

@@ -80,6 +80,8 @@ describe('upgrade from the StatefulSet layout of vmop 0.1', () => {
         hasImageRepository: true,
       }) as never,
     ]);
+    // `kubectl wait` fails at once on a pod the StatefulSet controller has not made yet.
+    await eventually(() => vms.kubectl(['get', 'pod', `${VM}-0`]), 60_000);
     await vms.kubectl(['wait', '--for=condition=Ready', `pod/${VM}-0`, '--timeout=180s']);
     await vms.waitForConsole(VM, READY);
     await vms.typeOnConsole(VM, `echo ${data} | dd of=/dev/vda conv=fsync 2>/dev/null; ${readDisk}`);
@@ -99,6 +101,8 @@ describe('upgrade from the StatefulSet layout of vmop 0.1', () => {
           [
             ...['--kubeconfig', bed.kubeconfig, '--redis', redis.url],
             ...['--runner-image', bed.state().images.runner, '--runner-image-pull-policy', 'Never'],
+            // No node agent here gives /dev/kvm (the chart's runs only where the chart is installed).
+            '--no-kvm',
           ],
           { logLevel: 'info' },
         ),

@@ -1,6 +1,8 @@
 // Each namespace's runner and importer Redis users, as the managers make them (tenant-credentials.ts),
-// on a real Redis with the chart's ACL file (the default user off): a runner publishes its VMs'
-// state and reads its pods' requests, and can reach nothing of another namespace nor the queue.
+// on a real Redis with the chart's ACL file and settings (the default user off): a runner publishes
+// its VMs' state and reads its pods' requests, can write only the keys of the pods vmop made in its
+// namespace, and can reach nothing of another namespace nor the queue. Its writes reach the
+// managers as keyspace notifications (queue/snapshot-writes.ts).
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -9,22 +11,28 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { importProgressRedisKey } from '../../src/api/import-progress.js';
 import { runnerRequestKey } from '../../src/api/runner-request.js';
 import { snapshotRedisKey, type RunnerSnapshot } from '../../src/api/runner-snapshot.js';
-import { runnerEventsKey, type TenantCredentials, type TenantRedisUrls } from '../../src/api/tenant-redis.js';
+import type { V1Pod } from '@kubernetes/client-node';
+import type { TenantRedisUrls } from '../../src/api/tenant-redis.js';
+import { parseUsageHistory, usageHistoryKey } from '../../src/api/vm-usage-history.js';
 import { redisAclFile, REDIS_USERS } from '../../src/devenv/redis-acl.js';
-import { startRedis, type RedisServer } from '../../src/devenv/redis.js';
+import { REDIS_SETTINGS, startRedis, type RedisServer } from '../../src/devenv/redis.js';
 import { runnerRequestSender } from '../../src/operator/runner-requests.js';
 import { snapshotReader } from '../../src/operator/snapshots.js';
 import { tenantCredentials } from '../../src/operator/tenant-credentials.js';
-import { pumpRunnerEvents, type RunnerEventPump } from '../../src/queue/runner-events.js';
+import { tenantKeysOf } from '../../src/operator/tenant-keys.js';
+import { FLOOD_BOUND, followSnapshotWrites, type SnapshotWrites } from '../../src/queue/snapshot-writes.js';
 import { redisProgress } from '../../src/importer/progress.js';
 import { redisPublisher } from '../../src/runner/publish.js';
 import { watchRunnerRequests } from '../../src/runner/migration/request-channel.js';
 import type { MigrationRequest } from '../../src/runner/migration/request.js';
 import { createLogger } from '../../src/util/logger.js';
 import { eventually } from '../support/eventually.js';
+import { importerPod, runnerPod } from '../support/vmop-pods.js';
 
 const PASSWORDS = { manager: 'm-secret', runner: 'r-base', replication: 'l-secret', sentinel: 's-secret' };
 const logger = createLogger('acl-test');
+/** How long a flooding namespace's users are off here (the managers: 10 s). */
+const SUSPEND_MS = 3_000;
 
 const snapshot = (seq: number): RunnerSnapshot => ({
   seq,
@@ -42,18 +50,30 @@ describe("each namespace's Redis users", () => {
   let aclFile: string;
   let server: RedisServer;
   let manager: Redis;
-  let credentials: TenantCredentials;
-  let pump: RunnerEventPump;
-  const enqueued: Array<{ key: string; event: unknown }> = [];
-  const overflowed: string[] = [];
+  let credentials: ReturnType<typeof tenantCredentials>;
+  let writes: SnapshotWrites;
+  const enqueued: string[] = [];
+  /** When each key of `enqueued` was enqueued. */
+  const enqueuedAt: number[] = [];
+  /** When the snapshot writes stopped following a flooded key. */
+  let silencedAt: number | undefined;
+  let missed = 0;
   /** The VMs and images the managers' caches have. */
   const KNOWN = new Set(['vm:team-a/web', 'vm:team-b/db', 'image:team-a/debian']);
+  /** The pods vmop made, as the managers' caches have them. */
+  const pods: V1Pod[] = [
+    runnerPod('team-a', 'web', 'web-1'),
+    runnerPod('team-b', 'db', 'db-1'),
+    importerPod('team-a', { image: 'debian' }, 'image'),
+    importerPod('team-a', { vm: 'web' }, 'root'),
+  ];
   const urls: Record<string, TenantRedisUrls> = {};
   const clients: Redis[] = [];
   const managerUrl = () => `redis://${REDIS_USERS.manager}:${PASSWORDS.manager}@127.0.0.1:${server.port}`;
   /** The error Redis answers `url`'s credential with, or 'OK' when it allowed the command. */
   const as = (url: string) => {
     const client = new Redis(url, { maxRetriesPerRequest: 0 });
+    client.on('error', () => undefined); // the command says what was refused
     clients.push(client);
     return (command: string, ...args: string[]) =>
       client.call(command, ...args).then(
@@ -66,56 +86,83 @@ describe("each namespace's Redis users", () => {
     dir = await mkdtemp(path.join(os.tmpdir(), 'vmop-acl-'));
     aclFile = path.join(dir, 'users.acl');
     await writeFile(aclFile, await redisAclFile(PASSWORDS));
-    server = await startRedis({ extraArgs: ['--aclfile', aclFile] });
+    server = await startRedis({ extraArgs: ['--aclfile', aclFile, ...REDIS_SETTINGS] });
     manager = new Redis(managerUrl());
     credentials = tenantCredentials({
       redis: manager,
       runnerRedisUrl: `redis://${REDIS_USERS.runner}:${PASSWORDS.runner}@127.0.0.1:${server.port}`,
       knownNamespaces: () => Object.keys(urls),
+      keysOf: (namespace) => tenantKeysOf(namespace, pods),
       logger,
     });
     for (const namespace of ['team-a', 'team-b', 'team'])
       urls[namespace] = await credentials.forNamespace(namespace);
-    pump = pumpRunnerEvents({
-      redis: new Redis(managerUrl(), { maxRetriesPerRequest: null }),
-      namespaces: () => Object.keys(urls),
-      enqueue: async (key, event) => void enqueued.push({ key, event }),
+    writes = followSnapshotWrites({
+      subscriber: new Redis(managerUrl(), { maxRetriesPerRequest: null }),
+      redis: manager,
+      keysOf: (namespace) => {
+        const keys = tenantKeysOf(namespace, pods);
+        return [...keys.runner, ...keys.importer];
+      },
       known: (key) => KNOWN.has(key),
-      overflowed: async (namespace) => void overflowed.push(namespace),
-      consumer: 'test',
+      enqueue: async (keys) => {
+        enqueued.push(...keys);
+        enqueuedAt.push(...keys.map(() => Date.now()));
+      },
+      missed: async () => void missed++,
+      flooded: (namespace) => {
+        silencedAt ??= Date.now();
+        void credentials.suspend(namespace, SUSPEND_MS);
+      },
       logger,
     });
+    for (const namespace of ['team-a', 'team-b']) await writes.refresh(namespace);
   });
 
   afterAll(async () => {
-    await pump?.stop();
+    await writes?.stop();
     for (const client of clients) client.disconnect();
     manager?.disconnect();
     await server?.stop();
     await rm(dir, { recursive: true, force: true });
   });
 
-  it("publishes a VM's snapshot and the managers enqueue its key", async () => {
+  it("publishes a VM's snapshot and usage, and the managers enqueue its key", async () => {
     const publisher = redisPublisher({ redisUrl: urls['team-a']!.runner, vmKey: 'vm:team-a/web', logger });
     publisher.publish(snapshot(1), { event: 'RUNNER_RESUMED' });
+    const usage = { cpu: 1.5, resident: 300, diskRead: 0, diskWrite: 7 };
+    publisher.recordUsage(usage);
     await publisher.close();
     expect(await snapshotReader(manager, logger)('vm:team-a/web')).toMatchObject({ seq: 1, runId: 'run-1' });
-    await eventually(() =>
-      expect(enqueued).toContainEqual({ key: 'vm:team-a/web', event: { event: 'RUNNER_RESUMED' } }),
-    );
-    // Moved, not kept: the stream holds nothing read twice.
-    await eventually(async () => expect(await manager.xlen(runnerEventsKey('team-a'))).toBe(0));
+    await eventually(() => expect(enqueued).toContain('vm:team-a/web'));
+    expect(parseUsageHistory(await manager.get(usageHistoryKey('vm:team-a/web')))).toEqual([
+      { t: expect.any(Number), record: usage },
+    ]);
   });
 
-  it("cannot write another namespace's snapshot, event stream or the queue", async () => {
+  it("cannot write a key no pod of its namespace has, another namespace's, a stream or the queue", async () => {
     const teamB = as(urls['team-b']!.runner);
     expect(await teamB('SET', snapshotRedisKey('vm:team-b/db'), '{}')).toBe('OK');
+    // What she may write, at most 1 MB each (Redis drops the connection sending more).
+    // (The error is Redis' 'Protocol error' or the dropped connection's, whichever ioredis sees first.)
+    expect(
+      await as(urls['team-b']!.runner)('SET', snapshotRedisKey('vm:team-b/db'), 'x'.repeat(2 << 20)),
+    ).not.toBe('OK');
+    expect(await manager.strlen(snapshotRedisKey('vm:team-b/db'))).toBe(2);
+    expect(await teamB('SET', snapshotRedisKey('vm:team-b/db'), 'x'.repeat(512 << 10))).toBe('OK');
     for (const [command, ...args] of [
+      // Keys of her own namespace that no pod vmop made has: each would be more memory of hers.
+      ['SET', snapshotRedisKey('vm:team-b/pad1'), 'x'],
+      ['SET', snapshotRedisKey('vm:team-b/db@pad'), 'x'],
+      ['SET', `${snapshotRedisKey('vm:team-b/db')}#import/pad`, 'x'],
+      ['XADD', `${snapshotRedisKey('vm:team-b/db')}#usage`, '*', 'cpu', '1'],
+      ['APPEND', snapshotRedisKey('vm:team-b/db'), 'x'],
+      ['SETRANGE', snapshotRedisKey('vm:team-b/db'), '1000000', 'x'],
+      ['XADD', 'vmop:events:team-b', '*', 'key', 'vm:team-b/db'],
       ['SET', snapshotRedisKey('vm:team-a/web'), '{"seq":99}'],
       ['SET', snapshotRedisKey('vm:team-a/web@web-target'), '{}'],
       ['GET', snapshotRedisKey('vm:team-a/web')],
       ['DEL', snapshotRedisKey('vm:team-a/web')],
-      ['XADD', runnerEventsKey('team-a'), '*', 'key', 'vm:team-a/web', 'event', '{}'],
       ['XADD', 'bull:vmop:wait', '*', 'x', 'y'],
       ['LPUSH', 'bull:vmop:wait', 'x'],
       ['SET', 'vmop:vmop:failures', 'x'],
@@ -130,6 +177,7 @@ describe("each namespace's Redis users", () => {
       ['CLIENT', 'TRACKING', 'on', 'BCAST', 'PREFIX', 'vmop:'],
       ['CLIENT', 'LIST'],
       ['PUBLISH', 'channel', 'message'],
+      ['PSUBSCRIBE', '__keyspace@0__:*'],
     ]) {
       expect(`${command} ${args.join(' ')}: ${await teamB(command!, ...args)}`).toMatch(/: NOPERM/);
     }
@@ -138,27 +186,20 @@ describe("each namespace's Redis users", () => {
     expect(await snapshotReader(manager, logger)('vm:team-a/web')).toMatchObject({ seq: 1 });
   });
 
-  it("drops an event its stream's namespace does not own", async () => {
-    await as(urls['team-b']!.runner)(
-      'XADD',
-      runnerEventsKey('team-b'),
-      '*',
-      'key',
-      'vm:team-a/web',
-      'event',
-      '{}',
-    );
-    await as(urls['team-b']!.runner)(
-      'XADD',
-      runnerEventsKey('team-b'),
-      '*',
-      'key',
-      'vm:team-b/db',
-      'event',
-      '{}',
-    );
-    await eventually(() => expect(enqueued.map((e) => e.key)).toContain('vm:team-b/db'));
-    expect(enqueued.filter((e) => e.key === 'vm:team-a/web')).toHaveLength(1); // the publish above
+  it('may write a key while its pod is there, not before or after', async () => {
+    const teamB = as(urls['team-b']!.runner);
+    const target = snapshotRedisKey('vm:team-b/db', '@db-2');
+    expect(await teamB('SET', target, '{}')).toMatch(/NOPERM/);
+    pods.push(runnerPod('team-b', 'db', 'db-2', true));
+    await credentials.refresh('team-b');
+    await writes.refresh('team-b');
+    const before = enqueued.length;
+    expect(await teamB('SET', target, '{}')).toBe('OK');
+    await eventually(() => expect(enqueued.slice(before)).toContain('vm:team-b/db'));
+    pods.pop();
+    await credentials.refresh('team-b');
+    await writes.refresh('team-b');
+    expect(await teamB('SET', target, '{}')).toMatch(/NOPERM/);
   });
 
   it("reads the requests sent to its namespace's pods, not another's, and cannot send one", async () => {
@@ -202,7 +243,7 @@ describe("each namespace's Redis users", () => {
     ).toMatchObject({
       bytes: 42,
     });
-    await eventually(() => expect(enqueued.map((e) => e.key)).toContain('image:team-a/debian'));
+    await eventually(() => expect(enqueued).toContain('image:team-a/debian'));
     const importer = as(urls['team-a']!.importer);
     expect(await importer('SET', importProgressRedisKey('vm:team-a/web', 'root'), '{}')).toBe('OK');
     expect(await importer('SET', snapshotRedisKey('vm:team-a/web'), '{}')).toMatch(/NOPERM/);
@@ -212,36 +253,49 @@ describe("each namespace's Redis users", () => {
     expect(await importer('SET', importProgressRedisKey('vm:team-b/db', 'root'), '{}')).toMatch(/NOPERM/);
   });
 
-  it("a flood of one namespace's stream costs that namespace: each key once, the stream trimmed, its VMs reconciled, another's event through", async () => {
-    const flooded = runnerEventsKey('team-b');
+  it("a flood of one namespace's writes costs that namespace: it is cut off for a while and its key reconciled once; another's write goes through", async () => {
     const before = enqueued.length;
-    // 50,000 entries at once, as a tenant's flood leaves her stream (written in one transaction so
-    // that the managers find them all there), a fifth of them for objects nobody has.
-    const flood = manager.multi();
-    for (let i = 0; i < 50_000; i++)
-      flood.xadd(flooded, '*', 'key', i % 5 ? 'vm:team-b/db' : `vm:team-b/pad${i}`, 'event', `{"n":${i}}`);
-    await flood.exec();
-    await as(urls['team-a']!.runner)(
-      'XADD',
-      runnerEventsKey('team-a'),
-      '*',
-      'key',
-      'vm:team-a/web',
-      'event',
-      '{"n":"a"}',
-    );
+    const user = async () => (await manager.call('ACL', 'GETUSER', 'vmop-runner.team-b')) as unknown[];
+    const flags = async () => (await user())[(await user()).indexOf('flags') + 1] as string[];
+    // SETs of her VM's snapshot as fast as Redis takes them, 10,000 a pipeline, until refused
+    // (at most 500,000).
+    const flood = new Redis(urls['team-b']!.runner, { maxRetriesPerRequest: 0, retryStrategy: () => null });
+    flood.on('error', () => undefined);
+    clients.push(flood);
+    const flooding = (async () => {
+      let done = 0;
+      for (let batch = 0; batch < 50; batch++) {
+        const writes = flood.pipeline();
+        for (let i = 0; i < 10_000; i++) writes.set(snapshotRedisKey('vm:team-b/db'), `{"n":${i}}`);
+        const replies = await writes.exec().catch(() => undefined);
+        const ran = replies?.filter(([err]) => !err).length ?? 0;
+        done += ran;
+        if (ran < 10_000) break;
+      }
+      return done;
+    })();
+    await as(urls['team-a']!.runner)('SET', snapshotRedisKey('vm:team-a/web'), '{"n":"a"}');
+    // The managers turned her user off and dropped its connection: most of her flood never ran.
+    const done = await flooding;
+    expect(done).toBeLessThan(500_000);
+    expect(await flags()).toContain('off');
+    await eventually(() => expect(enqueued.slice(before)).toContain('vm:team-a/web'));
+    // Her key: at most FLOOD_BOUND's 50 writes told, then none while it is not followed, then
+    // once (what she wrote meanwhile) when it is followed again; her user on again.
+    // Followed again a quiet time after it was silenced (under load that may come before the flood
+    // ends, and before team-a's write is seen: run1 of stop 62 looked too late and missed it).
     await eventually(() =>
-      expect(enqueued.slice(before)).toContainEqual({ key: 'vm:team-a/web', event: { n: 'a' } }),
+      expect(
+        enqueued.some(
+          (key, i) => key === 'vm:team-b/db' && enqueuedAt[i]! >= silencedAt! + FLOOD_BOUND.quietMs,
+        ),
+      ).toBe(true),
     );
-    await eventually(async () => expect(await manager.xlen(flooded)).toBe(0));
-    const theirs = enqueued.slice(before).filter((e) => e.key.startsWith('vm:team-b/'));
-    // Her VM's key once per batch read at most, none for what does not exist.
-    expect(theirs.every((e) => e.key === 'vm:team-b/db')).toBe(true);
-    expect(theirs.length).toBeGreaterThan(0);
-    expect(theirs.length).toBeLessThan(50);
-    // Her stream was longer than the managers keep: trimmed, and her namespace reconciled whole.
-    expect(overflowed).toContain('team-b');
-    expect(overflowed).not.toContain('team-a');
+    const theirs = enqueued.slice(before).filter((key) => key === 'vm:team-b/db');
+    expect(theirs.length).toBeLessThanOrEqual(52);
+    await eventually(async () => expect(await flags()).toContain('on'), SUSPEND_MS * 3);
+    expect(await as(urls['team-b']!.runner)('SET', snapshotRedisKey('vm:team-b/db'), '{}')).toBe('OK');
+    console.log(`a flood of SETs: ${done} ran before her user was cut off`);
   });
 
   it('are made again when Redis comes back without them, and a runner publishes again', async () => {
@@ -251,13 +305,17 @@ describe("each namespace's Redis users", () => {
       await eventually(async () =>
         expect(await snapshotReader(manager, logger)('vm:team-a/web')).toMatchObject({ seq: 2 }),
       );
-      // Restarted empty on the same address: only the ACL file's users.
+      // Restarted empty on the same address: only the ACL file's users, notifications off.
       await server.stop();
       server = await startRedis({ port: server.port, extraArgs: ['--aclfile', aclFile] });
+      await eventually(() => expect(missed).toBeGreaterThan(0));
+      const before = enqueued.length;
       publisher.publish(snapshot(3), { event: 'RUNNER_RESUMED' });
       await eventually(async () =>
         expect(await snapshotReader(manager, logger)('vm:team-a/web')).toMatchObject({ seq: 3 }),
       );
+      // The managers turned the notifications on again: the write is told.
+      await eventually(() => expect(enqueued.slice(before)).toContain('vm:team-a/web'));
       expect(await manager.call('ACL', 'USERS')).toEqual(
         expect.arrayContaining(['vmop-runner.team-a', 'vmop-importer.team-b']),
       );

@@ -1,5 +1,6 @@
 // The process that owns the `cluster` test bed (test/support/beds.ts): a bare local Kubernetes
-// (no vmop) with every local image on its nodes, for the files that install vmop themselves (the
+// (no vmop, not even its node agent: the chart's DaemonSet is what runs there) with every local
+// image on its nodes, for the files that install vmop themselves (the
 // Helm chart, an upgrade). It writes where things are to a state file and keeps it current, gives
 // every namespace the test guest's image repository, and stops the cluster on SIGTERM or when the
 // test file it serves is gone (its stdin, a pipe only that process holds, ends). Killing it with
@@ -44,7 +45,12 @@ export type ClusterBedState = z.infer<typeof ClusterBedState>;
 async function main(stateFile: string, nodes: number): Promise<void> {
   const logger = createLogger('cluster-bed');
   let writeState = async () => {};
-  const cluster = await startCluster({ nodes, logger, onRestart: () => void writeState() });
+  const cluster = await startCluster({
+    nodes,
+    nodeAgents: false,
+    logger,
+    onRestart: () => void writeState(),
+  });
   const repositories = provideImageRepositoryEverywhere({
     kubeConfig: cluster.kubeConfig,
     hostDir: cluster.imageRepositoryDir,

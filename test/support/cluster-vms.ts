@@ -16,7 +16,7 @@ const run = promisify(execFile);
 
 /** A VM as kubectl shows it (the status is the schema's). */
 export interface Vm {
-  metadata: { name: string; generation: number; uid: string };
+  metadata: { name: string; generation: number; uid: string; annotations?: Record<string, string> };
   spec: { vm: { state: string } };
   status?: VirtualMachineStatus;
 }

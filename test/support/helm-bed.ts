@@ -18,9 +18,27 @@ export function chartImageValues(state: ClusterBedState): string[] {
     ...['--set', 'image.pullPolicy=Never'],
     ...['--set', `runner.image.repository=${runnerRepository}`, '--set', `runner.image.tag=${runnerTag}`],
     ...['--set', 'runner.image.pullPolicy=Never'],
-    // Runner pods get /dev/kvm from the nodes' agents where this machine has it (dev-environment.ts).
+    // Runner pods get /dev/kvm from the chart's node agent where this machine has it.
     ...(existsSync('/dev/kvm') ? [] : ['--set', 'runner.kvm=false']),
-    // The bed's nodes run their agent as a node service (src/devenv/node/node.ts says why).
-    ...['--set', 'nodeAgent.enabled=false'],
   ];
+}
+
+/**
+ * The release namespace's labels, as docs/installing.md asks: Pod Security "privileged" enforced
+ * for the node agent, "restricted" warned about, so that whatever else breaks it says so.
+ */
+export const RELEASE_NAMESPACE_LABELS = [
+  'pod-security.kubernetes.io/enforce=privileged',
+  'pod-security.kubernetes.io/warn=restricted',
+];
+
+/** Makes the release namespace (if it is not there) with RELEASE_NAMESPACE_LABELS. */
+export async function makeReleaseNamespace(
+  kubectl: (args: string[]) => Promise<string>,
+  namespace: string,
+): Promise<void> {
+  await kubectl(['create', 'namespace', namespace]).catch((err: { stderr?: string }) => {
+    if (!/AlreadyExists/.test(err.stderr ?? '')) throw err;
+  });
+  await kubectl(['label', 'namespace', namespace, '--overwrite', ...RELEASE_NAMESPACE_LABELS]);
 }

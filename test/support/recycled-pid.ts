@@ -4,7 +4,7 @@
 // pids to wrap.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { isRunning, processRef, type ProcessRef } from '../../src/util/process.js';
 
 /** Records every catchable signal it gets in `log`, one name a line; runs until SIGKILL. */
@@ -49,9 +49,14 @@ async function startBystander(child: ChildProcess, log: string): Promise<Bystand
   };
 }
 
-/** A process that takes `pid` (free now: its earlier holder exited) and logs the signals it gets. */
-export async function bystanderWithPid(pid: number, log: string): Promise<Bystander> {
+/**
+ * A process that takes `pid` (free now: its earlier holder exited) and logs the signals it gets;
+ * undefined when another process has taken the pid first and holds it (pids wrap fast on a busy
+ * machine with pid_max 32768), so the caller frees another pid and asks again.
+ */
+export async function bystanderWithPid(pid: number, log: string): Promise<Bystander | undefined> {
   for (let attempt = 0; attempt < 200; attempt++) {
+    if (existsSync(`/proc/${pid}`)) return undefined;
     writeFileSync('/proc/sys/kernel/ns_last_pid', String(pid - 1));
     const child = spawn(process.execPath, ['-e', BYSTANDER, log], { stdio: 'ignore' });
     if (child.pid === pid) return startBystander(child, log);

@@ -1,6 +1,7 @@
 // A TCP stream to a VM's address through whatever happens meanwhile (a live migration): a client
 // in a pod (kubectl exec, node) sends a line every 10 ms to an echo server and counts the echoes
 // until told to stop; then says what it saw. A reset or any other error ends it early and is said.
+import { expect } from 'vitest';
 
 /** Runs in the pod: `node -e CLIENT host port stopFile`. */
 const CLIENT = `
@@ -40,6 +41,15 @@ export interface TcpSeen {
 export interface TcpStream {
   /** Stops sending, waits for the last echoes (5 s at most) and says what was seen. */
   stop(): Promise<TcpSeen>;
+}
+
+/** No reset, no close: every line sent came back (a move's gap is only a longer wait for one). */
+export function expectUnbroken(seen: TcpSeen): void {
+  expect(seen).toMatchObject({ connected: true });
+  expect(seen.error).toBeUndefined();
+  expect(seen.closed).toBeUndefined();
+  expect(seen.sent).toBeGreaterThan(100);
+  expect(seen.echoed).toBe(seen.sent);
 }
 
 let streams = 0;

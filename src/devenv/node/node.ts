@@ -1,9 +1,9 @@
 // One real Kubernetes node on this machine: containerd, kubelet, kube-proxy and vmop's node agent
 // in the node's own network namespace, running pods from locally built images. They are supervised
 // as systemd would on a real node: one that dies is started again with back-off (running pods stay).
-// The node agent runs as a node service rather than the chart's DaemonSet (whose hostPath is the
-// machine's /var/lib/kubelet/device-plugins, which each node here has in its own mount namespace:
-// mount-namespace.ts).
+// The node agent runs as a node service, or not at all where the chart's DaemonSet is to run
+// (`agent: false`, the cluster bed): containerd runs in the node's own mount and network
+// namespaces (mount-namespace.ts), so the DaemonSet's hostPaths and host network are the node's.
 import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, readdir, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -76,6 +76,8 @@ export interface StartNodeOptions {
   labels?: Record<string, string>;
   /** Subnets of VMs' own addresses (the node agent's --vm-cidr). */
   vmCidrs?: string[];
+  /** Whether vmop's node agent runs as a service of the node (default); false: the chart's DaemonSet gives devices. */
+  agent?: boolean;
   /** Called when a service was started again by its supervisor. */
   onRestart?: () => void;
   /** docker-archive tars to import before kubelet starts. */
@@ -94,6 +96,7 @@ const DEFAULT_STOP_GRACE_MS = 30_000;
 
 export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
   const { network, credentials, logger } = options;
+  const agent = options.agent ?? true;
   const binaries = await locateNodeBinaries(logger);
   const ownsDir = options.dir === undefined;
   const dir = options.dir ?? (await mkdtemp(path.join(os.tmpdir(), 'vmop-node-')));
@@ -237,7 +240,7 @@ export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
 
     const kubelet = await launch('kubelet');
     await launch('kube-proxy');
-    await launch('node-agent');
+    if (agent) await launch('node-agent');
     const core = options.kubeConfig.makeApiClient(CoreV1Api);
     // Ready, with /dev/net/tun and (where this machine has it) /dev/kvm to give: runner pods ask for them.
     const kvm = existsSync('/dev/kvm');
@@ -248,7 +251,7 @@ export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
         const slots = node?.status?.allocatable?.[resource]; // a quantity: "1k"
         return slots !== undefined && slots !== '0';
       };
-      return ready && (!kvm || offered(KVM_DEVICE)) && offered(TUN_DEVICE);
+      return ready && (!agent || ((!kvm || offered(KVM_DEVICE)) && offered(TUN_DEVICE)));
     });
     logger.info({ node: credentials.name, dir, ms: Date.now() - startedAt }, 'node ready');
     let stopping: Promise<void> | undefined;
@@ -262,7 +265,8 @@ export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
       service: (name) => services.get(name),
       stopServices,
       async startServices() {
-        for (const name of NODE_SERVICES) if (!services.has(name)) await launch(name);
+        for (const name of NODE_SERVICES)
+          if (!services.has(name) && (agent || name !== 'node-agent')) await launch(name);
       },
       async powerOff() {
         await stopServices();

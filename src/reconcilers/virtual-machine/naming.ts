@@ -65,6 +65,26 @@ export function imageLabels(imageName: string): Record<string, string> {
   return { [LABEL_NAME]: APP_NAME, [LABEL_IMAGE]: imageName, [LABEL_MANAGED_BY]: MANAGED_BY };
 }
 
+/** On the claims and copying pods of a VirtualMachineSnapshot: the snapshot's name. */
+export const LABEL_SNAPSHOT = 'vmoperator.jdrupes.org/snapshot';
+
+export function snapshotLabels(snapshotName: string): Record<string, string> {
+  return { [LABEL_NAME]: APP_NAME, [LABEL_SNAPSHOT]: snapshotName, [LABEL_MANAGED_BY]: MANAGED_BY };
+}
+
+/** On the snapshots a VirtualMachineSnapshotSchedule took: the schedule's name. */
+export const LABEL_SCHEDULE = 'vmoperator.jdrupes.org/snapshot-schedule';
+/** On a scheduled snapshot: the run (scheduled time) it was taken for, and the schedule's generation then. */
+export const SCHEDULED_AT_ANNOTATION = 'vmoperator.jdrupes.org/scheduled-at';
+export const SCHEDULE_GENERATION_ANNOTATION = 'vmoperator.jdrupes.org/schedule-generation';
+
+/** On the copying pods of a VirtualMachineRestore: the restore's name. */
+export const LABEL_RESTORE = 'vmoperator.jdrupes.org/restore';
+
+export function restoreLabels(restoreName: string): Record<string, string> {
+  return { [LABEL_NAME]: APP_NAME, [LABEL_RESTORE]: restoreName, [LABEL_MANAGED_BY]: MANAGED_BY };
+}
+
 /** The labels that make a Secret a VM's display-password Secret (its name is the user's choice). */
 export function displaySecretLabels(vmName: string): Record<string, string> {
   return { [LABEL_NAME]: APP_NAME, [LABEL_COMPONENT]: 'display-secret', [LABEL_INSTANCE]: vmName };

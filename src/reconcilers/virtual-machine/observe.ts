@@ -19,6 +19,8 @@ import type { RunnerSnapshot } from '../../api/runner-snapshot.js';
 import { VirtualMachine } from '../../api/virtual-machine.js';
 import { IMAGE_KIND, VirtualMachineImage } from '../../api/virtual-machine-image.js';
 import { OPERATION_KIND, VirtualMachineOperation } from '../../api/virtual-machine-operation.js';
+import { SNAPSHOT_KIND } from '../../api/virtual-machine-snapshot.js';
+import { RESTORE_KIND } from '../../api/virtual-machine-restore.js';
 import { POOL_KIND, VmPool } from '../../api/vm-pool.js';
 import { IP_ADDRESS_KIND, VirtualMachineIPAddress } from '../../api/virtual-machine-ip-address.js';
 import { ipAddressNameOf } from '../virtual-machine-ip-address/attachment.js';
@@ -67,6 +69,8 @@ export interface Observed {
   /** Runner pods the status names that the apiserver said just now do not exist. */
   absentPods?: ReadonlySet<string>;
   images: (name: string) => VirtualMachineImage | undefined;
+  /** The snapshots and restores copying the VM's volumes now, e.g. `snapshot daily` (the VM does not start meanwhile). */
+  volumeCopies: string[];
   /** The latest progress the running importer pods sent, by volume. */
   importProgress: Map<string, ImportProgress>;
   storageClasses: StorageClasses;
@@ -182,6 +186,20 @@ export async function observeVm(
       const cached = cache.get<KubernetesObject>(IMAGE_KIND, namespace, imageName);
       return cached && VirtualMachineImage.safeParse(cached).data;
     },
+    volumeCopies: (
+      [
+        [SNAPSHOT_KIND, 'snapshot'],
+        [RESTORE_KIND, 'restore'],
+      ] as const
+    ).flatMap(([kind, what]) =>
+      cache
+        .list<KubernetesObject & { spec?: { virtualMachineName?: string }; status?: { phase?: string } }>(
+          kind,
+          namespace,
+        )
+        .filter((copy) => copy.spec?.virtualMachineName === name && copy.status?.phase === 'InProgress')
+        .map((copy) => `${what} ${copy.metadata!.name!}`),
+    ),
     importProgress: await readImportProgress(key, pods.importer, io),
     storageClasses: {
       byName: (className) => cache.get<V1StorageClass>('StorageClass', '', className),

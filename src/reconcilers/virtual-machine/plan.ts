@@ -187,7 +187,14 @@ function planPods(seen: Observed, claims: RunnerClaim[], imports: DiskImports, a
         );
       })
     : [];
+  const copies = seen.volumeCopies;
   const waiting =
+    (copies.length > 0
+      ? {
+          reason: 'WaitingForVolumeCopies',
+          message: `the VM starts once ${copies.join(' and ')} no longer copies its volumes`,
+        }
+      : undefined) ??
     imports.waiting ??
     (claimWaits.length > 0
       ? { reason: 'WaitingForVolumeBinding', message: claimWaitMessage('the runner pod', claimWaits) }

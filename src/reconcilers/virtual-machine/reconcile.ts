@@ -124,7 +124,14 @@ export function createVmReconciler(options: VmReconcilerOptions) {
     for (let attempt = 1; ; attempt++) {
       const result = await reconcileOnce(key);
       if (result !== STATUS_CONFLICT) return result;
-      if (attempt >= STALE_CACHE.attempts) return { requeueAfter: STALE_CACHE.retryMs };
+      if (attempt >= STALE_CACHE.attempts) {
+        // Said once per round: a cache that keeps lagging leaves the status stale (issue 54's note).
+        logger.warn(
+          { key, attempts: attempt },
+          'the status write kept conflicting: the VM is looked at again',
+        );
+        return { requeueAfter: STALE_CACHE.retryMs };
+      }
     }
   };
 

@@ -36,8 +36,9 @@ export interface FreezingAgent {
   execute(command: string, options?: { timeoutMs?: number }): Promise<unknown>;
 }
 
-const jobOf = (node: string) => `${node}-point-in-time-copy`;
-const targetOf = (node: string) => `${node}-point-in-time-target`;
+// By the disk's place in the copy, not its node's name: QEMU's node names have at most 31 characters.
+const jobOf = (index: number) => `point-in-time-copy-${index}`;
+const targetOf = (index: number) => `point-in-time-target-${index}`;
 
 /**
  * Starts the copies of `disks` at one cut and returns once the cut is made (the guest thawed);
@@ -51,16 +52,19 @@ export async function copyAtOneInstant(
 ): Promise<CutCopies> {
   const { qmp, logger } = deps;
   try {
-    for (const disk of disks)
-      await qmp.execute('blockdev-add', { ...disk.target, 'node-name': targetOf(disk.node) });
+    for (const [index, disk] of disks.entries())
+      await qmp.execute('blockdev-add', { ...disk.target, 'node-name': targetOf(index) });
   } catch (err) {
     await removeTargets(qmp, disks); // those added before the one that failed
     throw err;
   }
-  const ended = disks.map((disk) =>
+  // Waited for before the transaction: a small disk's job may end in the reply's data chunk.
+  const noJobs = new AbortController();
+  const ended = disks.map((_disk, index) =>
     qmp.waitForEvent('BLOCK_JOB_COMPLETED', {
-      match: (data: { device?: string }) => data.device === jobOf(disk.node),
+      match: (data: { device?: string }) => data.device === jobOf(index),
       timeoutMs: 24 * 3600_000,
+      signal: noJobs.signal,
     }),
   );
   ended.forEach((end) => end.catch(() => undefined)); // awaited below; not unhandled meanwhile
@@ -69,12 +73,12 @@ export async function copyAtOneInstant(
   let cutAt: Date;
   try {
     await qmp.execute('transaction', {
-      actions: disks.map((disk) => ({
+      actions: disks.map((disk, index) => ({
         type: 'blockdev-backup',
         data: {
-          'job-id': jobOf(disk.node),
+          'job-id': jobOf(index),
           device: disk.node,
-          target: targetOf(disk.node),
+          target: targetOf(index),
           sync: 'full',
           ...(bytesPerSecond !== undefined && { speed: bytesPerSecond }),
         },
@@ -82,6 +86,7 @@ export async function copyAtOneInstant(
     });
     cutAt = new Date();
   } catch (err) {
+    noJobs.abort();
     await frozen.thaw();
     await removeTargets(qmp, disks);
     throw err;
@@ -93,9 +98,11 @@ export async function copyAtOneInstant(
   const done = (async () => {
     try {
       const events = await Promise.all(ended);
-      const failed = events.find((event) => (event.data as { error?: string }).error !== undefined);
-      if (failed)
-        throw new Error(`copying ${String(failed.data?.device)} failed: ${String(failed.data?.error)}`);
+      const failed = events.findIndex((event) => (event.data as { error?: string }).error !== undefined);
+      if (failed >= 0)
+        throw new Error(
+          `copying ${disks[failed]!.node} failed: ${String((events[failed]!.data as { error?: string }).error)}`,
+        );
     } finally {
       await removeTargets(qmp, disks);
     }
@@ -135,6 +142,6 @@ async function freeze(agent: FreezingAgent | undefined, boundMs: number, logger:
 }
 
 async function removeTargets(qmp: QmpClient, disks: DiskCopy[]) {
-  for (const disk of disks)
-    await qmp.execute('blockdev-del', { 'node-name': targetOf(disk.node) }).catch(() => undefined);
+  for (const index of disks.keys())
+    await qmp.execute('blockdev-del', { 'node-name': targetOf(index) }).catch(() => undefined);
 }

@@ -4,7 +4,7 @@ import type { Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { REQUEST_FIELD, runnerRequestKey } from '../../api/runner-request.js';
 import type { Logger } from '../../util/logger.js';
-import { isAuthError } from '../../queue/runner-events.js';
+import { isAuthError } from '../../queue/connection.js';
 import { MigrationRequest } from './request.js';
 
 export interface RequestChannel {

@@ -138,12 +138,13 @@ export class QmpClient extends EventEmitter {
 
   /**
    * Resolves with the next event called `name` (for which `match(data)` holds). Events that arrived
-   * before the call are not seen: call this before the command that causes the event.
+   * before the call are not seen: call this before the command that causes the event. `signal`
+   * stops waiting (the command failed, so the event will not come).
    */
   waitForEvent(
     name: string,
     // eslint-disable-next-line @typescript-eslint/no-explicit-any -- event data is per-event JSON
-    options: { timeoutMs?: number; match?: (data: any) => boolean } = {},
+    options: { timeoutMs?: number; match?: (data: any) => boolean; signal?: AbortSignal } = {},
   ): Promise<QmpEvent> {
     if (this.closeError) {
       return Promise.reject(new QmpClosedError(`${this.closeError.message}: no event ${name} will come`));
@@ -163,13 +164,19 @@ export class QmpClient extends EventEmitter {
         cleanup();
         reject(new QmpTimeoutError(`no QMP event ${name} within ${timeoutMs} ms`));
       }, timeoutMs);
+      const onAbort = () => {
+        cleanup();
+        reject(new Error(`stopped waiting for QMP event ${name}`));
+      };
       const cleanup = () => {
         clearTimeout(timer);
         this.off('event', onEvent);
         this.off('close', onClose);
+        options.signal?.removeEventListener('abort', onAbort);
       };
       this.on('event', onEvent);
       this.on('close', onClose);
+      options.signal?.addEventListener('abort', onAbort, { once: true });
     });
   }
 

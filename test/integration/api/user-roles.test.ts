@@ -50,11 +50,15 @@ describe("people's roles: vmop's kinds aggregated into view, edit and admin", ()
     await other?.cleanup();
   });
 
-  it('an editor runs VMs, operations, images, pools and addresses in her namespace; a viewer only reads', async () => {
+  it('an editor runs VMs, operations, images, snapshots, restores, clones, pools and addresses in her namespace; a viewer only reads', async () => {
     for (const kind of [
       'vms',
       'virtualmachineoperations',
       'virtualmachineimages',
+      'virtualmachinesnapshots',
+      'virtualmachinerestores',
+      'virtualmachineclones',
+      'virtualmachinesnapshotschedules',
       'vmpools',
       'virtualmachineipaddresses',
     ])
@@ -79,7 +83,16 @@ spec: {vm: {maximumCpus: 1}}
 
   it('nothing more: no writes where she views, no statuses, no leases, no classes', async () => {
     expect(await can('create', 'vms.vmoperator.jdrupes.org', '-n', other.name)).toBe('no');
-    for (const kind of ['vms', 'virtualmachineipaddresses', 'virtualmachineoperations'])
+    for (const kind of [
+      'vms',
+      'virtualmachineipaddresses',
+      'virtualmachineoperations',
+      // A Ready snapshot or a Completed restore is the managers' word.
+      'virtualmachinesnapshots',
+      'virtualmachinerestores',
+      'virtualmachineclones',
+      'virtualmachinesnapshotschedules',
+    ])
       expect(
         await can('patch', `${kind}.vmoperator.jdrupes.org`, '--subresource=status', '-n', mine.name),
       ).toBe('no');

@@ -183,6 +183,45 @@ describe('importDisk', () => {
     });
   });
 
+  it('copies a claim as it is: a disk holding gzip data stays gzip data, a file system is copied file by file', async () => {
+    const copy = (sourceDevice: string, target: string) =>
+      importDisk({
+        source: { pvc: { name: 'vm1-disk' } },
+        sourceDevice,
+        target,
+        scratchDir: path.join(dir, 'scratch'),
+        attempts: 1,
+        retryDelayMs: 0,
+        onProgress: () => {},
+        logger: createLogger('test', { level: 'silent' }),
+      });
+    // A guest that wrote a gzip stream onto its whole disk: unpacking it would not be a copy.
+    const gzipDisk = path.join(dir, 'gzip-disk');
+    const content = Buffer.alloc(4 * MiB);
+    gzipSync(randomBytes(MiB)).copy(content);
+    await writeFile(gzipDisk, content);
+    const target = path.join(dir, 'gzip-copy');
+    await writeFile(target, Buffer.alloc(4 * MiB));
+    await copy(gzipDisk, target);
+    expect((await readFile(target)).equals(content)).toBe(true);
+
+    // A runner's data claim: its files (the TPM state is 0600), not the file system's lost+found.
+    const data = path.join(dir, 'runner-data');
+    await mkdir(path.join(data, 'tpm'), { recursive: true });
+    await mkdir(path.join(data, 'lost+found'));
+    await writeFile(path.join(data, 'tpm', 'tpm2-00.permall'), 'tpm state', { mode: 0o600 });
+    await writeFile(path.join(data, 'fw-vars.fd'), 'variables');
+    const copied = path.join(dir, 'runner-data-copy');
+    await mkdir(copied);
+    await writeFile(path.join(copied, 'written-later'), 'not in the source'); // a restore's target
+    expect(await copy(data, copied)).toMatchObject({ provenance: 'a copy of the files of claim vm1-disk' });
+    expect(await readFile(path.join(copied, 'tpm', 'tpm2-00.permall'), 'utf8')).toBe('tpm state');
+    expect((await stat(path.join(copied, 'tpm', 'tpm2-00.permall'))).mode & 0o777).toBe(0o600);
+    expect(await readFile(path.join(copied, 'fw-vars.fd'), 'utf8')).toBe('variables');
+    await expect(stat(path.join(copied, 'lost+found'))).rejects.toThrow('ENOENT');
+    await expect(stat(path.join(copied, 'written-later'))).rejects.toThrow('ENOENT');
+  });
+
   it('tries a failing server again with back-off, and gives up after the last attempt', async () => {
     failuresLeft = 2;
     requests = 0;

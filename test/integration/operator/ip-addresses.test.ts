@@ -271,6 +271,19 @@ describe('VM IP addresses, two replicas', () => {
   });
 
   it('gives racing claims distinct addresses while there are any, and says when the pool is full', async () => {
+    // Addresses earlier tests released are held a while, then freed: wait for that, or one frees
+    // under the full pool's check (run1 of stop 62: the late VM got it).
+    await eventually(
+      async () => {
+        const leases = (
+          await custom.listClusterCustomObject({ ...GROUP, plural: 'virtualmachineipaddressleases' })
+        ).items as Lease[];
+        expect(
+          leases.filter((lease) => lease.status?.phase === 'Released').map((l) => l.metadata.name),
+        ).toEqual([]);
+      },
+      HOLD_SECONDS * 1000 + 60_000,
+    );
     // Two claims of one static address, made at once: one holds it, the other says who does.
     const taken = await leasedAddresses();
     const free = USABLE.find((address) => !taken.includes(address))!;

@@ -143,4 +143,18 @@ describe('runner: a point-in-time copy of a running disk', () => {
     expect(await agent.execute('guest-fsfreeze-status')).toBe('thawed');
     expect(await qmp.execute('query-block-jobs')).toEqual([]);
   });
+
+  it('a cut QEMU refuses thaws the guest, removes the targets and leaves no wait behind', async () => {
+    await rawImage(file('copy3.raw'));
+    const listening = qmp.listenerCount('event');
+    await expect(
+      copyAtOneInstant({ qmp, agent, logger }, [
+        { node: 'no-such-disk', target: rawFile(file('copy3.raw')) },
+      ]),
+    ).rejects.toThrow(/no-such-disk/);
+    expect(qmp.listenerCount('event')).toBe(listening);
+    expect(await agent.execute('guest-fsfreeze-status')).toBe('thawed');
+    const nodes = (await qmp.execute('query-named-block-nodes')) as Array<{ 'node-name': string }>;
+    expect(nodes.map((node) => node['node-name'])).not.toContain('point-in-time-target-0');
+  });
 });

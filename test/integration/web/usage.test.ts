@@ -5,7 +5,7 @@ import { redisBed } from '../../support/redis-bed.js';
 import type { ObjectCache } from '../../../src/kube/object-cache.js';
 import { createLogger } from '../../../src/util/logger.js';
 import { HISTORY_MS, USAGE_KEY, usageHistory } from '../../../src/web/usage.js';
-import { usageFields, usageHistoryKey } from '../../../src/api/vm-usage-history.js';
+import { parseUsageHistory, usageHistoryKey, withSample } from '../../../src/api/vm-usage-history.js';
 
 const MiB = 1024 * 1024;
 
@@ -48,12 +48,14 @@ describe("the admin view's usage history, in a real Redis", () => {
   it('adds what the running VMs use, from the samples their runners keep: the latest CPU rate and memory', async () => {
     await redis.del(USAGE_KEY);
     const now = Date.UTC(2026, 10, 27, 12);
-    const sample = (name: string, t: number, cpu: number, resident: number) =>
-      redis.xadd(
-        usageHistoryKey(`vm:default/${name}`),
-        `${t}-0`,
-        ...usageFields({ cpu, resident, diskRead: 0, diskWrite: 0 }),
+    const sample = async (name: string, t: number, cpu: number, resident: number) => {
+      const key = usageHistoryKey(`vm:default/${name}`);
+      const record = { cpu, resident, diskRead: 0, diskWrite: 0 };
+      await redis.set(
+        key,
+        JSON.stringify(withSample(parseUsageHistory(await redis.get(key)), { t, record })),
       );
+    };
     await sample('a', now - 20_000, 100, 300 * MiB);
     await sample('a', now - 5_000, 103, 310 * MiB); // 3 s of CPU in 15 s: 0.2 cores
     await sample('b', now - 5_000, 50, 200 * MiB); // one sample: its memory, no rate yet

@@ -43,9 +43,13 @@ describe("a namespace's Redis URLs", () => {
     expect(tenantRedisPassword('other', 'runner', 'team-a')).not.toBe(a);
   });
 
-  it("name only the namespace's keys, ended by a slash", () => {
-    const patterns = tenantAclRules('runner', 'team', 'hash').filter((rule) => /~/.test(rule));
-    expect(patterns).toEqual(['~vmop:snapshot:vm:team/*', '%W~vmop:events:team', '%R~vmop:request:team/*']);
+  it('name exactly the keys given, no pattern, and only requests of the namespace, ended by a slash', () => {
+    const keys = ['vmop:snapshot:vm:team/web', 'vmop:snapshot:vm:team/web#usage'];
+    const patterns = (role: 'runner' | 'importer') =>
+      tenantAclRules(role, 'team', 'hash', keys).filter((rule) => /~/.test(rule));
+    expect(patterns('runner')).toEqual([...keys.map((key) => `~${key}`), '%R~vmop:request:team/*']);
+    expect(patterns('importer')).toEqual(keys.map((key) => `~${key}`));
+    expect(tenantAclRules('importer', 'team', 'hash', [])).not.toContain('+get');
     expect(workKeyNamespace('vm:team-b/web')).toBe('team-b');
     expect(workKeyNamespace('vmop:cluster-thing')).toBeUndefined();
   });

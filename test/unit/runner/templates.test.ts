@@ -50,10 +50,11 @@ const valuesOf = (argv: string[], option: string) =>
   argv.flatMap((arg, index) => (arg === option ? [argv[index + 1]!] : []));
 
 describe.each(['standard-vm.liquid', 'test-guest.liquid'])('template %s', (template) => {
-  it('keeps the serial log in the data directory, appended to (so that the runner may trim it)', async () => {
+  it('leaves the serial log to the runner: QEMU logs a character twice when its reader is late', async () => {
     const chardevs = valuesOf((await render(template, settingsFor({}))).qemu, '-chardev');
     const serial = chardevs.find((chardev) => chardev.startsWith('socket,id=console,'));
-    expect(serial).toContain(',logfile=/var/lib/vm/console.log,logappend=on');
+    expect(serial).toBeDefined();
+    expect(serial).not.toContain('logfile=');
   });
 
   it('names its accelerator: KVM for the standard VM type, TCG only where the template says so', async () => {

@@ -43,5 +43,8 @@ describe("who may do what: VM-Operator's grants", () => {
     expect(rbacRequestOf('accessConsole')).toEqual({ verb: 'get', resource: 'vms', subresource: 'console' });
     for (const action of ['start', 'stop', 'reset', 'restart', 'migrate'] as const)
       expect(rbacRequestOf(action)).toEqual({ verb: 'create', resource: 'virtualmachineoperations' });
+    expect(rbacRequestOf('snapshot')).toEqual({ verb: 'create', resource: 'virtualmachinesnapshots' });
+    expect(rbacRequestOf('restore')).toEqual({ verb: 'create', resource: 'virtualmachinerestores' });
+    expect(rbacRequestOf('clone')).toEqual({ verb: 'create', resource: 'virtualmachineclones' });
   });
 });

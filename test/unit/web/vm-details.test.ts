@@ -1,6 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { parseUsageFields, usageFields, type UsageRecord } from '../../../src/api/vm-usage-history.js';
-import { usagePoints } from '../../../src/web/vm-details.js';
+import {
+  parseUsageHistory,
+  USAGE_HISTORY_MS,
+  withSample,
+  type UsageRecord,
+} from '../../../src/api/vm-usage-history.js';
+import { snapshotRows, usagePoints } from '../../../src/web/vm-details.js';
+import { VirtualMachineSnapshot } from '../../../src/api/virtual-machine-snapshot.js';
 
 const record = (cpu: number, diskWrite: number, extra: Partial<UsageRecord> = {}): UsageRecord => ({
   cpu,
@@ -11,11 +17,22 @@ const record = (cpu: number, diskWrite: number, extra: Partial<UsageRecord> = {}
 });
 
 describe("the VM page's use over the last hour", () => {
-  it('keeps a sample in a stream entry and reads it back; a garbled entry is left out', () => {
-    const sample = record(12.5, 4096, { domain: 256, usable: 100, netReceive: 10, netTransmit: 20 });
-    expect(parseUsageFields(usageFields(sample))).toEqual(sample);
-    expect(parseUsageFields(usageFields(record(1, 2)))).toEqual(record(1, 2));
-    expect(parseUsageFields(['cpu', 'lots'])).toBeUndefined();
+  it('keeps the last hour of samples in one value and reads it back; what is garbled is left out', () => {
+    const full = {
+      t: 2_000,
+      record: record(12.5, 4096, { domain: 256, usable: 100, netReceive: 10, netTransmit: 20 }),
+    };
+    let history = withSample([], { t: 1_000, record: record(1, 2) });
+    history = withSample(history, full);
+    expect(parseUsageHistory(JSON.stringify(history))).toEqual([{ t: 1_000, record: record(1, 2) }, full]);
+    // An hour on, the first sample is gone; one from the future (a clock that went back) too.
+    const later = { t: 1_001 + USAGE_HISTORY_MS, record: record(20, 0) };
+    expect(withSample(history, later)).toEqual([full, later]);
+    expect(withSample([later], full)).toEqual([full]);
+    expect(parseUsageHistory(JSON.stringify([{ t: 1, record: { cpu: 'lots' } }, full, 7]))).toEqual([full]);
+    expect(parseUsageHistory('{"not": "a list"}')).toEqual([]);
+    expect(parseUsageHistory('garbled')).toEqual([]);
+    expect(parseUsageHistory(null)).toEqual([]);
   });
 
   it('gives rates between samples, none across a new QEMU (its totals start again) or a gap', () => {
@@ -36,5 +53,39 @@ describe("the VM page's use over the last hour", () => {
       residentBytes: 300,
     });
     expect(points[1]!.netReceiveBytesPerSecond).toBeUndefined(); // no guest agent counts
+  });
+});
+
+describe("the VM page's snapshots", () => {
+  it('lists each with its phase, consistency, size and time, what is not known left out', () => {
+    const snapshot = (name: string, status?: object) =>
+      VirtualMachineSnapshot.parse({
+        apiVersion: 'vmoperator.jdrupes.org/v1',
+        kind: 'VirtualMachineSnapshot',
+        metadata: { name, namespace: 'ns', creationTimestamp: '2026-11-29T10:00:00Z' },
+        spec: { virtualMachineName: 'web' },
+        ...(status && { status }),
+      });
+    expect(
+      snapshotRows([
+        snapshot('new'),
+        snapshot('old', {
+          phase: 'Ready',
+          consistency: 'Stopped',
+          size: '17Mi',
+          cutAt: '2026-11-29T10:00:05Z',
+        }),
+      ]),
+    ).toEqual([
+      { name: 'new', phase: 'Pending', createdAt: '2026-11-29T10:00:00.000Z' },
+      {
+        name: 'old',
+        phase: 'Ready',
+        consistency: 'Stopped',
+        size: '17Mi',
+        cutAt: '2026-11-29T10:00:05Z',
+        createdAt: '2026-11-29T10:00:00.000Z',
+      },
+    ]);
   });
 });

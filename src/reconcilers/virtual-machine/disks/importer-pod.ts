@@ -24,6 +24,9 @@ const DEVICE = '/dev/vmop-disk';
 const SCRATCH_DIR = '/scratch';
 /** A `pvc` source's claim, read-only. */
 const SOURCE_DEVICE = '/dev/vmop-source';
+/** A copy of a file-system claim (a runner's data): both claims mounted. */
+const TARGET_DIR = '/vmop-target';
+const SOURCE_DIR = '/vmop-source';
 
 export const importerPodName = (vmName: string, volume: string) => `${vmName}-import-${volume}`;
 
@@ -42,8 +45,8 @@ export interface ImportOwner {
   namespace: string;
   labels: Record<string, string>;
   ownerReference: V1OwnerReference;
-  /** The work-queue key its progress is sent for. */
-  key: string;
+  /** The work-queue key its progress is sent for; none: the importer logs it. */
+  key?: string;
   /** Where it may run (a VM's placement). */
   placement?: Pick<V1PodSpec, 'nodeName' | 'nodeSelector' | 'affinity' | 'tolerations'>;
 }
@@ -84,6 +87,9 @@ export function importerPod(
   destinations: ImportDestinations = NO_RULES,
 ): V1Pod {
   const { http, registry, pvc }: DiskSource = disk.copyFrom ?? disk.source;
+  const files = disk.filesystem === true;
+  const [target, source] = files ? [TARGET_DIR, SOURCE_DIR] : [DEVICE, SOURCE_DEVICE];
+  const volumes = [{ name: 'disk', path: target }, ...(pvc ? [{ name: 'source', path: source }] : [])];
   return {
     apiVersion: 'v1',
     kind: 'Pod',
@@ -104,24 +110,36 @@ export function importerPod(
             'import',
             ...(http ? ['--url', http.url, ...(http.sha256 ? ['--sha256', http.sha256] : [])] : []),
             ...(registry ? ['--image', registry.image, ...(registry.insecure ? ['--insecure'] : [])] : []),
-            ...(pvc ? ['--pvc', pvc.name, '--source-device', SOURCE_DEVICE] : []),
-            ...['--target', DEVICE, '--scratch', SCRATCH_DIR, '--volume', disk.volume],
+            ...(pvc ? ['--pvc', pvc.name, '--source-device', source] : []),
+            ...['--target', target, '--scratch', SCRATCH_DIR, '--volume', disk.volume],
             ...destinations.deny.flatMap((rule) => ['--deny', rule]),
             ...destinations.allow.flatMap((rule) => ['--allow', rule]),
           ],
-          env: [
-            { name: 'VMOP_VM_KEY', value: owner.key },
-            { name: 'VMOP_POD_UID', valueFrom: { fieldRef: { fieldPath: 'metadata.uid' } } },
-            {
-              name: 'VMOP_REDIS_URL',
-              valueFrom: { secretKeyRef: { name: RUNNER_SECRET, key: IMPORTER_REDIS_URL_KEY } },
-            },
-          ],
-          volumeDevices: [
-            { name: 'disk', devicePath: DEVICE },
-            ...(pvc ? [{ name: 'source', devicePath: SOURCE_DEVICE }] : []),
-          ],
-          volumeMounts: [{ name: 'scratch', mountPath: SCRATCH_DIR }],
+          env: owner.key
+            ? [
+                { name: 'VMOP_VM_KEY', value: owner.key },
+                { name: 'VMOP_POD_UID', valueFrom: { fieldRef: { fieldPath: 'metadata.uid' } } },
+                {
+                  name: 'VMOP_REDIS_URL',
+                  valueFrom: { secretKeyRef: { name: RUNNER_SECRET, key: IMPORTER_REDIS_URL_KEY } },
+                },
+              ]
+            : [],
+          ...(files
+            ? {
+                volumeMounts: [
+                  ...volumes.map(({ name, path }) => ({
+                    name,
+                    mountPath: path,
+                    readOnly: name === 'source',
+                  })),
+                  { name: 'scratch', mountPath: SCRATCH_DIR },
+                ],
+              }
+            : {
+                volumeDevices: volumes.map(({ name, path }) => ({ name, devicePath: path })),
+                volumeMounts: [{ name: 'scratch', mountPath: SCRATCH_DIR }],
+              }),
           securityContext: RESTRICTED_CONTAINER_SECURITY,
           resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '512Mi' } },
         },

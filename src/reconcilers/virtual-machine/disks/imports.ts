@@ -23,6 +23,8 @@ export interface ImportDisk {
   source: DiskSource;
   /** What the importer copies when `source` names an image: that image's claim. */
   copyFrom?: { pvc: { name: string } };
+  /** The claim is a file system (a runner's data) whose files are copied: a `pvc` source's only. */
+  filesystem?: boolean;
 }
 
 export interface DiskImports {

@@ -90,6 +90,7 @@ export function vmState(fixture: FixtureOptions = {}): { state: VmState; calls: 
     claims: [],
     pods: { runner: [], importer: [], attach: [] },
     images: () => undefined,
+    volumeCopies: [],
     importProgress: new Map(),
     storageClasses: { byName: () => undefined, byDefault: () => undefined },
     node: (name) => nodeFacts(name, readyNode),

@@ -1,0 +1,225 @@
+// VM snapshots on `vmop dev`'s real node (issue 54), storage without CSI snapshots (local-path):
+// a snapshot asked for while the VM runs waits until it stops, then copies the VM's disk and runner
+// data into claims of its own, holding the VM's start meanwhile; the copies hold what the VM wrote,
+// a clone is a new VM filled from them, and a restore writes them back.
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { SnapshotStatus } from '../../src/api/virtual-machine-snapshot.js';
+import { useDevBed } from '../support/beds.js';
+import { testGuestManifest, type ClusterVms } from '../support/cluster-vms.js';
+import { eventually } from '../support/eventually.js';
+
+const run = promisify(execFile);
+const NAMESPACE = 'snapshots';
+const READY = 'VMOP-GUEST-READY';
+const VM = 'snapped';
+const TAG = 'vmop-snapshot-one';
+
+const withDataDisk = (manifest: string, source = '') =>
+  manifest.replace(
+    '    networks: []\n',
+    `    networks: []
+    disks:
+    - volumeClaimTemplate:
+        metadata: {name: data}
+        spec:
+          resources: {requests: {storage: 16Mi}}
+${source}`,
+  );
+
+describe('snapshots: a stopped VM copied on storage without CSI snapshots', () => {
+  const bed = useDevBed('dev', { namespaces: [NAMESPACE] });
+  let vms: ClusterVms;
+  beforeAll(() => {
+    vms = bed.vms(NAMESPACE);
+  });
+  const snapshotOf = async (name: string) =>
+    JSON.parse(await vms.kubectl(['get', 'vmsnapshot', name, '-o', 'json'])) as { status?: SnapshotStatus };
+  const vmop = (...args: string[]) =>
+    run('bin/vmop', ['vm', ...args, '-n', NAMESPACE], { env: bed.env(NAMESPACE) });
+  const setState = (state: string) =>
+    vms.kubectl(['patch', 'vm', VM, '--type', 'merge', '-p', JSON.stringify({ spec: { vm: { state } } })]);
+
+  /** A file of a claim, read by a pod as `restricted` admits it, with the runner image (one the node has). */
+  async function fileOfClaim(claim: string, file: string): Promise<string> {
+    const pod = `read-${claim}`;
+    const image = bed.state().cluster.runnerImage;
+    await vms.kubectl([
+      'run',
+      pod,
+      '--image',
+      image,
+      '--image-pull-policy',
+      'Never',
+      '--restart',
+      'Never',
+      '--overrides',
+      JSON.stringify({
+        spec: {
+          securityContext: {
+            runAsNonRoot: true,
+            runAsUser: 65532,
+            seccompProfile: { type: 'RuntimeDefault' },
+          },
+          containers: [
+            {
+              name: 'read',
+              image,
+              imagePullPolicy: 'Never',
+              command: ['cat', `/claim/${file}`],
+              volumeMounts: [{ name: 'claim', mountPath: '/claim', readOnly: true }],
+              securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
+            },
+          ],
+          volumes: [{ name: 'claim', persistentVolumeClaim: { claimName: claim, readOnly: true } }],
+        },
+      }),
+    ]);
+    await vms.kubectl(['wait', '--for=jsonpath={.status.phase}=Succeeded', `pod/${pod}`, '--timeout=120s']);
+    const content = await vms.kubectl(['logs', pod]);
+    await vms.kubectl(['delete', 'pod', pod, '--wait=false']);
+    return content;
+  }
+
+  it('waits while the VM runs; once it stops, copies its disk and runner data, holding its start until they are copied', async () => {
+    // What does not exist is said at once, not waited for.
+    await expect(vmop('snapshot', 'no-such-vm')).rejects.toThrow(
+      `VirtualMachine ${NAMESPACE}/no-such-vm does not exist`,
+    );
+    await vms.apply(withDataDisk(testGuestManifest(VM, NAMESPACE)));
+    await expect(vmop('restore', VM, '--snapshot', 'none-yet')).rejects.toThrow(
+      `VirtualMachineSnapshot ${NAMESPACE}/none-yet does not exist`,
+    );
+    // Its claim made and its pod running first: under load that alone took most of the console's
+    // 120 s (stop 61's CI run, stop 62's run2).
+    await vms.waitForVm(VM, (vm) => expect(vm.status?.phase).toBe('Running'), 300_000);
+    await vms.waitForConsole(VM, READY);
+    await vms.typeOnConsole(VM, `echo ${TAG} | dd of=/dev/vda conv=fsync`);
+
+    const { stdout } = await vmop('snapshot', VM, '--name', 'first');
+    expect(stdout).toContain(`virtualmachinesnapshot/first created (of ${NAMESPACE}/${VM})`);
+    await eventually(async () => {
+      expect((await snapshotOf('first')).status).toMatchObject({
+        phase: 'Pending',
+        message: expect.stringContaining('the VM runs'),
+      });
+    }, 30_000);
+
+    await setState('Stopped');
+    // Asked to run again as soon as the copy begins: it starts once the copies are made.
+    await eventually(
+      async () => expect((await snapshotOf('first')).status?.phase).not.toBe('Pending'),
+      120_000,
+    );
+    await setState('Running');
+    const ready = await eventually(async () => {
+      const { status } = await snapshotOf('first');
+      expect(status?.phase).toBe('Ready');
+      return status!;
+    }, 180_000);
+    expect(ready).toMatchObject({
+      consistency: 'Stopped',
+      size: '17Mi', // 16Mi and the runner data's 1Mi
+      virtualMachine: {
+        spec: expect.objectContaining({
+          runnerTemplate: expect.objectContaining({ source: 'test-guest.liquid' }),
+        }),
+      },
+    });
+    expect(
+      ready.volumes!.map((volume) => [volume.name, volume.copyClaimName, volume.volumeMode, volume.phase]),
+    ).toEqual([
+      ['runner-data', 'first-runner-data', 'Filesystem', 'Ready'],
+      ['data-disk', 'first-data-disk', 'Block', 'Ready'],
+    ]);
+    const table = await vms.kubectl(['get', 'vmsnapshot', 'first']);
+    expect(table).toMatch(/NAME\s+VM\s+PHASE\s+CONSISTENCY\s+SIZE\s+AGE/);
+    expect(table).toMatch(new RegExp(`first\\s+${VM}\\s+Ready\\s+Stopped\\s+17Mi`));
+    // The VM started after the copies, not during them.
+    await vms.waitForVm(VM, (vm) => expect(vm.status?.phase).toBe('Running'));
+    const podMade = await vms.kubectl([
+      'get',
+      'pod',
+      '-l',
+      `app.kubernetes.io/instance=${VM},app.kubernetes.io/component=vm-runner`,
+      '-o',
+      'jsonpath={.items[0].metadata.creationTimestamp}',
+    ]);
+    expect(Date.parse(podMade)).toBeGreaterThanOrEqual(Math.floor(Date.parse(ready.readyAt!) / 1000) * 1000);
+    // The runner data's copy has the serial log of the run before the snapshot.
+    expect(await fileOfClaim('first-runner-data', 'console.log')).toContain(READY);
+  });
+
+  it('a clone of the snapshot is a VM of its own that finds what the VM had written before it', async () => {
+    const { stdout } = await vmop(
+      'clone',
+      VM,
+      '--snapshot',
+      'first',
+      '--name',
+      'from-snapshot',
+      '--start',
+      '--wait',
+    );
+    expect(stdout).toContain('Completed: VirtualMachine from-snapshot made from snapshot first');
+    // Its disk is imported from the snapshot's copy before its pod starts (60 s under load).
+    await vms.waitForVm('from-snapshot', (vm) => expect(vm.status?.phase).toBe('Running'), 300_000);
+    await vms.waitForConsole('from-snapshot', READY);
+    await vms.typeOnConsole(
+      'from-snapshot',
+      `echo copied-$(dd if=/dev/vda bs=${TAG.length} count=1 2>/dev/null)`,
+    );
+    await vms.waitForConsole('from-snapshot', `copied-${TAG}`);
+    // Its own machine: another UUID than the VM it was cloned from (the runner data is new).
+    const uuid = async (name: string) =>
+      vms.kubectl([
+        'exec',
+        (await vms.getVm(name)).status!.runnerPod!.name,
+        '--',
+        'cat',
+        '/var/local/vm-data/uuid.txt',
+      ]);
+    expect((await uuid('from-snapshot')).trim()).not.toBe((await uuid(VM)).trim());
+  });
+
+  it('a restore with --stop stops the VM, writes the snapshot back and starts the VM again: its disk is as it was', async () => {
+    const booted = (notRunId?: string) =>
+      vms.waitForVm(VM, (vm) => {
+        expect(vms.condition(vm, 'Booted')?.status).toBe('True');
+        if (notRunId) expect(vm.status?.runner?.runId).not.toBe(notRunId);
+      });
+    const before = await booted();
+    await vms.typeOnConsole(VM, 'echo overwritten-after-the-snapshot | dd of=/dev/vda conv=fsync');
+    await vms.typeOnConsole(VM, `echo then-$(dd if=/dev/vda bs=11 count=1 2>/dev/null)`);
+    await vms.waitForConsole(VM, 'then-overwritten');
+
+    const { stdout } = await vmop('restore', VM, '--snapshot', 'first', '--stop', '--wait');
+    expect(stdout).toMatch(new RegExp(`virtualmachinerestore/${VM}-restore-\\w+ created`));
+    expect(stdout).toContain('Completed: 2 volumes restored from snapshot first; the VM is started again');
+    const restarted = await booted(before.status!.runner!.runId);
+    expect(restarted.spec.vm.state).toBe('Running');
+    await vms.typeOnConsole(VM, `echo restored-$(dd if=/dev/vda bs=${TAG.length} count=1 2>/dev/null)`);
+    await vms.waitForConsole(VM, `restored-${TAG}`);
+    expect(await vms.kubectl(['get', 'vmrestore'])).toMatch(
+      new RegExp(`${VM}-restore-\\w+\\s+${VM}\\s+first\\s+Completed`),
+    );
+  });
+
+  it('a snapshot that is deleted takes its copies with it; the VM keeps its own', async () => {
+    await vms.kubectl(['delete', 'vmsnapshot', 'first']);
+    await eventually(async () => {
+      const claims = await vms.kubectl(['get', 'pvc', '-o', 'jsonpath={.items[*].metadata.name}']);
+      expect(claims.split(' ').sort()).toEqual(
+        [
+          `${VM}-runner-data`,
+          `${VM}-data-disk`,
+          'from-snapshot-runner-data',
+          'from-snapshot-data-disk',
+          'vmop-image-repository', // the namespace's, which vmop dev makes
+        ].sort(),
+      );
+    }, 60_000);
+    await vms.kubectl(['delete', 'vm', VM, 'from-snapshot', '--wait=false']);
+  });
+});
