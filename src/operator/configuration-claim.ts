@@ -2,10 +2,14 @@
 // configuration run beside the new ones for a while. A new replica enqueues every VM as its caches
 // fill, and an old replica would take those keys and reconcile them by the old configuration (the
 // old default runner image, say): the VMs would see the new one only at the next resync, minutes
-// later. So the replicas agree in Redis whose configuration is current, the most recently started
-// replica's, and a replica whose configuration is not current takes no keys (it is about to be
-// replaced) until it is current again. Replicas of the current configuration renew the claim; when
-// they are all gone (a rollback, a rollout given up) it lapses and the others take over.
+// later, and an old replica would move a VM the new ones had moved onto the new runner image back
+// onto the old one. So the replicas agree in Redis whose configuration is current: the one first
+// claimed most recently. A configuration's age is kept in Redis, not taken from the process: an old
+// replica whose container restarts mid-rollout (a failed liveness probe under load) is still of the
+// old configuration, and takes nothing back (it did, for a while, when the newest process won).
+// A replica whose configuration is not current takes no keys until it is current again. Replicas
+// of the current configuration renew the claim; when they are all gone (a rollback, a rollout
+// given up) it lapses and the others take over.
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Redis } from 'ioredis';
@@ -13,6 +17,10 @@ import { LuaScript } from '../queue/lua-script.js';
 import type { Logger } from '../util/logger.js';
 
 export const CONFIGURATION_CLAIM_KEY = 'vmop:managers:configuration';
+/** Per configuration digest: when it was first claimed (µs, Redis' clock). */
+const SINCE_KEY_PREFIX = 'vmop:managers:configuration-since:';
+/** How long a configuration's age outlives its last renewal (a rollout stuck longer forgets it). */
+const SINCE_TTL_MS = 7 * 24 * 3600 * 1000;
 /** How often a replica renews or checks the claim, and how long a claim outlives its last renewal. */
 export const CONFIGURATION_CLAIM_TIMING = { pollMs: 1_000, ttlMs: 10_000 };
 
@@ -20,10 +28,13 @@ export const CONFIGURATION_CLAIM_TIMING = { pollMs: 1_000, ttlMs: 10_000 };
 export const configurationDigest = (settings: unknown): string =>
   createHash('sha256').update(JSON.stringify(settings)).digest('hex');
 
-// KEYS[1] the claim ("<started at, µs> <digest>"); ARGV: this replica's start (µs), digest, TTL (ms).
-// Claims for this replica's configuration unless a replica of another one started later; renews it
-// when it is this configuration's. Returns { the current digest, the one stored before ('' if none) }.
+// KEYS[1] the claim ("<since, µs> <digest>"), KEYS[2] this configuration's since; ARGV: this
+// configuration's since as this replica knows it (µs), digest, TTL (ms), since's TTL (ms). Claims
+// for this configuration unless another one was first claimed later; renews it when it is this
+// one's. Returns { the current digest, the one stored before ('' if none) }.
 const CLAIM = new LuaScript(`
+redis.call('SET', KEYS[2], ARGV[1], 'NX')
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
 local stored = redis.call('GET', KEYS[1])
 local at, digest = 0, ''
 if stored then
@@ -31,12 +42,17 @@ if stored then
   at = tonumber(string.sub(stored, 1, sep - 1))
   digest = string.sub(stored, sep + 1)
 end
-local mine = tonumber(ARGV[1])
-if stored and digest ~= ARGV[2] and mine <= at then return { digest, digest } end
-local value = ARGV[1] .. ' ' .. ARGV[2]
-if stored and digest == ARGV[2] and at > mine then value = stored end
-redis.call('SET', KEYS[1], value, 'PX', ARGV[3])
+local since = redis.call('GET', KEYS[2])
+if stored and digest ~= ARGV[2] and tonumber(since) <= at then return { digest, digest } end
+redis.call('SET', KEYS[1], since .. ' ' .. ARGV[2], 'PX', ARGV[3])
 return { ARGV[2], digest }
+`);
+
+// KEYS[1] the configuration's since; ARGV[1] now (µs), ARGV[2] its TTL. Its since, made now if new.
+const SINCE = new LuaScript(`
+redis.call('SET', KEYS[1], ARGV[1], 'NX')
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return redis.call('GET', KEYS[1])
 `);
 
 export interface ConfigurationClaim {
@@ -69,11 +85,17 @@ export async function claimConfiguration(opts: {
       }
     }
   };
-  // Redis' clock: the replicas' start times compare across nodes whatever their clocks say.
+  // Redis' clock: the configurations' ages compare across nodes whatever their clocks say.
   const [seconds, micros] = await answered(() => redis.time());
   const startedAt = Number(seconds) * 1_000_000 + Number(micros); // µs: below 2^53, exact in Lua too
+  const sinceKey = SINCE_KEY_PREFIX + digest;
+  // Remembered: a Redis restarted empty learns it again from the replicas, not from the clock.
+  const since = Number(await answered(() => SINCE.run(redis, [sinceKey], [startedAt, SINCE_TTL_MS])));
   const check = async () =>
-    (await CLAIM.run(redis, [CONFIGURATION_CLAIM_KEY], [startedAt, digest, ttlMs])) as [string, string];
+    (await CLAIM.run(redis, [CONFIGURATION_CLAIM_KEY, sinceKey], [since, digest, ttlMs, SINCE_TTL_MS])) as [
+      string,
+      string,
+    ];
   const [first, before] = await answered(check);
   let current = first === digest;
   let listener: ((current: boolean) => void) | undefined;
@@ -86,7 +108,7 @@ export async function claimConfiguration(opts: {
         else
           logger.warn(
             { current: now.slice(0, 12), mine: digest.slice(0, 12) },
-            'a replica with another configuration started after this one (a rolling update?): this one takes no more keys',
+            'another configuration, newer than this one, is current (a rolling update?): this replica takes no more keys',
           );
         listener?.(current);
       },

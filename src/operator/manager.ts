@@ -296,6 +296,9 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     ['vmipl', reconcileLease],
   ]);
   const handler: KeyHandler = async (key) => {
+    // A worker paused while it waited for a key still takes that one (BullMQ): it goes back to the
+    // replicas of the current configuration.
+    if (!configuration.current) return { requeueAfter: CONFIGURATION_CLAIM_TIMING.pollMs };
     const reconcile = reconcilers.get(key.slice(0, key.indexOf(':')));
     if (!reconcile) throw new TerminalError(`no reconciler for key ${key}`);
     logger.debug({ key }, 'reconcile start');
@@ -417,7 +420,12 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     logger,
     metrics: registry,
   });
-  configuration.onChange((current) => void (current ? workers.resume() : workers.pause()));
+  configuration.onChange((current) => {
+    if (!current) return void workers.pause();
+    // Taken over (the newer configuration's replicas are gone): every key by this configuration.
+    workers.resume();
+    void enqueueAll().catch(() => undefined);
+  });
   if (!configuration.current) await workers.pause();
   // Keys an old replica took before it saw this configuration: once more, after it stopped taking them.
   const afterUpgrade = configuration.replacedAnother

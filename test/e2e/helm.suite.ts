@@ -781,7 +781,11 @@ metadata: {name: posing, labels: {app.kubernetes.io/name: vm-runner, app.kuberne
     }>;
     const updates = operations.filter((op) => op.metadata.name.includes('-runner-update-'));
     const told = updates.map((op) => ({ at: op.metadata.creationTimestamp, ...op.spec, ...op.status }));
-    expect(updates, JSON.stringify(told)).toHaveLength(1);
+    if (updates.length !== 1) {
+      // Which default image each manager that moved it had (the RunnerUpdate Events name it).
+      const events = await vms.kubectl(['get', 'events', '--field-selector', `involvedObject.name=${MOVER}`]);
+      expect.fail(`runner-update operations: ${JSON.stringify(told)}\n${events}`);
+    }
     expect(updates[0]).toMatchObject({
       spec: { virtualMachineName: MOVER, type: 'Migrate' },
       status: { phase: 'Completed', live: true },

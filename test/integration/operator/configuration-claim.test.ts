@@ -62,17 +62,34 @@ describe('the configuration claim (real Redis)', () => {
     );
   });
 
-  it('a replica of the old configuration restarted mid-rollout holds the claim only until the next new replica starts', async () => {
+  it('a replica of the old configuration restarted mid-rollout takes nothing back: the configuration is old, not the process', async () => {
     const old = await replica('old');
-    const fresh1 = await replica('new');
-    const restartedOld = await replica('old'); // crashed and restarted: started after fresh1
-    const fresh2 = await replica('new'); // the rollout goes on
-    await eventually(() => {
-      expect(fresh2.claim.current).toBe(true);
-      expect(fresh1.claim.current).toBe(true);
-      expect(restartedOld.claim.current).toBe(false);
-      expect(old.claim.current).toBe(false);
-    }, 5_000);
+    const fresh = await replica('new');
+    await eventually(() => expect(old.told).toEqual([false]), 5_000, 50);
+    // Its container restarted (a failed liveness probe under load): a new process, the old configuration.
+    const restartedOld = await replica('old');
+    expect(restartedOld.claim.current).toBe(false);
+    await new Promise((resolve) => setTimeout(resolve, 3 * TIMING.ttlMs));
+    expect([old.claim.current, restartedOld.claim.current, fresh.claim.current]).toEqual([
+      false,
+      false,
+      true,
+    ]);
+    expect([restartedOld.told, fresh.told]).toEqual([[], []]); // the new one never paused
+  });
+
+  it('a configuration of before comes back (an upgrade undone): it takes over once the newer one is gone', async () => {
+    const first = await replica('a');
+    const second = await replica('b');
+    await eventually(() => expect(first.told).toEqual([false]), 5_000, 50);
+    const back = await replica('a'); // the rollout back to `a` starts its replicas
+    expect(back.claim.current).toBe(false); // `b` still runs
+    second.claim.stop(); // the rollout back finished: `b`'s replicas are gone
+    await eventually(
+      () => expect([first.claim.current, back.claim.current]).toEqual([true, true]),
+      5_000,
+      50,
+    );
   });
 
   it('Redis restarted empty: the claim goes back to the newest configuration', async () => {
