@@ -24,6 +24,8 @@ function SpiceDisplay({ vm }) {
       try {
         const { url, password } = await api('POST', `/api/vms/${vm.namespace}/${vm.name}/console/spice`);
         const { SpiceMainConn } = await import('/vendor/spice/main.js');
+        // Left before it connected (another tab): its screen element is gone, so no connection.
+        if (over) return;
         connection = new SpiceMainConn({
           uri: socketUrl(url),
           password: password ?? '',
@@ -40,7 +42,7 @@ function SpiceDisplay({ vm }) {
           setState(ended);
         });
       } catch (err) {
-        setState(err.message);
+        if (!over) setState(err.message);
       }
     })();
     return () => {
@@ -60,10 +62,13 @@ function SerialTerminal({ vm }) {
   useEffect(() => {
     let socket;
     let terminal;
+    let over = false;
     (async () => {
       try {
         const { url } = await api('POST', `/api/vms/${vm.namespace}/${vm.name}/console/serial`);
         const { Terminal } = await import('/vendor/xterm.mjs');
+        // Left before it connected: a socket opened now would hold the console for nobody.
+        if (over) return;
         terminal = new Terminal({ convertEol: false, cursorBlink: true, rows: 24 });
         terminal.open(element.current);
         socket = new WebSocket(socketUrl(url));
@@ -77,10 +82,11 @@ function SerialTerminal({ vm }) {
         socket.onmessage = (e) => terminal.write(new Uint8Array(e.data));
         socket.onclose = (e) => setState(endedByGui(e) ?? CLOSED);
       } catch (err) {
-        setState(err.message);
+        if (!over) setState(err.message);
       }
     })();
     return () => {
+      over = true;
       socket?.close();
       terminal?.dispose();
     };

@@ -245,6 +245,35 @@ spec:
     await admins.close();
   });
 
+  it('switching console tabs before a console connected leaves no error in the page and no session behind', async () => {
+    const page = await people.alice!.context.newPage();
+    const pageErrors: string[] = [];
+    page.on('pageerror', (err) => pageErrors.push(err.message));
+    // The consoles' requests held until the person has switched tabs, as a slow network does: the
+    // browser's own requests delayed (no stand-in for vmop). Once threw "Cannot read properties of
+    // null (reading 'removeChild')" (issue 56), and a serial socket opened for a tab left behind.
+    const held: Array<() => Promise<void>> = [];
+    const consoleRequests = /\/api\/vms\/[^/]+\/alices\/console\/(spice|serial)$/;
+    await page.route(consoleRequests, (route) =>
+      held.length < 2 ? void held.push(() => route.continue()) : route.continue(),
+    );
+    await page.goto(`${url}/console/${NAMESPACE}/alices`); // the display first: alices has one
+    await expect.poll(() => held.length).toBe(1);
+    await page.getByRole('tab', { name: 'Serial console' }).click();
+    await expect.poll(() => held.length).toBe(2);
+    await page.getByRole('tab', { name: 'Display' }).click(); // back, before either answered
+    await page.locator('#spice-screen canvas').first().waitFor({ timeout: 60_000 });
+    for (const answer of held.splice(0)) await answer(); // the answers for the tabs left
+    // The display stays this page's (a second connection would take it over), and no serial
+    // relay runs for the serial tab that was left.
+    await page.waitForTimeout(3_000);
+    expect(await page.locator('[data-display-state]').allTextContents()).toEqual([]);
+    expect(await page.locator('#spice-screen canvas').count()).toBeGreaterThan(0);
+    expect(await relaysOfAlices()).toBe(0);
+    expect(pageErrors).toEqual([]);
+    await page.close();
+  });
+
   it('refuses a console without the permission, also on the WebSocket called directly', async () => {
     people.bob = await logIn(browser, bed.state().web.urls[1]!, 'bob'); // the other replica
     const { page } = people.bob;
