@@ -5,6 +5,7 @@ import { useEffect, useState } from 'preact/hooks';
 import htm from 'htm';
 import { api, loadMe } from './client.js';
 import { ConsoleView } from './console.js';
+import { ResourceInput, VmActions } from './vm-actions.js';
 import { UsageChart } from './usage-chart.js';
 import { VmPage } from './vm-page.js';
 
@@ -49,38 +50,6 @@ function useLive() {
     return () => source.close();
   }, []);
   return state;
-}
-
-function ActionButton({ vm, action, label, onError }) {
-  const [busy, setBusy] = useState(false);
-  const run = async () => {
-    setBusy(true);
-    try {
-      await api('POST', `/api/vms/${vm.namespace}/${vm.name}/${action}`);
-    } catch (err) {
-      onError(err.message);
-    } finally {
-      setBusy(false);
-    }
-  };
-  return html`<button type="button" data-action=${action} disabled=${busy} onClick=${run}>${label}</button>`;
-}
-
-/** The buttons the person may use: nothing else is shown. */
-function VmActions({ vm, onError, admin }) {
-  const may = new Set(vm.may);
-  const running = vm.state === 'Running';
-  const buttons = [
-    !running && may.has('start') && ['start', 'Start'],
-    running && may.has('stop') && ['stop', 'Stop'],
-    admin && running && may.has('restart') && ['restart', 'Restart'],
-    running && may.has('reset') && ['reset', 'Reset'],
-    admin && running && may.has('migrate') && ['migrate', 'Migrate'],
-  ].filter(Boolean);
-  return html`<div class="actions">
-    ${buttons.map(([action, label]) => html`<${ActionButton} key=${action} vm=${vm} action=${action} label=${label} onError=${onError} />`)}
-    ${running && may.has('accessConsole') && html`<a class="button" href=${`/console/${vm.namespace}/${vm.name}`}>Console</a>`}
-  </div>`;
 }
 
 const phaseClass = (phase) => `phase phase-${phase.toLowerCase()}`;
@@ -160,42 +129,14 @@ function UserView({ live, onError }) {
   </main>`;
 }
 
-function ResourceInput({ vm, field, onError }) {
-  const current =
-    field === 'currentCpus' ? (vm.currentCpus ?? vm.maximumCpus) : (vm.currentRam ?? vm.maximumRam);
-  const [value, setValue] = useState(String(current));
-  useEffect(() => setValue(String(current)), [current]);
-  const submit = async (e) => {
-    e.preventDefault();
-    try {
-      await api('PATCH', `/api/vms/${vm.namespace}/${vm.name}/resources`, {
-        [field]: field === 'currentCpus' ? Number(value) : value,
-      });
-    } catch (err) {
-      onError(err.message);
-      setValue(String(current));
-    }
-  };
-  const label = field === 'currentCpus' ? `CPUs of ${vm.name}` : `RAM of ${vm.name}`;
-  return html`<form class="inline" onSubmit=${submit}>
-    <input
-      aria-label=${label}
-      name=${field}
-      value=${value}
-      size="5"
-      onInput=${(e) => setValue(e.target.value)}
-    />
-  </form>`;
-}
-
 /** Every admin row has this height (style.css), so a window of rows can stand in for them all. */
 const ROW_HEIGHT = 44;
 /** Rows drawn above and below the visible ones, so a scroll shows drawn rows at once. */
 const OVERSCAN = 15;
 
-function AdminRow({ vm, onError }) {
+function AdminRow({ vm, index, onError }) {
   const editable = vm.may.includes('resources');
-  return html`<tr data-vm=${keyOf(vm)}>
+  return html`<tr data-vm=${keyOf(vm)} aria-rowindex=${index + 2}>
     <td>${osIcon(vm.os)} <a href=${pageOf(vm)} data-vm-link>${vm.name}</a></td>
     <td>${vm.namespace}</td>
     <td><span class=${phaseClass(vm.phase)} data-phase title=${vm.message ?? ''}>${vm.phase}</span></td>
@@ -209,7 +150,7 @@ function AdminRow({ vm, onError }) {
     </td>
     <td data-node>${vm.node ?? ''}</td>
     <td data-address>${vm.ipAddress ?? ''}</td>
-    <td><${VmActions} vm=${vm} onError=${onError} admin=${true} /></td>
+    <td><${VmActions} vm=${vm} onError=${onError} every=${true} /></td>
   </tr>`;
 }
 
@@ -217,7 +158,7 @@ function AdminRow({ vm, onError }) {
  * Every VM the person may see, in a table that draws only the rows in view (and a few around):
  * a thousand VMs cost as little to show and to update as a screenful.
  */
-function AdminView({ live, onError }) {
+function AdminView({ me, live, onError }) {
   const [filter, setFilter] = useState('');
   const [view, setView] = useState({ top: 0, height: window.innerHeight });
   const all = [...live.vms.values()].sort((a, b) => keyOf(a).localeCompare(keyOf(b)));
@@ -239,7 +180,15 @@ function AdminView({ live, onError }) {
       </span>
       <span><strong data-summary="cpus">${cpus}</strong> CPUs in use</span>
     </section>
-    <${UsageChart} />
+    ${
+      me.seesCluster
+        ? html`<${UsageChart} />`
+        : html`<p data-admin-scope>
+            Listed are the VMs you may use. Every VM of the cluster is listed for people who may list VMs in
+            all namespaces.
+          </p>`
+    }
+    ${all.length === 0 && html`<p data-admin-empty>There are no VMs to list.</p>`}
     <input
       type="search"
       class="filter"
@@ -264,7 +213,12 @@ function AdminView({ live, onError }) {
         </thead>
         <tbody>
           ${spacer(first)}
-          ${vms.slice(first, last).map((vm) => html`<${AdminRow} key=${keyOf(vm)} vm=${vm} onError=${onError} />`)}
+          ${vms
+            .slice(first, last)
+            .map(
+              (vm, i) =>
+                html`<${AdminRow} key=${keyOf(vm)} vm=${vm} index=${first + i} onError=${onError} />`,
+            )}
           ${spacer(vms.length - last)}
         </tbody>
       </table>
@@ -308,7 +262,7 @@ function App({ me }) {
               name=${decodeURIComponent(vmRoute[2])}
             />`
           : admin
-            ? html`<${AdminView} live=${live} onError=${setError} />`
+            ? html`<${AdminView} me=${me} live=${live} onError=${setError} />`
             : html`<${UserView} live=${live} onError=${setError} />`
     }
   </div>`;

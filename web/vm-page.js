@@ -1,5 +1,5 @@
-// The page of one VM (/vm/<namespace>/<name>): its state, conditions, disks, migration, snapshots
-// and Events, and its CPU, memory, disk and network use over the last hour (samples its runner
+// The page of one VM (/vm/<namespace>/<name>): its state, what the person may do with it (as in
+// the admin table), its conditions, disks, migration, snapshots and Events, and its CPU, memory, disk and network use over the last hour (samples its runner
 // keeps; no Prometheus needed). Loaded again at each change the live stream tells of, and every
 // sample period.
 import { h } from 'preact';
@@ -7,6 +7,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import htm from 'htm';
 import { api } from './client.js';
 import { usePlot } from './plot.js';
+import { ResourceInput, VmActions } from './vm-actions.js';
 
 const html = htm.bind(h);
 const MIB = 1024 ** 2;
@@ -200,6 +201,7 @@ function Snapshots({ vm, snapshots, reload }) {
 export function VmPage({ namespace, name, live }) {
   const [details, setDetails] = useState(undefined);
   const [error, setError] = useState('');
+  const [actionError, setActionError] = useState('');
   const loadNow = useRef(() => {});
   useEffect(() => {
     let timer;
@@ -255,6 +257,23 @@ export function VmPage({ namespace, name, live }) {
       <span data-size>${vm.cpus} ${vm.cpus === 1 ? 'CPU' : 'CPUs'}, ${vm.ram} RAM</span>
       ${vm.ipAddress && html` · address <span data-address>${vm.ipAddress}</span>`}
     </p>
+    ${
+      summary &&
+      html`<div class="page-actions" data-page-actions>
+        <${VmActions} vm=${summary} onError=${setActionError} every=${true} />
+        ${
+          summary.may.includes('resources') &&
+          html`<${ResourceInput} vm=${summary} field="currentCpus" onError=${setActionError} />
+            <${ResourceInput} vm=${summary} field="currentRam" onError=${setActionError} />`
+        }
+      </div>`
+    }
+    ${
+      actionError &&
+      html`<p class="error" role="alert">
+        ${actionError} <button type="button" onClick=${() => setActionError('')}>Dismiss</button>
+      </p>`
+    }
     <section aria-label="use over the last hour" class="charts">
       ${CHARTS.map((chart) => html`<${UseChart} key=${chart.id} chart=${chart} points=${usage.points} />`)}
     </section>

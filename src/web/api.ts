@@ -64,9 +64,10 @@ export function apiRouter(deps: ApiDeps): Router {
   const { access, clients } = deps;
   const router = Router();
 
-  router.get('/me', (_req, res) => {
+  router.get('/me', async (_req, res) => {
     const { person, csrf } = sessionOf(res);
-    res.json({ ...person, csrf });
+    // Whether the All VMs page lists the cluster's VMs or only this person's (it says which).
+    res.json({ ...person, csrf, seesCluster: await access.seesCluster(person) });
   });
 
   // The cluster's CPUs and RAM in use over 24 h: for people who may see every VM.

@@ -522,6 +522,12 @@ spec:
     await people.alice!.page.goto(`${url}/admin`);
     await people.alice!.page.locator('[data-summary="vms"]').waitFor();
     expect(await people.alice!.page.locator('figure.usage').count()).toBe(0);
+    // She is told why the page lists fewer VMs than the cluster has (it said nothing: issue 56).
+    const scope = await people.alice!.page.locator('[data-admin-scope]').textContent();
+    expect(scope?.replace(/\s+/g, ' ').trim()).toBe(
+      'Listed are the VMs you may use. Every VM of the cluster is listed for people who may list VMs in all namespaces.',
+    );
+    expect(await page.locator('[data-admin-scope]').count()).toBe(0);
   });
 
   it("shows a VM's own page: its conditions, Events, and its CPU, memory, disk and network use over the last hour; nobody else's", async () => {
@@ -574,6 +580,23 @@ spec:
       .toMatch(/, 192Mi RAM$/);
     await page.unroute(`**/api/vms/${NAMESPACE}/alices`);
     await setRam('256Mi');
+
+    // It acts, with what the person may do (issue 56: it could not): alice may stop it and open
+    // its console; the admin may also change its CPUs there, and sees the change.
+    const actions = vmPage.locator('[data-page-actions]');
+    await expect.poll(() => actions.locator('button').allTextContents()).toContain('Stop');
+    expect(await actions.getByRole('link', { name: 'Console' }).getAttribute('href')).toBe(
+      `/console/${NAMESPACE}/alices`,
+    );
+    expect(await actions.getByLabel('CPUs of alices').count()).toBe(0);
+    const admins = people.admin!.page;
+    await admins.goto(`${url}/vm/${NAMESPACE}/alices`);
+    const cpus = admins.locator('[data-page-actions]').getByLabel('CPUs of alices');
+    await cpus.fill('1');
+    await cpus.press('Enter');
+    await expect
+      .poll(() => admins.locator('[data-size]').textContent(), { timeout: 60_000 })
+      .toMatch(/^1 CPU, /);
   });
 
   it("takes, restores and clones a VM's snapshots on its page, for a person RBAC lets; nobody else", async () => {
