@@ -29,12 +29,14 @@ export const configurationDigest = (settings: unknown): string =>
   createHash('sha256').update(JSON.stringify(settings)).digest('hex');
 
 // KEYS[1] the claim ("<since, µs> <digest>"), KEYS[2] this configuration's since; ARGV: this
-// configuration's since as this replica knows it (µs), digest, TTL (ms), since's TTL (ms). Claims
-// for this configuration unless another one was first claimed later; renews it when it is this
-// one's. Returns { the current digest, the one stored before ('' if none) }.
+// configuration's since as this replica knows it (µs; at start, now), digest, TTL (ms), since's
+// TTL (ms). Claims for this configuration unless another one was first claimed later; renews it
+// when it is this one's. Returns { the current digest, the one stored before ('' if none), this
+// configuration's since }.
 const CLAIM = new LuaScript(`
 redis.call('SET', KEYS[2], ARGV[1], 'NX')
 redis.call('PEXPIRE', KEYS[2], ARGV[4])
+local since = redis.call('GET', KEYS[2])
 local stored = redis.call('GET', KEYS[1])
 local at, digest = 0, ''
 if stored then
@@ -42,17 +44,9 @@ if stored then
   at = tonumber(string.sub(stored, 1, sep - 1))
   digest = string.sub(stored, sep + 1)
 end
-local since = redis.call('GET', KEYS[2])
-if stored and digest ~= ARGV[2] and tonumber(since) <= at then return { digest, digest } end
+if stored and digest ~= ARGV[2] and tonumber(since) <= at then return { digest, digest, since } end
 redis.call('SET', KEYS[1], since .. ' ' .. ARGV[2], 'PX', ARGV[3])
-return { ARGV[2], digest }
-`);
-
-// KEYS[1] the configuration's since; ARGV[1] now (µs), ARGV[2] its TTL. Its since, made now if new.
-const SINCE = new LuaScript(`
-redis.call('SET', KEYS[1], ARGV[1], 'NX')
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return redis.call('GET', KEYS[1])
+return { ARGV[2], digest, since }
 `);
 
 export interface ConfigurationClaim {
@@ -87,16 +81,18 @@ export async function claimConfiguration(opts: {
   };
   // Redis' clock: the configurations' ages compare across nodes whatever their clocks say.
   const [seconds, micros] = await answered(() => redis.time());
-  const startedAt = Number(seconds) * 1_000_000 + Number(micros); // µs: below 2^53, exact in Lua too
   const sinceKey = SINCE_KEY_PREFIX + digest;
-  // Remembered: a Redis restarted empty learns it again from the replicas, not from the clock.
-  const since = Number(await answered(() => SINCE.run(redis, [sinceKey], [startedAt, SINCE_TTL_MS])));
+  // This configuration's since: now if it is new, else as Redis has it; remembered, so that a
+  // Redis restarted empty learns it again from the replicas, not from the clock.
+  let since = Number(seconds) * 1_000_000 + Number(micros); // µs: below 2^53, exact in Lua too
   const check = async () =>
     (await CLAIM.run(redis, [CONFIGURATION_CLAIM_KEY, sinceKey], [since, digest, ttlMs, SINCE_TTL_MS])) as [
       string,
       string,
+      string,
     ];
-  const [first, before] = await answered(check);
+  const [first, before, stored] = await answered(check);
+  since = Number(stored);
   let current = first === digest;
   let listener: ((current: boolean) => void) | undefined;
   const timer = setInterval(() => {
