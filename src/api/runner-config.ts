@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
+import { SnapshotCopyConfig } from './snapshot-copy.js';
 import { parse as parseYaml } from 'yaml';
 
 /**
@@ -155,6 +156,8 @@ export const VmConfig = z
     network: z.array(NetworkConfig).default([{ type: 'tap', device: 'virtio-net' }]),
     drives: z.array(DriveConfig).default([]),
     hotplugDisks: z.array(HotplugDiskConfig).default([]),
+    /** A snapshot's copy of the running VM's disks, while the snapshot asks for it. */
+    snapshotCopy: SnapshotCopyConfig.optional(),
     display: DisplayConfig.prefault({}),
   })
   // As upstream: a currentCpus above maximumCpus raises the maximum.

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { SnapshotCopyState } from './snapshot-copy.js';
 
 /**
  * What a runner knows about its VM, published to Redis under `vmop:snapshot:<vm key>` after every
@@ -93,6 +94,8 @@ export const RunnerSnapshot = z.object({
   drives: z.record(z.string(), DriveState),
   /** Disks attached at runtime, by volume. */
   hotplugDisks: z.record(z.string(), HotplugDiskState).optional(),
+  /** A snapshot's copy of the disks (config vm.snapshotCopy), while it is configured. */
+  snapshotCopy: SnapshotCopyState.optional(),
   /** Counts how often the display password was set in this run. */
   displayPasswordSerial: z.number().int().nonnegative().optional(),
   consoleClient: ConsoleClient.optional(),

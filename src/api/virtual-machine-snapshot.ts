@@ -3,6 +3,7 @@
 // snapshot's own (KubeVirt's VirtualMachineSnapshot and Deckhouse's vmsnapshot are the anchors).
 // It does not belong to the VM: deleting the VM keeps its snapshots, deleting a snapshot its copies.
 import { z } from 'zod';
+import { SnapshotCopyTarget } from './snapshot-copy.js';
 import { Condition, GROUP, ObjectMeta, VERSION } from './virtual-machine.js';
 
 export const SNAPSHOT_KIND = 'VirtualMachineSnapshot';
@@ -53,6 +54,19 @@ export const SnapshotSecret = z.object({
   copyName: z.string(),
 });
 
+/** A running VM's snapshot: its disks copied by its runner's QEMU into the snapshot's export pods. */
+export const SnapshotRunnerCopy = z.object({
+  /** The runner pod that runs the VM at the cut; the copy fails if another takes over. */
+  pod: z.string(),
+  podUid: z.string(),
+  /** The runner's run (status.runner.runId of the VM): a restarted runner has lost the copy. */
+  runId: z.string().optional(),
+  /** The export pods' addresses, once every one serves: what the runner copies into. */
+  targets: z.array(SnapshotCopyTarget).optional(),
+  /** How long the guest's file systems were frozen, in milliseconds. */
+  frozenMs: z.number().optional(),
+});
+
 const FreeForm = z.record(z.string(), z.unknown()).meta({ 'x-kubernetes-preserve-unknown-fields': true });
 
 export const SnapshotStatus = z.object({
@@ -62,6 +76,8 @@ export const SnapshotStatus = z.object({
   cutAt: z.string().optional(),
   readyAt: z.string().optional(),
   volumes: z.array(SnapshotVolume).optional(),
+  /** Set when the VM ran at the cut: who copies its disks, and where to. */
+  runner: SnapshotRunnerCopy.optional(),
   /** All volumes' sizes added up, e.g. "2Gi" or "2148532224". */
   size: z.string().optional(),
   /** The VM as it was: its spec, labels and annotations, and the address it had. */
@@ -93,6 +109,7 @@ export type VirtualMachineSnapshot = z.infer<typeof VirtualMachineSnapshot>;
 export type SnapshotStatus = z.infer<typeof SnapshotStatus>;
 export type SnapshotVolume = z.infer<typeof SnapshotVolume>;
 export type SnapshotSecret = z.infer<typeof SnapshotSecret>;
+export type SnapshotRunnerCopy = z.infer<typeof SnapshotRunnerCopy>;
 
 /** The Secret that holds a snapshot's (or a clone's VM's) copy of a provisioning Secret. */
 export const provisioningSecretName = (owner: string, field: SnapshotSecret['field']) =>

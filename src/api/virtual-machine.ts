@@ -2,6 +2,7 @@
 // This schema is the single source of truth: TypeScript types, runtime validation and the
 // generated CRD (crds/) all come from it. Defaults follow VM-Operator's CRD.
 import { z } from 'zod';
+import { SnapshotCopyState } from './snapshot-copy.js';
 import {
   Affinity,
   EmbeddedObjectMeta,
@@ -543,6 +544,8 @@ export const VirtualMachineStatus = z.object({
       qemuSays: z.string().optional(),
     })
     .optional(),
+  /** A VirtualMachineSnapshot's copy of the running VM's disks, as its runner reports it. */
+  snapshotCopy: SnapshotCopyState.optional(),
   /** The last reset the runner carried out on request (a Reset operation), by the request's name. */
   lastReset: z.object({ request: z.string(), time: z.string() }).optional(),
   /** Spec changes the running VM has not taken yet: they apply when it restarts. */

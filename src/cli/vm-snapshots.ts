@@ -97,7 +97,7 @@ async function usableSnapshot(api: CustomObjectsApi, namespace: string, name: st
 export interface CloneCliOptions {
   /** The new VM's name. */
   name: string;
-  /** The snapshot to clone; without it the VM is snapshotted first (it must be stopped). */
+  /** The snapshot to clone; without it the VM is snapshotted first. */
   snapshot?: string;
   start?: boolean;
   wait?: boolean;

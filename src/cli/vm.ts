@@ -369,7 +369,7 @@ export function register(program: Command): void {
   const cloneCommand = vm
     .command('clone <name>')
     .description(
-      'A new VM from a snapshot of this one (--snapshot), or from the VM itself, snapshotted first (it must be stopped)',
+      'A new VM from a snapshot of this one (--snapshot), or from the VM itself, snapshotted first (running or stopped)',
     )
     .requiredOption('--name <new>', "the new VM's name")
     .option(

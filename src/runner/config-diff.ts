@@ -68,6 +68,7 @@ function withoutLiveFields(config: RunnerConfig): unknown {
         currentRam: undefined,
         powerdownTimeout: undefined,
         hotplugDisks: undefined,
+        snapshotCopy: undefined,
         display: { ...vm.display, loggedInUser: undefined },
         drives: vm.drives.map((drive) =>
           drive.type === 'ide-cd' ? { ...drive, file: undefined } : { ...drive, size: undefined },

@@ -10,6 +10,7 @@ import { CpuController } from './controllers/cpus.js';
 import { DisplayController, displaySecretFiles } from './controllers/display.js';
 import { DiskController } from './controllers/disks.js';
 import { HotplugController } from './controllers/hotplug.js';
+import { SnapshotCopyController } from './controllers/snapshot-copy.js';
 import { GuestAgentController } from './guest-agent/controller.js';
 import type { RunnerPaths } from './paths.js';
 import type { QmpClient, QmpEvent } from './qmp/client.js';
@@ -43,6 +44,7 @@ export class RuntimeControls {
   readonly disks: DiskController;
   readonly hotplug: HotplugController;
   readonly guestAgent: GuestAgentController;
+  readonly snapshotCopy: SnapshotCopyController;
   private readonly display: DisplayController;
   private readonly agentLogin: AgentLogin;
   private displayPasswordNeedsRestart = false;
@@ -85,6 +87,19 @@ export class RuntimeControls {
     );
     this.agentLogin.setUser(ctx.applied()['/Runner'].vm.display.loggedInUser);
     this.guestAgent = new GuestAgentController(paths.guestAgentSocket, store, logger);
+    this.snapshotCopy = new SnapshotCopyController({
+      qmp,
+      drives: ctx.started['/Runner'].vm.drives,
+      attached: () => ctx.applied()['/Runner'].vm.hotplugDisks.map((disk) => disk.volume),
+      credentials: () => this.hotplug.ensureCredentials(),
+      agent: () => this.guestAgent.freezer(),
+      publish: (snapshotCopy) =>
+        store.update((state) => ({ ...state, snapshotCopy }), {
+          event: 'RUNNER_SNAPSHOT_COPY',
+          data: { ...snapshotCopy },
+        }),
+      logger,
+    });
   }
 
   close(): void {
@@ -157,6 +172,7 @@ export class RuntimeControls {
     for (const { id, bytes } of changes.diskSizes)
       await attempt(`growing disk ${id}`, () => this.disks.grow(id, bytes));
     await attempt('attaching and detaching disks', () => this.hotplug.apply(next['/Runner'].vm.hotplugDisks));
+    await attempt("a snapshot's copy", () => this.snapshotCopy.apply(next['/Runner'].vm.snapshotCopy));
     if ('loggedInUser' in changes) this.agentLogin.setUser(changes.loggedInUser);
     if (reset) await attempt('resetting the guest', () => this.reset(resetRequest));
     this.publishRestartChanges({ event: 'RUNNER_CONFIG_CHANGED', data: { ...changes } }, configDigest(text));

@@ -1,7 +1,8 @@
 // VM snapshots on `vmop dev`'s real node (issue 54), storage without CSI snapshots (local-path):
-// a snapshot asked for while the VM runs waits until it stops, then copies the VM's disk and runner
-// data into claims of its own, holding the VM's start meanwhile; the copies hold what the VM wrote,
-// a clone is a new VM filled from them, and a restore writes them back.
+// a stopped VM's snapshot copies its disk and runner data into claims of its own, holding the VM's
+// start meanwhile; a running VM's is copied by its own QEMU at one instant, the guest frozen through
+// its agent; the copies hold what the VM wrote, a clone is a new VM filled from them, and a restore
+// writes them back.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -28,7 +29,7 @@ const withDataDisk = (manifest: string, source = '') =>
 ${source}`,
   );
 
-describe('snapshots: a stopped VM copied on storage without CSI snapshots', () => {
+describe('snapshots: VMs copied on storage without CSI snapshots', () => {
   const bed = useDevBed('dev', { namespaces: [NAMESPACE] });
   let vms: ClusterVms;
   beforeAll(() => {
@@ -82,7 +83,7 @@ describe('snapshots: a stopped VM copied on storage without CSI snapshots', () =
     return content;
   }
 
-  it('waits while the VM runs; once it stops, copies its disk and runner data, holding its start until they are copied', async () => {
+  it("a stopped VM's snapshot copies its disk and runner data, holding the VM's start until they are copied", async () => {
     // What does not exist is said at once, not waited for.
     await expect(vmop('snapshot', 'no-such-vm')).rejects.toThrow(
       `VirtualMachine ${NAMESPACE}/no-such-vm does not exist`,
@@ -96,17 +97,11 @@ describe('snapshots: a stopped VM copied on storage without CSI snapshots', () =
     await vms.waitForVm(VM, (vm) => expect(vm.status?.phase).toBe('Running'), 300_000);
     await vms.waitForConsole(VM, READY);
     await vms.typeOnConsole(VM, `echo ${TAG} | dd of=/dev/vda conv=fsync`);
+    await setState('Stopped');
+    await vms.waitForVm(VM, (vm) => expect(vm.status?.phase).toBe('Stopped'), 180_000);
 
     const { stdout } = await vmop('snapshot', VM, '--name', 'first');
     expect(stdout).toContain(`virtualmachinesnapshot/first created (of ${NAMESPACE}/${VM})`);
-    await eventually(async () => {
-      expect((await snapshotOf('first')).status).toMatchObject({
-        phase: 'Pending',
-        message: expect.stringContaining('the VM runs'),
-      });
-    }, 30_000);
-
-    await setState('Stopped');
     // Asked to run again as soon as the copy begins: it starts once the copies are made.
     await eventually(
       async () => expect((await snapshotOf('first')).status?.phase).not.toBe('Pending'),
@@ -204,6 +199,38 @@ describe('snapshots: a stopped VM copied on storage without CSI snapshots', () =
     expect(await vms.kubectl(['get', 'vmrestore'])).toMatch(
       new RegExp(`${VM}-restore-\\w+\\s+${VM}\\s+first\\s+Completed`),
     );
+  });
+
+  it("a running VM's snapshot, frozen through its guest agent, holds what the guest had written at the cut; restored, the guest finds exactly that", async () => {
+    const booted = await vms.waitForVm(VM, (vm) =>
+      expect(vms.condition(vm, 'AgentConnected')?.status).toBe('True'),
+    );
+    const runId = booted.status!.runner!.runId;
+    await vms.typeOnConsole(VM, 'echo written-before-the-cut | dd of=/dev/vda conv=fsync');
+    const { stdout } = await vmop('snapshot', VM, '--name', 'live', '--wait');
+    expect(stdout).toContain('virtualmachinesnapshot/live created');
+    const ready = (await snapshotOf('live')).status!;
+    expect(ready).toMatchObject({ phase: 'Ready', consistency: 'FileSystem' });
+    expect(ready.runner).toMatchObject({ pod: booted.status!.runnerPod!.name, frozenMs: expect.any(Number) });
+    expect(ready.volumes!.map((volume) => [volume.name, volume.phase])).toEqual([
+      ['runner-data', 'Ready'],
+      ['data-disk', 'Ready'],
+    ]);
+    // The guest ran on through it, in the same runner, which is told the copy is done.
+    await vms.waitForVm(VM, (vm) => {
+      expect(vm.status?.runner?.runId).toBe(runId);
+      expect(vm.status?.snapshotCopy).toBeUndefined();
+    });
+    await vms.typeOnConsole(VM, 'echo written-after-the-cut | dd of=/dev/vda conv=fsync');
+
+    await vmop('restore', VM, '--snapshot', 'live', '--stop', '--wait');
+    await vms.waitForVm(VM, (vm) => {
+      expect(vms.condition(vm, 'Booted')?.status).toBe('True');
+      expect(vm.status?.runner?.runId).not.toBe(runId);
+    });
+    await vms.typeOnConsole(VM, 'echo restored-$(dd if=/dev/vda bs=22 count=1 2>/dev/null)');
+    await vms.waitForConsole(VM, 'restored-written-before-the-cut');
+    await vms.kubectl(['delete', 'vmsnapshot', 'live']);
   });
 
   it('a snapshot that is deleted takes its copies with it; the VM keeps its own', async () => {

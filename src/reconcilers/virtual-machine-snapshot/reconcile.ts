@@ -4,6 +4,7 @@ import type {
   KubernetesObject,
   V1PersistentVolumeClaim,
   V1Pod,
+  V1Secret,
   V1StorageClass,
 } from '@kubernetes/client-node';
 import { KIND, VirtualMachine } from '../../api/virtual-machine.js';
@@ -25,11 +26,18 @@ import { carryOutImports } from '../virtual-machine/disks/import-writes.js';
 import { importerPod } from '../virtual-machine/disks/importer-pod.js';
 import {
   APP_NAME,
+  LABEL_COMPONENT,
   LABEL_INSTANCE,
   LABEL_NAME,
+  LABEL_VOLUME,
   ownerReference,
   snapshotLabels,
 } from '../virtual-machine/naming.js';
+import { nbdExportPod } from '../virtual-machine/disks/attach-pod.js';
+import { migrationSecret } from '../virtual-machine/migration/writes.js';
+import { createUnlessExists } from '../virtual-machine/runner-pod/writes.js';
+import { migrationSecretName } from '../virtual-machine/runner-pod/pod.js';
+import { EXPORT_COMPONENT, exportPodName } from './running.js';
 import type { RunnerImage } from '../virtual-machine/runner-pod/pod.js';
 import { planSnapshot, takenIntoUse } from './plan.js';
 
@@ -89,19 +97,46 @@ export function createSnapshotReconciler(options: SnapshotReconcilerOptions) {
     });
     const object = eventObjectOf(snapshot);
     const writes: string[] = [];
+    const vm = cachedVm && VirtualMachine.safeParse(cachedVm).data;
+    const runner = plan.status.runner;
+    // A running VM's copy: the VM's key (its exports' TLS), its export pods, and its runner data
+    // read on the node the VM runs on (the claim is in use there).
+    const runnerNode =
+      runner &&
+      cache.list<V1Pod>('Pod', namespace, vmObjects).find((pod) => pod.metadata?.uid === runner.podUid)?.spec
+        ?.nodeName;
+    if (runner && vm && plan.status.phase === 'InProgress')
+      writes.push(...(await ensureVmKey(clients, cache, vm)));
+    for (const volume of plan.createExports ?? []) {
+      const body = nbdExportPod({
+        name: exportPodName(name, volume.name),
+        namespace,
+        labels: { ...snapshotLabels(name), [LABEL_COMPONENT]: EXPORT_COMPONENT, [LABEL_VOLUME]: volume.name },
+        ownerReference: ownerReference(snapshot),
+        claimName: volume.copyClaimName,
+        keysSecret: migrationSecretName(vmName),
+        image: options.defaultRunnerImage,
+        ...(vm?.spec.tolerations && { tolerations: vm.spec.tolerations }),
+      });
+      if (await createUnlessExists(() => clients.core.createNamespacedPod({ namespace, body })))
+        writes.push(`Pod ${body.metadata!.name} (exports the copy of ${volume.name})`);
+    }
     if (plan.copies)
       writes.push(
         ...(await carryOutImports(clients, namespace, plan.copies.imports, {
           importerPod: (disk) =>
-            importerPod(
-              {
-                podName: `${name}-copy-${disk.volume}`,
-                namespace,
-                labels: snapshotLabels(name),
-                ownerReference: ownerReference(snapshot),
-              },
-              disk,
-              options.defaultRunnerImage,
+            onNode(
+              importerPod(
+                {
+                  podName: `${name}-copy-${disk.volume}`,
+                  namespace,
+                  labels: snapshotLabels(name),
+                  ownerReference: ownerReference(snapshot),
+                },
+                disk,
+                options.defaultRunnerImage,
+              ),
+              runnerNode,
             ),
           // One Event per snapshot says what it copied (below), not one per volume.
           recordEvent: async () => undefined,
@@ -132,8 +167,9 @@ export function createSnapshotReconciler(options: SnapshotReconcilerOptions) {
         };
       }
     }
-    // Only on the way to Ready: a Ready snapshot's VM may run again (held until now).
-    if (status.phase === 'Ready' && snapshot.status?.phase !== 'Ready') {
+    // Only on the way to Ready: a Ready snapshot's VM may run again (held until now). A running
+    // VM's snapshot was copied by the VM's own QEMU: its pod was to be there.
+    if (status.phase === 'Ready' && snapshot.status?.phase !== 'Ready' && !status.runner) {
       const user = (await vmPodsNow(namespace, vmName))[0];
       if (user)
         status = {
@@ -159,5 +195,33 @@ export function createSnapshotReconciler(options: SnapshotReconcilerOptions) {
         });
     }
     if (writes.length > 0) logger.info({ key, writes, phase: status.phase }, 'reconciled');
+  };
+}
+
+/** The VM's pre-shared key, which its runner and the snapshot's export pods share. */
+async function ensureVmKey(clients: KubeClients, cache: ObjectCache, vm: VirtualMachine): Promise<string[]> {
+  const namespace = vm.metadata.namespace!;
+  if (cache.get<V1Secret>('Secret', namespace, migrationSecretName(vm.metadata.name))) return [];
+  const made = await createUnlessExists(() =>
+    clients.core.createNamespacedSecret({ namespace, body: migrationSecret(vm) }),
+  );
+  return made ? [`Secret ${migrationSecretName(vm.metadata.name)} (the VM's key)`] : [];
+}
+
+/** `pod` pinned to `node` (a claim the VM's runner uses is mounted only there), when known. */
+function onNode(pod: V1Pod, node: string | undefined): V1Pod {
+  if (!node) return pod;
+  return {
+    ...pod,
+    spec: {
+      ...pod.spec!,
+      affinity: {
+        nodeAffinity: {
+          requiredDuringSchedulingIgnoredDuringExecution: {
+            nodeSelectorTerms: [{ matchFields: [{ key: 'metadata.name', operator: 'In', values: [node] }] }],
+          },
+        },
+      },
+    },
   };
 }

@@ -19,7 +19,8 @@ import type { RunnerSnapshot } from '../../api/runner-snapshot.js';
 import { VirtualMachine } from '../../api/virtual-machine.js';
 import { IMAGE_KIND, VirtualMachineImage } from '../../api/virtual-machine-image.js';
 import { OPERATION_KIND, VirtualMachineOperation } from '../../api/virtual-machine-operation.js';
-import { SNAPSHOT_KIND } from '../../api/virtual-machine-snapshot.js';
+import { SNAPSHOT_KIND, VirtualMachineSnapshot } from '../../api/virtual-machine-snapshot.js';
+import type { SnapshotCopyConfig } from '../../api/snapshot-copy.js';
 import { RESTORE_KIND } from '../../api/virtual-machine-restore.js';
 import { POOL_KIND, VmPool } from '../../api/vm-pool.js';
 import { IP_ADDRESS_KIND, VirtualMachineIPAddress } from '../../api/virtual-machine-ip-address.js';
@@ -71,6 +72,8 @@ export interface Observed {
   images: (name: string) => VirtualMachineImage | undefined;
   /** The snapshots and restores copying the VM's volumes now, e.g. `snapshot daily` (the VM does not start meanwhile). */
   volumeCopies: string[];
+  /** The copy a snapshot of the running VM asks its runner pod (by uid) for, once its exports serve. */
+  snapshotCopy?: SnapshotCopyConfig & { podUid: string };
   /** The latest progress the running importer pods sent, by volume. */
   importProgress: Map<string, ImportProgress>;
   storageClasses: StorageClasses;
@@ -200,6 +203,10 @@ export async function observeVm(
         .filter((copy) => copy.spec?.virtualMachineName === name && copy.status?.phase === 'InProgress')
         .map((copy) => `${what} ${copy.metadata!.name!}`),
     ),
+    ...(() => {
+      const snapshotCopy = runningSnapshotCopy(cache, namespace, name);
+      return snapshotCopy && { snapshotCopy };
+    })(),
     importProgress: await readImportProgress(key, pods.importer, io),
     storageClasses: {
       byName: (className) => cache.get<V1StorageClass>('StorageClass', '', className),
@@ -280,4 +287,33 @@ async function readImportProgress(key: string, importerPods: V1Pod[], io: Observ
     if (sent) progress.set(volume, sent);
   }
   return progress;
+}
+
+/** The oldest snapshot of the VM in progress whose export pods serve: what its runner copies. */
+function runningSnapshotCopy(cache: ObjectCache, namespace: string, vmName: string) {
+  const copying = cache
+    .list<KubernetesObject>(SNAPSHOT_KIND, namespace)
+    .flatMap((object) => {
+      const parsed = VirtualMachineSnapshot.safeParse(object);
+      return parsed.success ? [parsed.data] : [];
+    })
+    .filter(
+      (snapshot) =>
+        snapshot.spec.virtualMachineName === vmName &&
+        snapshot.status?.phase === 'InProgress' &&
+        snapshot.status.runner?.targets !== undefined,
+    )
+    .sort((a, b) =>
+      String(a.metadata.creationTimestamp).localeCompare(String(b.metadata.creationTimestamp)),
+    )[0];
+  const runner = copying?.status?.runner;
+  return (
+    copying &&
+    runner?.targets && {
+      id: copying.metadata.uid!,
+      requireFreeze: copying.spec.requiredConsistency,
+      disks: runner.targets,
+      podUid: runner.podUid,
+    }
+  );
 }

@@ -124,6 +124,11 @@ export function planVm(
       diskSizes: diskSizes.capacities,
       podDisks: attachments.podVolumes,
       hotplugDisks: attachments.config,
+      // Asked of the pod the snapshot was cut on only (not a migration's target).
+      ...(seen.snapshotCopy &&
+        seen.snapshotCopy.podUid === pod?.metadata?.uid && {
+          snapshotCopy: (({ podUid: _podUid, ...copy }) => copy)(seen.snapshotCopy),
+        }),
       kvm: options.kvm ?? true,
       ipAddress: ipAddress.address,
     }),

@@ -27,7 +27,9 @@ const KEY_POLL_MS = 100;
 /** A failed attach is tried again (the key may not have reached the pod yet), ever less often. */
 const RETRY_MS = { first: 2_000, max: 60_000 };
 
-const blockNode = (volume: string) => `${NODE_PREFIX}${volume}`;
+/** The block node of a disk attached at runtime. */
+export const hotplugNode = (volume: string) => `${NODE_PREFIX}${volume}`;
+const blockNode = hotplugNode;
 const deviceId = (volume: string) => `${blockNode(volume)}${DEVICE_SUFFIX}`;
 const endpointOf = (disk: HotplugDiskConfig) => `${disk.host}:${disk.port}/${disk.export}`;
 
@@ -219,11 +221,15 @@ export class HotplugController {
     }
   }
 
-  /** The TLS-PSK client credentials, made once per QEMU from the key as it is now. */
-  private async ensureCredentials(): Promise<void> {
+  /**
+   * The TLS-PSK client credentials, made once per QEMU from the key as it is now; their id. Also
+   * what a snapshot's copy opens its exports with (snapshot-copy.ts).
+   */
+  async ensureCredentials(): Promise<string> {
     const objects = await this.qmp.execute<Array<{ name: string }>>('qom-list', { path: '/objects' });
-    if (objects.some((object) => object.name === TLS_CREDS_ID)) return;
+    if (objects.some((object) => object.name === TLS_CREDS_ID)) return TLS_CREDS_ID;
     const { identity } = await readPskOnceThere(`${this.keysDir}/keys.psk`);
     await addPskCredentials(this.qmp, 'client', this.keysDir, identity, TLS_CREDS_ID);
+    return TLS_CREDS_ID;
   }
 }

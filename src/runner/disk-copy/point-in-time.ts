@@ -27,6 +27,8 @@ export interface CutCopies {
   /** Why a copy is crash-consistent only (no agent, or the freeze failed). */
   reason?: string;
   cutAt: Date;
+  /** How long the guest's file systems were frozen (0 when they were not). */
+  frozenMs: number;
   /** Resolves when every copy is complete; rejects with the first job that failed. */
   done: Promise<void>;
 }
@@ -37,7 +39,8 @@ export interface FreezingAgent {
 }
 
 // By the disk's place in the copy, not its node's name: QEMU's node names have at most 31 characters.
-const jobOf = (index: number) => `point-in-time-copy-${index}`;
+const JOB_PREFIX = 'point-in-time-copy-';
+const jobOf = (index: number) => `${JOB_PREFIX}${index}`;
 const targetOf = (index: number) => `point-in-time-target-${index}`;
 
 /**
@@ -45,7 +48,14 @@ const targetOf = (index: number) => `point-in-time-target-${index}`;
  * `done` tells when the copies are complete. The targets are removed again when the jobs end.
  */
 export async function copyAtOneInstant(
-  deps: { qmp: QmpClient; agent?: FreezingAgent; logger: Logger; freezeBoundMs?: number },
+  deps: {
+    qmp: QmpClient;
+    agent?: FreezingAgent;
+    logger: Logger;
+    freezeBoundMs?: number;
+    /** Refuse a crash-consistent copy: no cut is made when the guest cannot be frozen. */
+    requireFreeze?: boolean;
+  },
   disks: DiskCopy[],
   /** A bound on each copy's rate, so that it leaves the VM's storage room (no bound when absent). */
   bytesPerSecond?: number,
@@ -60,16 +70,30 @@ export async function copyAtOneInstant(
   }
   // Waited for before the transaction: a small disk's job may end in the reply's data chunk.
   const noJobs = new AbortController();
-  const ended = disks.map((_disk, index) =>
-    qmp.waitForEvent('BLOCK_JOB_COMPLETED', {
+  // A job ends completed (with an error when it failed) or cancelled (cancelCopies).
+  const ended = disks.map((_disk, index) => {
+    const options = {
       match: (data: { device?: string }) => data.device === jobOf(index),
       timeoutMs: 24 * 3600_000,
       signal: noJobs.signal,
-    }),
-  );
+    };
+    return Promise.race([
+      qmp.waitForEvent('BLOCK_JOB_COMPLETED', options),
+      qmp.waitForEvent('BLOCK_JOB_CANCELLED', options).then((event) => ({
+        ...event,
+        data: { ...event.data, error: 'the copy was cancelled' },
+      })),
+    ]);
+  });
   ended.forEach((end) => end.catch(() => undefined)); // awaited below; not unhandled meanwhile
   // Never throws: a freeze that fails makes the copy crash-consistent.
   const frozen = await freeze(deps.agent, deps.freezeBoundMs ?? FREEZE_BOUND_MS, logger);
+  if (deps.requireFreeze && frozen.consistency === 'Crash') {
+    noJobs.abort();
+    await removeTargets(qmp, disks);
+    throw new CrashConsistentRefused(frozen.reason);
+  }
+  const frozenAt = Date.now();
   let cutAt: Date;
   try {
     await qmp.execute('transaction', {
@@ -95,9 +119,11 @@ export async function copyAtOneInstant(
   const consistency = frozen.thawedEarly() ? 'Crash' : frozen.consistency;
   const reason = frozen.thawedEarly() ? 'the cut took longer than the freeze may last' : frozen.reason;
   await frozen.thaw();
+  const frozenMs = frozen.consistency === 'FileSystem' ? Date.now() - frozenAt : 0;
   const done = (async () => {
     try {
       const events = await Promise.all(ended);
+      noJobs.abort(); // the other event of each job will not come
       const failed = events.findIndex((event) => (event.data as { error?: string }).error !== undefined);
       if (failed >= 0)
         throw new Error(
@@ -107,7 +133,14 @@ export async function copyAtOneInstant(
       await removeTargets(qmp, disks);
     }
   })();
-  return { consistency, ...(reason && { reason }), cutAt, done };
+  return { consistency, ...(reason && { reason }), cutAt, frozenMs, done };
+}
+
+/** No cut was made: the guest could not be frozen and a crash-consistent copy was refused. */
+export class CrashConsistentRefused extends Error {
+  constructor(reason: string) {
+    super(`${reason}: a copy that is only crash-consistent was refused (requiredConsistency)`);
+  }
 }
 
 /** Freezes the guest's file systems through its agent, if one answers; thaw() is safe to call twice. */
@@ -139,6 +172,13 @@ async function freeze(agent: FreezingAgent | undefined, boundMs: number, logger:
     void thaw();
   }, boundMs);
   return { consistency: 'FileSystem' as const, reason: undefined, thaw, thawedEarly: () => early };
+}
+
+/** Cancels the copies under way (a snapshot that no longer asks for them); their targets go as they end. */
+export async function cancelCopies(qmp: QmpClient): Promise<void> {
+  const jobs = await qmp.execute<Array<{ device: string }>>('query-block-jobs');
+  for (const job of jobs.filter((each) => each.device.startsWith(JOB_PREFIX)))
+    await qmp.execute('block-job-cancel', { device: job.device, force: true }).catch(() => undefined);
 }
 
 async function removeTargets(qmp: QmpClient, disks: DiskCopy[]) {

@@ -70,6 +70,11 @@ export class GuestAgentController {
     });
   }
 
+  /** The agent to freeze the guest's file systems with, while one answers. */
+  freezer(): GuestAgentClient | undefined {
+    return this.connected && this.client && !this.client.closed ? this.client : undefined;
+  }
+
   /** The guest's interfaces with their traffic counters; undefined while no agent answers. */
   async interfaces(timeoutMs: number): Promise<unknown> {
     if (!this.connected || !this.client || this.client.closed) return undefined;

@@ -121,10 +121,10 @@ function copyPod(volume: string, phase: string, outcome?: object): V1Pod {
 }
 
 describe('a VM snapshot', () => {
-  it('waits while the VM runs or does not exist, saying why', () => {
+  it('waits while the VM starts or does not exist, saying why', () => {
     expect(planSnapshot(input({ vmPods: [runnerPod] })).status).toMatchObject({
       phase: 'Pending',
-      message: expect.stringContaining('the VM runs'),
+      message: 'the VM is starting: the snapshot is taken once it runs or has stopped',
     });
     expect(planSnapshot(input({ vm: undefined })).status).toEqual({
       phase: 'Pending',
@@ -276,5 +276,180 @@ describe('a VM snapshot', () => {
     );
     expect(done.deletePods).toEqual([leftover]);
     expect(done.copies).toBeUndefined();
+  });
+});
+
+describe("a running VM's snapshot, copied by the VM's QEMU", () => {
+  const running = VirtualMachine.parse({
+    ...vm,
+    spec: { ...vm.spec, vm: { ...vm.spec.vm, state: 'Running' } },
+    status: {
+      phase: 'Running',
+      runnerPod: { name: 'vm-abcde' },
+      runner: { runId: 'run-1', seq: 3 },
+      ipAddress: '10.66.10.7',
+    },
+  });
+  const pod = {
+    metadata: {
+      name: 'vm-abcde',
+      namespace: 'ns',
+      uid: 'pod-uid',
+      labels: { ...vmLabels('vm'), 'app.kubernetes.io/component': 'vm-runner' },
+    },
+  } as V1Pod;
+  const reported = (snapshotCopy: object) =>
+    VirtualMachine.parse({ ...running, status: { ...running.status, snapshotCopy } });
+  const runningInput = (overrides: Partial<SnapshotInput> = {}) =>
+    input({ vm: running, vmPods: [pod], ...overrides });
+  const cut = () => planSnapshot(runningInput()).status;
+  const exportPod = (phase: string, podIP?: string): V1Pod => ({
+    metadata: {
+      name: 'snap-export-system-disk',
+      uid: 'export-uid',
+      labels: {
+        [LABEL_SNAPSHOT]: 'snap',
+        'app.kubernetes.io/component': 'snapshot-export',
+        'vmoperator.jdrupes.org/volume': 'system-disk',
+      },
+    },
+    status: { phase, ...(podIP && { podIP }) },
+  });
+  /** The status once the export pod serves: the runner is asked for the copy. */
+  const serving = () =>
+    planSnapshot(runningInput({ snapshot: snapshot(cut()), copyPods: [exportPod('Running', '10.1.1.5')] }))
+      .status;
+
+  it('is cut on the pod the VM runs in; its consistency and instant are for the runner to say', () => {
+    const status = cut();
+    expect(status).toMatchObject({
+      phase: 'InProgress',
+      runner: { pod: 'vm-abcde', podUid: 'pod-uid', runId: 'run-1' },
+      message: 'the VM runs: its QEMU copies runner-data, system-disk at one instant',
+      virtualMachine: { uid: 'vm-uid', ipAddress: '10.66.10.7' },
+    });
+    expect(status).not.toHaveProperty('consistency');
+    expect(status).not.toHaveProperty('cutAt');
+  });
+
+  it('waits while the VM moves live', () => {
+    const target = { metadata: { ...pod.metadata, name: 'vm-fghij', uid: 'target-uid' } } as V1Pod;
+    expect(planSnapshot(runningInput({ vmPods: [pod, target] })).status).toMatchObject({
+      phase: 'Pending',
+      message: 'the VM moves live: the snapshot is taken once it has moved',
+    });
+  });
+
+  it("makes each disk's copy claim and export pod, and names their addresses once all serve", () => {
+    const starting = planSnapshot(runningInput({ snapshot: snapshot(cut()) }));
+    expect(starting.createExports!.map((volume) => volume.name)).toEqual(['system-disk']);
+    expect(starting.copies!.imports.createClaims.map((claim) => claim.claimName)).toEqual([
+      'snap-system-disk',
+    ]);
+    expect(starting.copies!.imports.startImports).toEqual([]); // the runner data waits for the cut
+    expect(starting.status.runner).not.toHaveProperty('targets');
+
+    const pending = planSnapshot(
+      runningInput({ snapshot: snapshot(cut()), copyPods: [exportPod('Pending')] }),
+    );
+    expect(pending.createExports).toEqual([]);
+    expect(pending.status.runner).not.toHaveProperty('targets');
+
+    expect(serving().runner!.targets).toEqual([
+      { volume: 'system-disk', host: '10.1.1.5', port: 10809, export: 'disk' },
+    ]);
+  });
+
+  it("takes the runner's cut: consistency, instant and frozen time; then copies the runner data on the VM's node", () => {
+    const copying = planSnapshot(
+      runningInput({
+        snapshot: snapshot(serving()),
+        vm: reported({
+          id: 'snap-uid',
+          state: 'copying',
+          consistency: 'FileSystem',
+          cutAt: '2026-11-29T20:00:01.000Z',
+          frozenMs: 42,
+        }),
+        copyPods: [exportPod('Running', '10.1.1.5')],
+      }),
+    );
+    expect(copying.status).toMatchObject({
+      phase: 'InProgress',
+      consistency: 'FileSystem',
+      cutAt: '2026-11-29T20:00:01.000Z',
+      runner: { frozenMs: 42 },
+    });
+    expect(copying.copies!.imports.startImports).toEqual([]); // its claim first
+    const claimed = planSnapshot(
+      runningInput({
+        snapshot: snapshot(copying.status),
+        vm: reported({ id: 'snap-uid', state: 'copying', consistency: 'FileSystem', cutAt: 'x' }),
+        copyPods: [exportPod('Running', '10.1.1.5')],
+        copyClaims: copyClaims(false),
+      }),
+    );
+    expect(claimed.copies!.imports.startImports.map((disk) => disk.volume)).toEqual(['runner-data']);
+  });
+
+  it('is Ready once the runner copied the disks and the runner data is copied; the export pods go', () => {
+    const succeeded = { result: 'Succeeded', reason: 'Imported', message: 'copied' };
+    const done = planSnapshot(
+      runningInput({
+        snapshot: snapshot(serving()),
+        vm: reported({
+          id: 'snap-uid',
+          state: 'completed',
+          consistency: 'Crash',
+          reason: 'no guest agent answers',
+          cutAt: 'x',
+        }),
+        copyPods: [exportPod('Running', '10.1.1.5'), copyPod('runner-data', 'Succeeded', succeeded)],
+        copyClaims: copyClaims(false),
+      }),
+    );
+    expect(done.status).toMatchObject({ phase: 'Ready', consistency: 'Crash', message: '2 volumes copied' });
+    expect(done.copies!.imports.markImported.map((mark) => mark.claim).sort()).toEqual([
+      'snap-runner-data',
+      'snap-system-disk',
+    ]);
+    expect(done.copies!.imports.deletePods.map((p) => p.metadata!.name)).toContain('snap-export-system-disk');
+  });
+
+  it('fails, saying why, when the runner could not copy, or its pod or run went during the copy', () => {
+    const asked = snapshot(serving());
+    const refused = planSnapshot(
+      runningInput({
+        snapshot: asked,
+        vm: reported({
+          id: 'snap-uid',
+          state: 'failed',
+          message:
+            'no guest agent answers: a copy that is only crash-consistent was refused (requiredConsistency)',
+        }),
+      }),
+    );
+    expect(refused.status).toMatchObject({
+      phase: 'Failed',
+      message:
+        "the VM's QEMU did not copy its disks: no guest agent answers: a copy that is only crash-consistent was refused (requiredConsistency)",
+    });
+    // Another snapshot's report says nothing of this one.
+    expect(
+      planSnapshot(runningInput({ snapshot: asked, vm: reported({ id: 'other', state: 'failed' }) })).status
+        .phase,
+    ).toBe('InProgress');
+    expect(planSnapshot(runningInput({ snapshot: asked, vmPods: [] })).status).toMatchObject({
+      phase: 'Failed',
+      message: "the VM's runner pod vm-abcde went during the copy",
+    });
+    const restarted = VirtualMachine.parse({
+      ...running,
+      status: { ...running.status, runner: { runId: 'run-2', seq: 1 } },
+    });
+    expect(planSnapshot(runningInput({ snapshot: asked, vm: restarted })).status).toMatchObject({
+      phase: 'Failed',
+      message: "the VM's runner (pod vm-abcde) restarted during the copy",
+    });
   });
 });

@@ -3,7 +3,7 @@
 // the runner image) exports it over NBD, TLS with the VM's pre-shared key; the runner's QEMU opens
 // that export. No privileges, no node agent, no Kubernetes API access.
 import { RESTRICTED_CONTAINER_SECURITY, RESTRICTED_POD_SECURITY } from '../pod-security.js';
-import type { V1Pod } from '@kubernetes/client-node';
+import type { V1OwnerReference, V1Pod, V1Toleration } from '@kubernetes/client-node';
 import type { VirtualMachine } from '../../../api/virtual-machine.js';
 import { LABEL_COMPONENT, LABEL_VOLUME, ownerReference, vmLabels } from '../naming.js';
 import { RUNNER_SERVICE_ACCOUNT } from '../runner-config/identity.js';
@@ -28,14 +28,45 @@ export function desiredAttachPod(
   image: RunnerImage,
 ): V1Pod {
   const { name, namespace } = vm.metadata;
+  return nbdExportPod({
+    name: attachPodName(name, disk.volume),
+    namespace: namespace!,
+    labels: { ...vmLabels(name), [LABEL_COMPONENT]: ATTACHMENT_COMPONENT, [LABEL_VOLUME]: disk.volume },
+    ownerReference: ownerReference(vm),
+    claimName: disk.claimName,
+    keysSecret: migrationSecretName(name),
+    image,
+    nodeName,
+    ...(vm.spec.tolerations && { tolerations: vm.spec.tolerations }),
+  });
+}
+
+/**
+ * A pod whose qemu-nbd serves one claim (a raw block device) to one client over TLS with the VM's
+ * key: a disk attached at runtime, or the copy a snapshot of a running VM is written into.
+ */
+export function nbdExportPod(options: {
+  name: string;
+  namespace: string;
+  labels: Record<string, string>;
+  ownerReference: V1OwnerReference;
+  claimName: string;
+  /** The Secret with the VM's pre-shared key (`keys.psk`). */
+  keysSecret: string;
+  image: RunnerImage;
+  /** Where it must run (the claim is used there already); where the scheduler puts it when absent. */
+  nodeName?: string;
+  tolerations?: V1Toleration[];
+}): V1Pod {
+  const { image, nodeName } = options;
   return {
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: {
-      name: attachPodName(name, disk.volume),
-      namespace,
-      labels: { ...vmLabels(name), [LABEL_COMPONENT]: ATTACHMENT_COMPONENT, [LABEL_VOLUME]: disk.volume },
-      ownerReferences: [ownerReference(vm)],
+      name: options.name,
+      namespace: options.namespace,
+      labels: options.labels,
+      ownerReferences: [options.ownerReference],
     },
     spec: {
       containers: [
@@ -63,24 +94,26 @@ export function desiredAttachPod(
       ],
       securityContext: RESTRICTED_POD_SECURITY,
       volumes: [
-        { name: 'disk', persistentVolumeClaim: { claimName: disk.claimName } },
-        { name: 'keys', secret: { secretName: migrationSecretName(name) } },
+        { name: 'disk', persistentVolumeClaim: { claimName: options.claimName } },
+        { name: 'keys', secret: { secretName: options.keysSecret } },
       ],
       serviceAccountName: RUNNER_SERVICE_ACCOUNT,
       automountServiceAccountToken: false,
       enableServiceLinks: false,
-      // The runner's node, through the scheduler: a claim on another node says so (volume node
-      // affinity conflict), and a node-local claim not bound yet binds there.
-      affinity: {
-        nodeAffinity: {
-          requiredDuringSchedulingIgnoredDuringExecution: {
-            nodeSelectorTerms: [
-              { matchFields: [{ key: 'metadata.name', operator: 'In', values: [nodeName] }] },
-            ],
+      // Through the scheduler: a claim on another node says so (volume node affinity conflict),
+      // and a node-local claim not bound yet binds there.
+      ...(nodeName && {
+        affinity: {
+          nodeAffinity: {
+            requiredDuringSchedulingIgnoredDuringExecution: {
+              nodeSelectorTerms: [
+                { matchFields: [{ key: 'metadata.name', operator: 'In', values: [nodeName] }] },
+              ],
+            },
           },
         },
-      },
-      ...(vm.spec.tolerations && { tolerations: vm.spec.tolerations }),
+      }),
+      ...(options.tolerations && { tolerations: options.tolerations }),
     },
   };
 }

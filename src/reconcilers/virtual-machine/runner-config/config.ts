@@ -9,6 +9,7 @@ import {
   type HotplugDiskConfig,
   type RunnerConfigInput,
 } from '../../../api/runner-config.js';
+import type { SnapshotCopyConfig } from '../../../api/snapshot-copy.js';
 import type { VirtualMachine, VmDefinition } from '../../../api/virtual-machine.js';
 import {
   CLOUD_INIT_SECRET_DIR,
@@ -35,6 +36,8 @@ export interface RunnerConfigOptions {
   podDisks?: Set<string>;
   /** Disks to attach to the running VM. */
   hotplugDisks?: HotplugDiskConfig[];
+  /** A snapshot's copy of the running VM's disks. */
+  snapshotCopy?: SnapshotCopyConfig;
   /** Whether the runner pod gets /dev/kvm; QEMU emulates (TCG) without it. */
   kvm?: boolean;
   /** The VM's own address, once attached to it: its first `user` network carries it (routed). */
@@ -127,6 +130,7 @@ export function desiredRunnerConfig(vm: VirtualMachine, options: RunnerConfigOpt
           return [{ type: 'raw' as const, resource: `/dev/${volume}`, bootindex: disk.bootindex, size }];
         }),
         ...(options.hotplugDisks?.length && { hotplugDisks: options.hotplugDisks }),
+        ...(options.snapshotCopy && { snapshotCopy: options.snapshotCopy }),
         display: {
           outputs: def.display.outputs,
           ...(def.display.loggedInUser && { loggedInUser: def.display.loggedInUser }),

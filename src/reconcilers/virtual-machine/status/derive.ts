@@ -528,6 +528,7 @@ function reportedFields(
     }),
     ...(snapshot && { consoleClient: snapshot.consoleClient?.host ?? '' }),
     ...(snapshot?.loggedInUser && !noQemu && { loggedInUser: snapshot.loggedInUser }),
+    ...(snapshot?.snapshotCopy && !noQemu && { snapshotCopy: snapshot.snapshotCopy }),
     ...(lastShutdown && { lastShutdown }),
     ...(lastReset && { lastReset }),
   };
