@@ -72,8 +72,11 @@ export interface Observed {
   images: (name: string) => VirtualMachineImage | undefined;
   /** The snapshots and restores copying the VM's volumes now, e.g. `snapshot daily` (the VM does not start meanwhile). */
   volumeCopies: string[];
-  /** The copy a snapshot of the running VM asks its runner pod (by uid) for, once its exports serve. */
-  snapshotCopy?: SnapshotCopyConfig & { podUid: string };
+  /**
+   * A snapshot of the running VM under way: its name, the runner pod (uid) it was cut on, and the
+   * copy that pod's runner is asked for once the snapshot's exports serve.
+   */
+  snapshotCopy?: { snapshot: string; podUid: string; copy?: SnapshotCopyConfig };
   /** The latest progress the running importer pods sent, by volume. */
   importProgress: Map<string, ImportProgress>;
   storageClasses: StorageClasses;
@@ -289,7 +292,7 @@ async function readImportProgress(key: string, importerPods: V1Pod[], io: Observ
   return progress;
 }
 
-/** The oldest snapshot of the VM in progress whose export pods serve: what its runner copies. */
+/** The oldest snapshot of the running VM in progress: what its runner copies, once the exports serve. */
 function runningSnapshotCopy(cache: ObjectCache, namespace: string, vmName: string) {
   const copying = cache
     .list<KubernetesObject>(SNAPSHOT_KIND, namespace)
@@ -301,7 +304,7 @@ function runningSnapshotCopy(cache: ObjectCache, namespace: string, vmName: stri
       (snapshot) =>
         snapshot.spec.virtualMachineName === vmName &&
         snapshot.status?.phase === 'InProgress' &&
-        snapshot.status.runner?.targets !== undefined,
+        snapshot.status.runner !== undefined,
     )
     .sort((a, b) =>
       String(a.metadata.creationTimestamp).localeCompare(String(b.metadata.creationTimestamp)),
@@ -309,11 +312,16 @@ function runningSnapshotCopy(cache: ObjectCache, namespace: string, vmName: stri
   const runner = copying?.status?.runner;
   return (
     copying &&
-    runner?.targets && {
-      id: copying.metadata.uid!,
-      requireFreeze: copying.spec.requiredConsistency,
-      disks: runner.targets,
+    runner && {
+      snapshot: copying.metadata.name,
       podUid: runner.podUid,
+      ...(runner.targets && {
+        copy: {
+          id: copying.metadata.uid!,
+          requireFreeze: copying.spec.requiredConsistency,
+          disks: runner.targets,
+        },
+      }),
     }
   );
 }

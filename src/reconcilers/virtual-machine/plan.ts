@@ -125,10 +125,8 @@ export function planVm(
       podDisks: attachments.podVolumes,
       hotplugDisks: attachments.config,
       // Asked of the pod the snapshot was cut on only (not a migration's target).
-      ...(seen.snapshotCopy &&
-        seen.snapshotCopy.podUid === pod?.metadata?.uid && {
-          snapshotCopy: (({ podUid: _podUid, ...copy }) => copy)(seen.snapshotCopy),
-        }),
+      ...(seen.snapshotCopy?.copy &&
+        seen.snapshotCopy.podUid === pod?.metadata?.uid && { snapshotCopy: seen.snapshotCopy.copy }),
       kvm: options.kvm ?? true,
       ipAddress: ipAddress.address,
     }),
@@ -229,6 +227,7 @@ function planVmMigration(seen: Observed, current: V1Pod | undefined, image: Runn
     migratable,
     node: seen.node,
     slot: seen.migrationSlot,
+    ...(seen.snapshotCopy && { copying: `snapshot ${seen.snapshotCopy.snapshot}` }),
     image,
     now: seen.now,
   });

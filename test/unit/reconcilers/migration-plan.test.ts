@@ -124,6 +124,18 @@ describe('planMigration', () => {
     expect(begun.state?.waiting).toBeUndefined();
   });
 
+  it("waits while a snapshot copies the running VM's disks; begins once it is done", () => {
+    const queued = planMigration(facts(vmWith({ request: true }), { copying: 'snapshot nightly' }));
+    expect(queued.state).toMatchObject({
+      id: 'm1',
+      waiting: "snapshot nightly copies the VM's disks: the VM moves once it has copied them",
+    });
+    expect(queued).toMatchObject({ migrating: false, requeueAfterMs: 2_000 });
+    const vm = vmWith({ request: true, state: queued.state });
+    expect(planMigration(facts(vm, { copying: 'snapshot nightly' })).state).toBeUndefined();
+    expect(planMigration(facts(vm))).toMatchObject({ migrating: true, state: { id: 'm1' } });
+  });
+
   it('refuses a request for a VM that does not run, or cannot migrate, with the reason', () => {
     const vm = vmWith({ request: true });
     expect(planMigration(facts(vm, { sourceSnapshot: snapshot(undefined, 'stopped') })).state).toMatchObject({

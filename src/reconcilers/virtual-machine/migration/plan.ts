@@ -45,6 +45,8 @@ export interface MigrationFacts {
   image?: RunnerImage;
   /** Whether the migration to begin has a slot (the migration limits); undefined: no limits. */
   slot?: SlotAnswer;
+  /** What copies the running VM's disks now (a snapshot): a migration begins once it is done. */
+  copying?: string;
   now: Date;
 }
 
@@ -116,6 +118,12 @@ function begin(facts: MigrationFacts, request: VmMigrationRequest): MigrationPla
   if (!facts.migratable.migratable) return refuse(facts.migratable.message);
   if (request.nodeName && request.nodeName === current.spec?.nodeName)
     return refuse(`the VM runs on ${request.nodeName} already`);
+  if (facts.copying) {
+    const waiting = `${facts.copying} copies the VM's disks: the VM moves once it has copied them`;
+    const before = vm.status?.migrationState;
+    const same = before?.id === request.id && before.waiting === waiting;
+    return { ...nothing(), ...(!same && { state: { ...base, waiting } }), requeueAfterMs: SLOT_RETRY_MS };
+  }
   if (facts.slot && !facts.slot.granted) {
     // Shown, and asked again until a slot is free; written only when what it waits for changed.
     const before = vm.status?.migrationState;
