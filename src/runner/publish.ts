@@ -122,11 +122,12 @@ export function redisPublisher(options: {
         );
     },
     async close() {
+      // The last usage sample too: it was lost when the disconnect came between its read and write.
       const flushed = await Promise.race([
-        (sending ?? Promise.resolve()).then(() => true),
+        Promise.all([sending ?? Promise.resolve(), recording]).then(() => true),
         sleep(CLOSE_FLUSH_MS, false),
       ]);
-      if (!flushed) logger.warn('Redis did not take the last snapshot in time');
+      if (!flushed) logger.warn('Redis did not take the last snapshot and usage sample in time');
       closed = true;
       redis.disconnect();
     },
