@@ -27,7 +27,7 @@ import type { PoolLock } from '../pools/pool-lock.js';
 import type { EventRecorder } from '../reconcilers/events.js';
 import type { Logger } from '../util/logger.js';
 import { createAccess } from './access.js';
-import { apiRouter } from './api.js';
+import { apiRouter } from './api/index.js';
 import { TICKET_COOKIE, consoles, refuseUpgrade } from './consoles.js';
 import { fixedSpiceTicket } from './spice-ticket-fix.js';
 import { liveViews } from './live.js';
