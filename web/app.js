@@ -1,7 +1,7 @@
 // vmop's web GUI: Preact components written with htm (tagged templates, no build step). State
 // comes from /api/live (server-sent events): the person's VMs and pools, then each change.
 import { h, render } from 'preact';
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import htm from 'htm';
 import { api, loadMe } from './client.js';
 import { ConsoleView } from './console.js';
@@ -129,8 +129,11 @@ function UserView({ live, onError }) {
   </main>`;
 }
 
-/** Every admin row has this height (style.css), so a window of rows can stand in for them all. */
-const ROW_HEIGHT = 44;
+/**
+ * A row's height until one is drawn and measured. Every admin row has the same height (style.css
+ * keeps each on one line), so a window of rows and two spacers can stand in for them all.
+ */
+const ROW_HEIGHT_GUESS = 52;
 /** Rows drawn above and below the visible ones, so a scroll shows drawn rows at once. */
 const OVERSCAN = 15;
 
@@ -161,15 +164,22 @@ function AdminRow({ vm, index, onError }) {
 function AdminView({ me, live, onError }) {
   const [filter, setFilter] = useState('');
   const [view, setView] = useState({ top: 0, height: window.innerHeight });
+  const [rowHeight, setRowHeight] = useState(ROW_HEIGHT_GUESS);
+  const rows = useRef(null);
+  // The rows as drawn (fonts, zoom and the phone's size decide), not as guessed.
+  useLayoutEffect(() => {
+    const drawn = rows.current?.querySelector('tr[data-vm]')?.getBoundingClientRect().height;
+    if (drawn > 0 && Math.abs(drawn - rowHeight) >= 0.5) setRowHeight(drawn);
+  });
   const all = [...live.vms.values()].sort((a, b) => keyOf(a).localeCompare(keyOf(b)));
   const running = all.filter((vm) => vm.phase === 'Running');
   const cpus = running.reduce((sum, vm) => sum + vm.cpus, 0);
   const wanted = filter.trim().toLowerCase();
   const vms = wanted ? all.filter((vm) => keyOf(vm).toLowerCase().includes(wanted)) : all;
-  const first = Math.max(0, Math.floor(view.top / ROW_HEIGHT) - OVERSCAN);
-  const last = Math.min(vms.length, Math.ceil((view.top + view.height) / ROW_HEIGHT) + OVERSCAN);
-  const spacer = (rows) =>
-    rows > 0 && html`<tr class="spacer" aria-hidden="true" style=${`height: ${rows * ROW_HEIGHT}px`}></tr>`;
+  const first = Math.max(0, Math.floor(view.top / rowHeight) - OVERSCAN);
+  const last = Math.min(vms.length, Math.ceil((view.top + view.height) / rowHeight) + OVERSCAN);
+  const spacer = (count) =>
+    count > 0 && html`<tr class="spacer" aria-hidden="true" style=${`height: ${count * rowHeight}px`}></tr>`;
   const onScroll = (e) => setView({ top: e.currentTarget.scrollTop, height: e.currentTarget.clientHeight });
   return html`<main>
     <section aria-label="summary" class="summary">
@@ -211,7 +221,7 @@ function AdminView({ me, live, onError }) {
             <th>Actions</th>
           </tr>
         </thead>
-        <tbody>
+        <tbody ref=${rows}>
           ${spacer(first)}
           ${vms
             .slice(first, last)

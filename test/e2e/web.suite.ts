@@ -14,6 +14,8 @@ import { useDevBed, type DevBed } from '../support/beds.js';
 import { launchChromium, logIn, type LoggedIn } from '../support/browser.js';
 
 const NAMESPACE = 'web-e2e';
+/** Where the admin table's many rows are (their VMs go when the test ends). */
+const ROWS_NAMESPACE = 'web-rows';
 /** Set when the suite is collected (its describe), before any test. */
 let bed: DevBed;
 
@@ -92,7 +94,7 @@ const typeInto = async (page: Page, keys: string) => {
 const terminalText = (page: Page) => page.locator('[data-terminal] .xterm-rows').innerText();
 
 describe('web GUI: logins, live views, pools, permissions, consoles', () => {
-  bed = useDevBed('dev', { namespaces: [NAMESPACE] });
+  bed = useDevBed('dev', { namespaces: [NAMESPACE, ROWS_NAMESPACE] });
   let browser: Browser;
   let url: string;
   const people: Record<string, LoggedIn> = {};
@@ -481,6 +483,55 @@ spec:
     expect(await bed.vms(NAMESPACE).eventMessages('alices')).toContain(
       'RequestedInWebGui: admin set currentCpus 2',
     );
+  });
+
+  it('the admin table shows the right VMs wherever it is scrolled, rows of many buttons too', async () => {
+    const vms = bed.vms(ROWS_NAMESPACE);
+    // 40 VMs asked to run on a node that does not exist: every button shows, nothing runs.
+    await vms.apply(
+      Array.from({ length: 40 }, (_, i) =>
+        testGuestManifest(`many-${String(i).padStart(2, '0')}`, ROWS_NAMESPACE, {
+          extraSpec: '  nodeSelector: {vmop.test/nowhere: "true"}',
+        }),
+      ).join('---\n'),
+    );
+    const { page } = people.admin!;
+    const viewport = page.viewportSize();
+    // Narrow enough that the action buttons of a row would wrap onto lines of their own.
+    await page.setViewportSize({ width: 800, height: 700 });
+    try {
+      await page.goto(`${url}/admin`);
+      await page.getByLabel('Filter VMs by namespace or name').fill(`${ROWS_NAMESPACE}/many-`);
+      await expect.poll(() => page.locator('table').getAttribute('aria-rowcount')).toBe('41');
+      await page.locator(`tr[data-vm="${ROWS_NAMESPACE}/many-00"] [data-action="stop"]`).waitFor();
+      const rows = page.locator('.admin-rows');
+      for (const fraction of [0.25, 0.5, 0.75, 1]) {
+        await rows.evaluate((box, at) => {
+          box.scrollTop = at * (box.scrollHeight - box.clientHeight);
+        }, fraction);
+        // The row under the header is the one the scroll position says, once the table has drawn:
+        // how many rows it is off (the header cells stick to the top; the thead scrolls away).
+        await expect
+          .poll(() =>
+            rows.evaluate((box) => {
+              const headerBottom = box.querySelector('thead th')!.getBoundingClientRect().bottom;
+              const drawn = [...box.querySelectorAll('tbody tr[data-vm]')];
+              const height = drawn[0]!.getBoundingClientRect().height;
+              const under = drawn.find((row) => row.getBoundingClientRect().bottom > headerBottom + 1);
+              const index = under ? Number(under.getAttribute('aria-rowindex')) - 2 : -100;
+              return Math.abs(index - Math.floor(box.scrollTop / height));
+            }),
+          )
+          .toBeLessThanOrEqual(1);
+      }
+      // Scrolled to the end, the last VM is in view.
+      const last = await page.locator(`tr[data-vm="${ROWS_NAMESPACE}/many-39"]`).boundingBox();
+      const box = await rows.boundingBox();
+      expect(last!.y + last!.height).toBeLessThanOrEqual(box!.y + box!.height + 1);
+    } finally {
+      if (viewport) await page.setViewportSize(viewport);
+      await vms.kubectl(['delete', 'vm', '--all', '--wait=false']);
+    }
   });
 
   it("charts the cluster's CPUs and RAM in use over 24 h, held and used, for administrators, and for nobody else", async () => {
