@@ -502,7 +502,7 @@ spec:
     try {
       await page.goto(`${url}/admin`);
       await page.getByLabel('Filter VMs by namespace or name').fill(`${ROWS_NAMESPACE}/many-`);
-      await expect.poll(() => page.locator('table').getAttribute('aria-rowcount')).toBe('41');
+      await expect.poll(() => page.locator('.admin-rows table').getAttribute('aria-rowcount')).toBe('41');
       await page.locator(`tr[data-vm="${ROWS_NAMESPACE}/many-00"] [data-action="stop"]`).waitFor();
       const rows = page.locator('.admin-rows');
       for (const fraction of [0.25, 0.5, 0.75, 1]) {
