@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
+import { NbdExport } from './nbd-export.js';
 import { SnapshotCopyConfig } from './snapshot-copy.js';
 import { parse as parseYaml } from 'yaml';
 
@@ -107,14 +108,7 @@ export const DriveConfig = z
  * a helper pod, and the runner attaches it to the running QEMU (SCSI on the `hotplug-scsi`
  * controller). Absent from the list: detached. It is a plain drive from the next start on.
  */
-export const HotplugDiskConfig = z.object({
-  /** The disk's volume name; the guest sees it as the disk's serial. */
-  volume: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'a volume name (lower case, digits, -)'),
-  host: z.string().min(1),
-  port: z.number().int().min(1).max(65535),
-  /** The NBD export's name. */
-  export: z.string().min(1).default('disk'),
-});
+export const HotplugDiskConfig = NbdExport;
 
 export const SpiceConfig = z.object({
   port: z.number().int().min(0).max(65535).default(5900),

@@ -3,15 +3,10 @@
 // answers (its snapshot's and the VM status' snapshotCopy). The copies go over NBD, TLS with the
 // VM's pre-shared key, into claims that export pods of the VirtualMachineSnapshot serve.
 import { z } from 'zod';
+import { NbdExport } from './nbd-export.js';
 
-export const SnapshotCopyTarget = z.object({
-  /** The VM's disk volume (its device in the runner pod is /dev/<volume>). */
-  volume: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'a volume name (lower case, digits, -)'),
-  host: z.string().min(1),
-  port: z.number().int().min(1).max(65535),
-  /** The NBD export's name. */
-  export: z.string().min(1).default('disk'),
-});
+/** A disk of the VM and the export its copy goes to. */
+export const SnapshotCopyTarget = NbdExport;
 
 export const SnapshotCopyConfig = z.object({
   /** The VirtualMachineSnapshot's uid: one copy per snapshot and QEMU. */
