@@ -33,7 +33,7 @@ import {
   ownerReference,
   snapshotLabels,
 } from '../virtual-machine/naming.js';
-import { nbdExportPod } from '../virtual-machine/disks/attach-pod.js';
+import { nbdExportPod, onNodeAffinity } from '../virtual-machine/disks/attach-pod.js';
 import { migrationSecret } from '../virtual-machine/migration/writes.js';
 import { createUnlessExists } from '../virtual-machine/runner-pod/writes.js';
 import { migrationSecretName } from '../virtual-machine/runner-pod/pod.js';
@@ -211,17 +211,5 @@ async function ensureVmKey(clients: KubeClients, cache: ObjectCache, vm: Virtual
 /** `pod` pinned to `node` (a claim the VM's runner uses is mounted only there), when known. */
 function onNode(pod: V1Pod, node: string | undefined): V1Pod {
   if (!node) return pod;
-  return {
-    ...pod,
-    spec: {
-      ...pod.spec!,
-      affinity: {
-        nodeAffinity: {
-          requiredDuringSchedulingIgnoredDuringExecution: {
-            nodeSelectorTerms: [{ matchFields: [{ key: 'metadata.name', operator: 'In', values: [node] }] }],
-          },
-        },
-      },
-    },
-  };
+  return { ...pod, spec: { ...pod.spec!, affinity: onNodeAffinity(node) } };
 }

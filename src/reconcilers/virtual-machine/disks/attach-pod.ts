@@ -3,7 +3,7 @@
 // the runner image) exports it over NBD, TLS with the VM's pre-shared key; the runner's QEMU opens
 // that export. No privileges, no node agent, no Kubernetes API access.
 import { RESTRICTED_CONTAINER_SECURITY, RESTRICTED_POD_SECURITY } from '../pod-security.js';
-import type { V1OwnerReference, V1Pod, V1Toleration } from '@kubernetes/client-node';
+import type { V1Affinity, V1OwnerReference, V1Pod, V1Toleration } from '@kubernetes/client-node';
 import type { VirtualMachine } from '../../../api/virtual-machine.js';
 import { LABEL_COMPONENT, LABEL_VOLUME, ownerReference, vmLabels } from '../naming.js';
 import { RUNNER_SERVICE_ACCOUNT } from '../runner-config/identity.js';
@@ -40,6 +40,15 @@ export function desiredAttachPod(
     ...(vm.spec.tolerations && { tolerations: vm.spec.tolerations }),
   });
 }
+
+/** Runs a pod on `nodeName` only, through the scheduler (which says why when it cannot). */
+export const onNodeAffinity = (nodeName: string): V1Affinity => ({
+  nodeAffinity: {
+    requiredDuringSchedulingIgnoredDuringExecution: {
+      nodeSelectorTerms: [{ matchFields: [{ key: 'metadata.name', operator: 'In', values: [nodeName] }] }],
+    },
+  },
+});
 
 /**
  * A pod whose qemu-nbd serves one claim (a raw block device) to one client over TLS with the VM's
@@ -102,17 +111,7 @@ export function nbdExportPod(options: {
       enableServiceLinks: false,
       // Through the scheduler: a claim on another node says so (volume node affinity conflict),
       // and a node-local claim not bound yet binds there.
-      ...(nodeName && {
-        affinity: {
-          nodeAffinity: {
-            requiredDuringSchedulingIgnoredDuringExecution: {
-              nodeSelectorTerms: [
-                { matchFields: [{ key: 'metadata.name', operator: 'In', values: [nodeName] }] },
-              ],
-            },
-          },
-        },
-      }),
+      ...(nodeName && { affinity: onNodeAffinity(nodeName) }),
       ...(options.tolerations && { tolerations: options.tolerations }),
     },
   };
