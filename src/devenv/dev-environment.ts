@@ -2,7 +2,7 @@
 // kubelet, containerd), Redis, and two manager replicas from this checkout whose runner pods run
 // the runner image built from it. One detached supervisor; its state file says where things are.
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
@@ -475,8 +475,11 @@ export async function superviseDevEnvironment(
   let up = false;
   const writeState = (): DevState => {
     const state = { supervisor: self, ...environment.state, startedAt };
-    // Readable by its user only: the Sentinel layout's URLs hold passwords.
-    writeFileSync(stateFile(dir), JSON.stringify(state, null, 2), { mode: 0o600 });
+    // Readable by its user only: the Sentinel layout's URLs hold passwords. Written aside and
+    // renamed, so `vmop dev up` polling for it never reads a half-written file.
+    const partial = `${stateFile(dir)}.partial`;
+    writeFileSync(partial, JSON.stringify(state, null, 2), { mode: 0o600 });
+    renameSync(partial, stateFile(dir));
     return state;
   };
   const environment: DevEnvironment = await startDevEnvironment({
