@@ -19,6 +19,7 @@ const commands: Record<string, () => Promise<{ register: (program: Command) => v
   dev: () => import('./dev.js'),
   vm: () => import('./vm.js'),
   import: () => import('./import.js'),
+  'export-server': () => import('./export-server.js'),
   'node-agent': () => import('./node-agent.js'),
 };
 
