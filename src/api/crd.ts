@@ -26,6 +26,14 @@ import {
   CloneStatus,
 } from './virtual-machine-clone.js';
 import {
+  EXPORT_KIND,
+  EXPORT_PLURAL,
+  EXPORT_SHORT_NAME,
+  EXPORT_SINGULAR,
+  ExportSpec,
+  ExportStatus,
+} from './virtual-machine-export.js';
+import {
   RESTORE_KIND,
   RESTORE_PLURAL,
   RESTORE_SHORT_NAME,
@@ -345,6 +353,33 @@ export function virtualMachineCloneCrd() {
   });
 }
 
+export function virtualMachineExportCrd() {
+  return customResourceDefinition({
+    plural: EXPORT_PLURAL,
+    singular: EXPORT_SINGULAR,
+    kind: EXPORT_KIND,
+    shortNames: [EXPORT_SHORT_NAME],
+    description:
+      'The disks of a stopped VM or of a VirtualMachineSnapshot, served for download (qcow2 or raw) to whoever holds its token, until it expires.',
+    printerColumns: [
+      { name: 'VM', type: 'string', jsonPath: '.spec.source.virtualMachineName' },
+      { name: 'Snapshot', type: 'string', jsonPath: '.spec.source.virtualMachineSnapshotName' },
+      { name: 'Phase', type: 'string', jsonPath: '.status.phase' },
+      { name: 'Expires', type: 'string', jsonPath: '.status.expiresAt' },
+      { name: 'Message', type: 'string', jsonPath: '.status.message', priority: 1 },
+      { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+    ],
+    spec: ExportSpec,
+    status: ExportStatus,
+    rootValidations: [
+      {
+        rule: 'size(self.metadata.name) <= 52',
+        message: 'the name must have at most 52 characters (its pod and Service are named after it)',
+      },
+    ],
+  });
+}
+
 export function virtualMachineSnapshotScheduleCrd() {
   return customResourceDefinition({
     plural: SCHEDULE_PLURAL,
@@ -475,6 +510,11 @@ export const CRDS = [
     file: `${RESTORE_PLURAL}.${GROUP}.yaml`,
     source: 'src/api/virtual-machine-restore.ts',
     crd: virtualMachineRestoreCrd,
+  },
+  {
+    file: `${EXPORT_PLURAL}.${GROUP}.yaml`,
+    source: 'src/api/virtual-machine-export.ts',
+    crd: virtualMachineExportCrd,
   },
   {
     file: `${CLONE_PLURAL}.${GROUP}.yaml`,

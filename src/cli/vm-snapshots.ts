@@ -62,7 +62,7 @@ async function follow<T extends { status?: { phase?: string; message?: string } 
  * Fails at once, naming it, when what a request names does not exist: the object made for it
  * would only wait (Pending) for it, and `--wait` with it.
  */
-async function mustExist(
+export async function mustExist(
   api: CustomObjectsApi,
   namespace: string,
   plural: string,

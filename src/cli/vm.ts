@@ -27,6 +27,7 @@ import { SERIAL_RELAY_COMMAND, runnerPodOf } from '../console/runner-pod.js';
 import { answerRelay } from '../console/relay-go.js';
 import { displaySecretOf, setOneTimePassword } from '../console/one-time-password.js';
 import { vmApiRef } from '../reconcilers/virtual-machine/naming.js';
+import { exportDisks, type ExportCliOptions } from './vm-export.js';
 import { findExecutable } from '../runner/executable.js';
 import {
   createClone,
@@ -388,6 +389,36 @@ export function register(program: Command): void {
       const options = cloneCommand.optsWithGlobals<VmCliOptions & CloneCliOptions>();
       const { api, namespace } = context(options);
       return createClone(api, namespace, name, options);
+    }),
+  );
+  const exportCommand = vm
+    .command('export <name>')
+    .description(
+      "A stopped VM's disk (or a snapshot's) downloaded through the apiserver (-o FILE), or URLs with a token for pods in the cluster, as a VirtualMachineExport",
+    )
+    .option('--snapshot <snapshot>', "export this VirtualMachineSnapshot's copies instead of the VM's disks")
+    .option('--disk <disk>', 'the disk (its volumeClaimTemplate name); needed with -o when there are several')
+    .addOption(
+      new Option('--format <format>', 'qcow2 (sparse) or raw').choices(['qcow2', 'raw']).default('qcow2'),
+    )
+    .option('-o, --output <file>', 'download the disk into FILE (the export goes afterwards unless --keep)')
+    .option('--ttl <duration>', 'how long the export serves, e.g. 30m or 2h', '2h')
+    .option('--name <export>', "the export's name (default: the VM's with -export- and a random suffix)")
+    .option('--keep', 'keep the export after downloading (it goes when its ttl is over)')
+    .addOption(
+      new Option('-t, --timeout <duration>', 'how long to wait for the export to serve')
+        .default(10 * 60_000, '10m')
+        .argParser(parseTimeout),
+    );
+  exportCommand.action(
+    action((name: string) => {
+      const options = exportCommand.optsWithGlobals<VmCliOptions & ExportCliOptions>();
+      const { kubeConfig, api, core, namespace } = context(options);
+      const readToken = async (secret: string) => {
+        const { data } = await core.readNamespacedSecret({ namespace, name: secret });
+        return Buffer.from(data?.token ?? '', 'base64').toString('utf8');
+      };
+      return exportDisks(kubeConfig, api, readToken, namespace, name, options);
     }),
   );
   const listCommand = vm

@@ -8,6 +8,7 @@ export type CachedKind =
   | 'VirtualMachineImage'
   | 'VirtualMachineSnapshot'
   | 'VirtualMachineRestore'
+  | 'VirtualMachineExport'
   | 'VirtualMachineClone'
   | 'VirtualMachineSnapshotSchedule'
   | 'VmPool'

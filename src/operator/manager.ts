@@ -30,6 +30,8 @@ import { SNAPSHOT_KIND, snapshotKey } from '../api/virtual-machine-snapshot.js';
 import { createSnapshotReconciler } from '../reconcilers/virtual-machine-snapshot/reconcile.js';
 import { RESTORE_KIND, restoreKey } from '../api/virtual-machine-restore.js';
 import { createRestoreReconciler } from '../reconcilers/virtual-machine-restore/reconcile.js';
+import { EXPORT_KIND, exportKey } from '../api/virtual-machine-export.js';
+import { createExportReconciler } from '../reconcilers/virtual-machine-export/reconcile.js';
 import { CLONE_KIND, cloneKey } from '../api/virtual-machine-clone.js';
 import { createCloneReconciler } from '../reconcilers/virtual-machine-clone/reconcile.js';
 import { SCHEDULE_KIND, scheduleKey } from '../api/virtual-machine-snapshot-schedule.js';
@@ -272,6 +274,12 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     defaultRunnerImage: runnerImage,
     logger,
   });
+  const reconcileExport = createExportReconciler({
+    clients,
+    cache: watches.cache,
+    defaultRunnerImage: runnerImage,
+    logger,
+  });
   const reconcileClone = createCloneReconciler({ clients, cache: watches.cache, logger });
   const reconcileSchedule = createScheduleReconciler({ clients, cache: watches.cache, logger });
   const reconcileClass = createClassReconciler({ clients, cache: watches.cache, logger });
@@ -290,6 +298,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     ['vmsnapshot', reconcileSnapshot],
     ['vmrestore', reconcileRestore],
     ['vmclone', reconcileClone],
+    ['vmexport', reconcileExport],
     ['vmsnapshotschedule', reconcileSchedule],
     ['vmclass', reconcileClass],
     ['vmip', reconcileIpAddress],
@@ -320,6 +329,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
       | typeof SNAPSHOT_KIND
       | typeof RESTORE_KIND
       | typeof CLONE_KIND
+      | typeof EXPORT_KIND
       | typeof SCHEDULE_KIND
       | typeof IP_ADDRESS_KIND,
     key: (namespace: string, name: string) => string,
@@ -345,6 +355,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
       ...keysOf(SNAPSHOT_KIND, snapshotKey),
       ...keysOf(RESTORE_KIND, restoreKey),
       ...keysOf(CLONE_KIND, cloneKey),
+      ...keysOf(EXPORT_KIND, exportKey),
       ...keysOf(SCHEDULE_KIND, scheduleKey),
       ...keysOf(IP_ADDRESS_KIND, ipAddressKey),
       ...classes,

@@ -30,6 +30,7 @@ import {
 } from '../api/virtual-machine-snapshot.js';
 import { RESTORE_KIND, RESTORE_PLURAL, isRestoreDone, restoreKey } from '../api/virtual-machine-restore.js';
 import { CLONE_KIND, CLONE_PLURAL, cloneKey, isCloneDone } from '../api/virtual-machine-clone.js';
+import { EXPORT_KIND, EXPORT_PLURAL, exportKey, isExportDone } from '../api/virtual-machine-export.js';
 import { SCHEDULE_KIND, SCHEDULE_PLURAL, scheduleKey } from '../api/virtual-machine-snapshot-schedule.js';
 import { POOL_KIND, POOL_PLURAL } from '../api/vm-pool.js';
 import {
@@ -59,6 +60,7 @@ import {
   LABEL_MANAGED_BY,
   LABEL_NAME,
   LABEL_RESTORE,
+  LABEL_EXPORT,
   LABEL_SCHEDULE,
   LABEL_SNAPSHOT,
   MANAGED_BY,
@@ -114,6 +116,7 @@ export function keysOfObject(object: KubernetesObject, vmUnchanged = false): str
   if (object.kind === OPERATION_KIND) return [operationKey(namespace, metadata.name)];
   if (object.kind === IMAGE_KIND) return [imageKey(namespace, metadata.name)];
   if (object.kind === CLONE_KIND) return [cloneKey(namespace, metadata.name)];
+  if (object.kind === EXPORT_KIND) return [exportKey(namespace, metadata.name)];
   if (object.kind === SCHEDULE_KIND) return [scheduleKey(namespace, metadata.name)];
   // A snapshot or a restore holds its VM's start while it copies the VM's volumes.
   if (object.kind === SNAPSHOT_KIND || object.kind === RESTORE_KIND) {
@@ -140,9 +143,11 @@ export function keysOfObject(object: KubernetesObject, vmUnchanged = false): str
   const image = labels[LABEL_IMAGE];
   const snapshot = labels[LABEL_SNAPSHOT];
   const restore = labels[LABEL_RESTORE];
+  const vmExport = labels[LABEL_EXPORT];
   if (instance) return [vmKey(namespace, instance)];
   if (image) return [imageKey(namespace, image)];
   if (snapshot) return [snapshotKey(namespace, snapshot)];
+  if (vmExport) return [exportKey(namespace, vmExport)];
   return restore ? [restoreKey(namespace, restore)] : [];
 }
 
@@ -178,6 +183,7 @@ export const WATCHED: Array<{
   { apiVersion: `${GROUP}/${VERSION}`, kind: SNAPSHOT_KIND, plural: SNAPSHOT_PLURAL },
   { apiVersion: `${GROUP}/${VERSION}`, kind: RESTORE_KIND, plural: RESTORE_PLURAL },
   { apiVersion: `${GROUP}/${VERSION}`, kind: CLONE_KIND, plural: CLONE_PLURAL },
+  { apiVersion: `${GROUP}/${VERSION}`, kind: EXPORT_KIND, plural: EXPORT_PLURAL },
   { apiVersion: `${GROUP}/${VERSION}`, kind: SCHEDULE_KIND, plural: SCHEDULE_PLURAL },
   { apiVersion: `${GROUP}/${VERSION}`, kind: POOL_KIND, plural: POOL_PLURAL },
   { apiVersion: 'apps/v1', kind: 'StatefulSet', plural: 'statefulsets', labelSelector: OWNED },
@@ -393,12 +399,17 @@ export function createWatchEdge(
       .filter((vm) => vm.spec?.vm?.disks?.some((disk) => disk.source?.image?.name === image))
       .map((vm) => vmKey(namespace, vm.metadata!.name!));
   type Waiting = KubernetesObject & {
-    spec?: { virtualMachineName?: string; virtualMachineSnapshotName?: string };
+    spec?: {
+      virtualMachineName?: string;
+      virtualMachineSnapshotName?: string;
+      source?: { virtualMachineName?: string; virtualMachineSnapshotName?: string };
+    };
     status?: { phase?: string };
   };
   /**
    * A VM's change, or its runner pod's, concerns the snapshots and restores waiting for the VM to
-   * stop; a snapshot's change concerns the restores and clones waiting for it.
+   * stop; a snapshot's change concerns the restores and clones waiting for it. An export of either
+   * follows it while it serves (a VM that starts takes its disks back).
    */
   const waitingFor = (namespace: string, vm?: string, snapshot?: string) => [
     ...cache
@@ -423,6 +434,15 @@ export function createWatchEdge(
           clone.spec?.virtualMachineSnapshotName === snapshot,
       )
       .map((clone) => cloneKey(namespace, clone.metadata!.name!)),
+    ...cache
+      .list<Waiting>(EXPORT_KIND, namespace)
+      .filter(
+        (vmExport) =>
+          !isExportDone(vmExport) &&
+          ((vm !== undefined && vmExport.spec?.source?.virtualMachineName === vm) ||
+            (snapshot !== undefined && vmExport.spec?.source?.virtualMachineSnapshotName === snapshot)),
+      )
+      .map((vmExport) => exportKey(namespace, vmExport.metadata!.name!)),
   ];
   /** A pool's change (it went, its retention changed) concerns its VMs and those assigned from it. */
   const vmsOfPool = (namespace: string, pool: string) =>

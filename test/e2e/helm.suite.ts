@@ -231,6 +231,7 @@ describe('the Helm chart on real nodes', () => {
       'virtualmachinesnapshots',
       'virtualmachinerestores',
       'virtualmachineclones',
+      'virtualmachineexports',
       'virtualmachinesnapshotschedules',
       'vmpools',
     ])

@@ -4,6 +4,9 @@
 // its agent; the copies hold what the VM wrote, a clone is a new VM filled from them, and a restore
 // writes them back.
 import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { SnapshotStatus } from '../../src/api/virtual-machine-snapshot.js';
@@ -233,6 +236,44 @@ describe('snapshots: VMs copied on storage without CSI snapshots', () => {
     await vms.kubectl(['delete', 'vmsnapshot', 'live']);
   });
 
+  it("a snapshot's disk exported: downloaded through the apiserver as a sparse qcow2 that holds what the VM wrote, and imported from the export's URL by a new VM", async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'vmop-export-'));
+    const file = join(dir, 'data.qcow2');
+    const { stderr } = await vmop('export', VM, '--snapshot', 'first', '--disk', 'data', '-o', file);
+    expect(stderr).toMatch(new RegExp(`data\\.qcow2: \\d+ bytes written to ${file}`));
+    const info = JSON.parse((await run('qemu-img', ['info', '--output=json', file])).stdout) as {
+      format: string;
+      'virtual-size': number;
+    };
+    expect(info).toMatchObject({ format: 'qcow2', 'virtual-size': 16 * 1024 * 1024 });
+    expect((await stat(file)).size).toBeLessThan(4 * 1024 * 1024); // sparse: 16 MiB, one line written
+    await run('qemu-img', ['convert', '-O', 'raw', file, join(dir, 'data.raw')]);
+    expect((await readFile(join(dir, 'data.raw'))).subarray(0, TAG.length).toString()).toBe(TAG);
+    // Downloaded, the export goes.
+    await eventually(
+      async () => expect(await vms.kubectl(['get', 'vmexport', '-o', 'name'])).toBe(''),
+      60_000,
+    );
+    await rm(dir, { recursive: true, force: true });
+
+    // Without -o: URLs with the token, for pods in the cluster, until the export expires.
+    const { stdout } = await vmop('export', VM, '--snapshot', 'first', '--name', 'for-pods', '--ttl', '30m');
+    const url = /data \(qcow2\): (http:\S+)/.exec(stdout)?.[1];
+    expect(url).toContain(`http://for-pods-export.${NAMESPACE}.svc:8080/disks/data.qcow2?token=`);
+    await vms.apply(
+      withDataDisk(testGuestManifest('from-export', NAMESPACE), `      source: {http: {url: "${url}"}}\n`),
+    );
+    await vms.waitForVm('from-export', (vm) => expect(vm.status?.phase).toBe('Running'), 300_000);
+    await vms.waitForConsole('from-export', READY);
+    await vms.typeOnConsole(
+      'from-export',
+      `echo exported-$(dd if=/dev/vda bs=${TAG.length} count=1 2>/dev/null)`,
+    );
+    await vms.waitForConsole('from-export', `exported-${TAG}`);
+    await vms.kubectl(['delete', 'vmexport', 'for-pods']);
+    await vms.kubectl(['delete', 'vm', 'from-export', '--wait=false']);
+  });
+
   it('a snapshot that is deleted takes its copies with it; the VM keeps its own', async () => {
     await vms.kubectl(['delete', 'vmsnapshot', 'first']);
     await eventually(async () => {
@@ -243,6 +284,8 @@ describe('snapshots: VMs copied on storage without CSI snapshots', () => {
           `${VM}-data-disk`,
           'from-snapshot-runner-data',
           'from-snapshot-data-disk',
+          'from-export-runner-data',
+          'from-export-data-disk',
           'vmop-image-repository', // the namespace's, which vmop dev makes
         ].sort(),
       );

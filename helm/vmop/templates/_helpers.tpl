@@ -83,6 +83,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   resources: [virtualmachinerestores/status]
   verbs: [patch]
 - apiGroups: [vmoperator.jdrupes.org]
+  resources: [virtualmachineexports]
+  # Served by a pod, a Service and a token Secret vmop makes (they go with it).
+  verbs: [get, list, watch]
+- apiGroups: [vmoperator.jdrupes.org]
+  resources: [virtualmachineexports/status]
+  verbs: [patch]
+- apiGroups: [vmoperator.jdrupes.org]
   resources: [virtualmachineclones]
   verbs: [get, list, watch{{ if .Values.web.enabled }}, create{{ end }}]
 - apiGroups: [vmoperator.jdrupes.org]

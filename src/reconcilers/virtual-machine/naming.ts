@@ -85,6 +85,13 @@ export function restoreLabels(restoreName: string): Record<string, string> {
   return { [LABEL_NAME]: APP_NAME, [LABEL_RESTORE]: restoreName, [LABEL_MANAGED_BY]: MANAGED_BY };
 }
 
+/** On the pod, Service and token Secret of a VirtualMachineExport: the export's name. */
+export const LABEL_EXPORT = 'vmoperator.jdrupes.org/export';
+
+export function exportLabels(exportName: string): Record<string, string> {
+  return { [LABEL_NAME]: APP_NAME, [LABEL_EXPORT]: exportName, [LABEL_MANAGED_BY]: MANAGED_BY };
+}
+
 /** The labels that make a Secret a VM's display-password Secret (its name is the user's choice). */
 export function displaySecretLabels(vmName: string): Record<string, string> {
   return { [LABEL_NAME]: APP_NAME, [LABEL_COMPONENT]: 'display-secret', [LABEL_INSTANCE]: vmName };

@@ -50,7 +50,7 @@ describe("people's roles: vmop's kinds aggregated into view, edit and admin", ()
     await other?.cleanup();
   });
 
-  it('an editor runs VMs, operations, images, snapshots, restores, clones, pools and addresses in her namespace; a viewer only reads', async () => {
+  it('an editor runs VMs, operations, images, snapshots, restores, clones, exports, pools and addresses in her namespace; a viewer only reads', async () => {
     for (const kind of [
       'vms',
       'virtualmachineoperations',
@@ -58,6 +58,7 @@ describe("people's roles: vmop's kinds aggregated into view, edit and admin", ()
       'virtualmachinesnapshots',
       'virtualmachinerestores',
       'virtualmachineclones',
+      'virtualmachineexports',
       'virtualmachinesnapshotschedules',
       'vmpools',
       'virtualmachineipaddresses',
@@ -91,6 +92,8 @@ spec: {vm: {maximumCpus: 1}}
       'virtualmachinesnapshots',
       'virtualmachinerestores',
       'virtualmachineclones',
+      // An export's URLs and expiry too.
+      'virtualmachineexports',
       'virtualmachinesnapshotschedules',
     ])
       expect(

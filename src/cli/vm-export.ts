@@ -1,0 +1,237 @@
+// `vmop vm export NAME`: makes a VirtualMachineExport of a stopped VM (or of a snapshot), waits
+// until it serves, and either downloads one disk through the apiserver (its Service's proxy: the
+// user's own credentials, no address of the cluster's needed) or prints the URLs pods in the cluster
+// (a VM's `source.http`, say) can fetch with the token, until the export expires.
+import type { CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import { request, type RequestOptions } from 'node:https';
+import { request as plainRequest, type IncomingMessage } from 'node:http';
+import { open, type FileHandle } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { API_VERSION, GROUP, PLURAL, VERSION } from '../api/virtual-machine.js';
+import {
+  EXPORT_KIND,
+  EXPORT_PLURAL,
+  EXPORT_PORT,
+  EXPORT_TOKEN_HEADER,
+  VirtualMachineExport,
+  exportDiskPath,
+  isExportDone,
+  type ExportFormat,
+} from '../api/virtual-machine-export.js';
+import { SNAPSHOT_PLURAL } from '../api/virtual-machine-snapshot.js';
+import { fail } from './failure.js';
+import { mustExist } from './vm-snapshots.js';
+import { formatDuration } from '../util/table.js';
+
+export interface ExportCliOptions {
+  snapshot?: string;
+  disk?: string;
+  format: ExportFormat;
+  output?: string;
+  ttl: string;
+  name?: string;
+  keep?: boolean;
+  timeout: number;
+}
+
+/** Zero runs of this size are not written to a raw file: the file stays sparse. */
+const SPARSE_BLOCK = 64 * 1024;
+/** A download that breaks off resumes where it stopped (a Range request), this often. */
+const RESUMES = 5;
+
+async function waitUntilServing(
+  read: () => Promise<VirtualMachineExport>,
+  timeoutMs: number,
+): Promise<VirtualMachineExport> {
+  const deadline = Date.now() + timeoutMs;
+  let said = '';
+  for (;;) {
+    const vmExport = await read();
+    const { phase = 'Pending', message = '' } = vmExport.status ?? {};
+    if (phase === 'Ready') return vmExport;
+    if (isExportDone(vmExport)) fail(`${vmExport.metadata.name}: ${phase}${message ? ` (${message})` : ''}`);
+    if (message && message !== said) console.error(`${vmExport.metadata.name}: ${phase}: ${message}`);
+    said = message;
+    if (Date.now() > deadline)
+      fail(`${vmExport.metadata.name}: still ${phase} after ${formatDuration(timeoutMs)} (${message})`);
+    await sleep(500);
+  }
+}
+
+/** Writes `chunk` at `position`, leaving out whole zero blocks (a raw disk's file stays sparse). */
+class SparseWriter {
+  private pending = Buffer.alloc(0);
+  constructor(
+    private readonly file: FileHandle,
+    private position: number,
+    private readonly sparse: boolean,
+  ) {}
+
+  get written(): number {
+    return this.position + this.pending.length;
+  }
+
+  async write(chunk: Buffer): Promise<void> {
+    if (!this.sparse) {
+      await this.file.write(chunk, 0, chunk.length, this.position);
+      this.position += chunk.length;
+      return;
+    }
+    this.pending = Buffer.concat([this.pending, chunk]);
+    const whole = this.pending.length - (this.pending.length % SPARSE_BLOCK);
+    await this.flushBlocks(whole);
+  }
+
+  private async flushBlocks(length: number): Promise<void> {
+    for (let offset = 0; offset < length; offset += SPARSE_BLOCK) {
+      const block = this.pending.subarray(offset, Math.min(offset + SPARSE_BLOCK, length));
+      if (block.some((byte) => byte !== 0)) await this.file.write(block, 0, block.length, this.position);
+      this.position += block.length;
+    }
+    this.pending = this.pending.subarray(length);
+  }
+
+  /** Writes what is left and sets the file's length (zero blocks at the end are holes too). */
+  async finish(): Promise<void> {
+    await this.flushBlocks(this.pending.length);
+    await this.file.truncate(this.position);
+  }
+}
+
+/** GET through the apiserver's proxy to the export's Service, from byte `from` on. */
+async function proxiedGet(
+  kubeConfig: KubeConfig,
+  namespace: string,
+  service: string,
+  path: string,
+  token: string,
+  from: number,
+): Promise<IncomingMessage> {
+  const server = kubeConfig.getCurrentCluster()?.server;
+  if (!server) fail('the kubeconfig names no cluster server');
+  const url = new URL(
+    `/api/v1/namespaces/${namespace}/services/${service}:${EXPORT_PORT}/proxy${path}`,
+    server,
+  );
+  const options: RequestOptions = {
+    method: 'GET',
+    headers: { [EXPORT_TOKEN_HEADER]: token, ...(from > 0 && { range: `bytes=${from}-` }) },
+  };
+  await kubeConfig.applyToHTTPSOptions(options);
+  const send = url.protocol === 'https:' ? request : plainRequest;
+  return new Promise((resolve, reject) => {
+    const req = send(url, options, resolve);
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+async function download(
+  kubeConfig: KubeConfig,
+  vmExport: VirtualMachineExport,
+  token: string,
+  disk: string,
+  format: ExportFormat,
+  output: string,
+): Promise<number> {
+  const { namespace } = vmExport.metadata;
+  const service = vmExport.status!.serviceName!;
+  const file = await open(output, 'w');
+  try {
+    const writer = new SparseWriter(file, 0, format === 'raw');
+    for (let attempt = 0; ; attempt++) {
+      const from = writer.written;
+      const response = await proxiedGet(
+        kubeConfig,
+        namespace!,
+        service,
+        exportDiskPath(disk, format),
+        token,
+        from,
+      );
+      if (response.statusCode !== (from > 0 ? 206 : 200)) {
+        let body = '';
+        for await (const chunk of response) body += String(chunk);
+        fail(`downloading ${disk}.${format}: HTTP ${response.statusCode}: ${body.trim().slice(0, 300)}`);
+      }
+      try {
+        for await (const chunk of response) await writer.write(chunk as Buffer);
+        await writer.finish();
+        return writer.written;
+      } catch (err) {
+        if (attempt >= RESUMES) throw err;
+        console.error(
+          `the download broke off at ${writer.written} bytes (${(err as Error).message}); resuming`,
+        );
+      }
+    }
+  } finally {
+    await file.close();
+  }
+}
+
+export async function exportDisks(
+  kubeConfig: KubeConfig,
+  api: CustomObjectsApi,
+  readToken: (secret: string) => Promise<string>,
+  namespace: string,
+  vmName: string,
+  options: ExportCliOptions,
+): Promise<void> {
+  if (options.snapshot)
+    await mustExist(api, namespace, SNAPSHOT_PLURAL, options.snapshot, 'VirtualMachineSnapshot');
+  else await mustExist(api, namespace, PLURAL, vmName, 'VirtualMachine');
+  const ref = { group: GROUP, version: VERSION, plural: EXPORT_PLURAL, namespace };
+  const created = VirtualMachineExport.parse(
+    await api.createNamespacedCustomObject({
+      ...ref,
+      body: {
+        apiVersion: API_VERSION,
+        kind: EXPORT_KIND,
+        metadata: options.name ? { name: options.name } : { generateName: `${vmName}-export-` },
+        spec: {
+          source: options.snapshot
+            ? { virtualMachineSnapshotName: options.snapshot }
+            : { virtualMachineName: vmName },
+          ...(options.disk && { disks: [options.disk] }),
+          ttl: options.ttl,
+        },
+      },
+    }),
+  );
+  const name = created.metadata.name;
+  const what = options.snapshot ? `snapshot ${options.snapshot}` : `VM ${vmName}`;
+  console.error(`virtualmachineexport/${name} created (of ${namespace}/${what})`);
+  const remove = () => api.deleteNamespacedCustomObject({ ...ref, name }).catch(() => undefined);
+  try {
+    const ready = await waitUntilServing(
+      async () => VirtualMachineExport.parse(await api.getNamespacedCustomObject({ ...ref, name })),
+      options.timeout,
+    );
+    const disks = ready.status?.disks ?? [];
+    const token = await readToken(ready.status!.tokenSecretName!);
+    if (!options.output) {
+      console.log(
+        `Until ${ready.status?.expiresAt}, pods in the cluster download (token in ?token= or the ${EXPORT_TOKEN_HEADER} header):`,
+      );
+      for (const disk of disks)
+        for (const [format, url] of Object.entries(disk.urls ?? {}))
+          console.log(`  ${disk.name} (${format}): ${url}?token=${token}`);
+      return;
+    }
+    const disk = options.disk ?? (disks.length === 1 ? disks[0]!.name : undefined);
+    if (!disk)
+      fail(
+        `${what} has ${disks.length} disks (${disks.map((d) => d.name).join(', ')}): name one with --disk`,
+      );
+    const started = Date.now();
+    const bytes = await download(kubeConfig, ready, token, disk, options.format, options.output);
+    console.error(
+      `${disk}.${options.format}: ${bytes} bytes written to ${options.output} in ${formatDuration(Date.now() - started)}`,
+    );
+    if (!options.keep) await remove();
+  } catch (err) {
+    if (!options.keep && options.output) await remove();
+    throw err;
+  }
+}

@@ -1,0 +1,139 @@
+// The reconcile of one VirtualMachineExport: reads the caches, plans (plan.ts), makes or removes the
+// token Secret, the server pod and its Service, writes the status with Events, and comes back at
+// the export's expiry.
+import { randomBytes } from 'node:crypto';
+import type { KubernetesObject, V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
+import { KIND, VirtualMachine } from '../../api/virtual-machine.js';
+import {
+  EXPORT_KIND,
+  EXPORT_PLURAL,
+  VirtualMachineExport,
+  exportServerName,
+  exportTokenSecretName,
+  parseExportKey,
+  type ExportStatus,
+} from '../../api/virtual-machine-export.js';
+import { SNAPSHOT_KIND, VirtualMachineSnapshot } from '../../api/virtual-machine-snapshot.js';
+import { deletePodByUid, isNotFound, type KubeClients } from '../../kube/clients.js';
+import type { ObjectCache } from '../../kube/object-cache.js';
+import type { HandlerResult } from '../../queue/index.js';
+import type { Logger } from '../../util/logger.js';
+import { eventObjectOf, eventRecorder } from '../events.js';
+import { writeStatusIfChanged } from '../status-write.js';
+import { APP_NAME, LABEL_INSTANCE, LABEL_NAME } from '../virtual-machine/naming.js';
+import { createUnlessExists } from '../virtual-machine/runner-pod/writes.js';
+import type { RunnerImage } from '../virtual-machine/runner-pod/pod.js';
+import { planExport } from './plan.js';
+import { exportServerPod, exportService, exportTokenSecret } from './server-pod.js';
+
+export interface ExportReconcilerOptions {
+  clients: KubeClients;
+  cache: ObjectCache;
+  /** The server is `vmop export-server` in the runner image (it has qemu-img). */
+  defaultRunnerImage: RunnerImage;
+  logger: Logger;
+  now?: () => Date;
+}
+
+const REASONS: Record<string, string> = {
+  Ready: 'ExportReady',
+  Expired: 'ExportExpired',
+  Failed: 'ExportFailed',
+};
+
+/** Deletes, or finds gone already; whether it deleted. */
+async function deleteIfThere(remove: () => Promise<unknown>): Promise<boolean> {
+  try {
+    await remove();
+    return true;
+  } catch (err) {
+    if (isNotFound(err)) return false;
+    throw err;
+  }
+}
+
+export function createExportReconciler(options: ExportReconcilerOptions) {
+  const { clients, cache, logger } = options;
+  const now = options.now ?? (() => new Date());
+  const record = eventRecorder(clients, logger, now);
+
+  return async function reconcileExport(key: string): Promise<HandlerResult> {
+    const { namespace, name } = parseExportKey(key);
+    const raw = cache.get<KubernetesObject>(EXPORT_KIND, namespace, name);
+    if (!raw || raw.metadata?.deletionTimestamp) return; // its pod, Service and token go with it
+    const parsed = VirtualMachineExport.safeParse(raw);
+    if (!parsed.success) {
+      logger.warn({ key, issues: parsed.error.issues }, 'an export the CRD admitted does not parse');
+      return;
+    }
+    const vmExport = parsed.data;
+    const { virtualMachineName, virtualMachineSnapshotName } = vmExport.spec.source;
+    const cachedSnapshot =
+      virtualMachineSnapshotName &&
+      cache.get<KubernetesObject>(SNAPSHOT_KIND, namespace, virtualMachineSnapshotName);
+    const cachedVm = virtualMachineName && cache.get<KubernetesObject>(KIND, namespace, virtualMachineName);
+    const vmObjects = virtualMachineName && { [LABEL_NAME]: APP_NAME, [LABEL_INSTANCE]: virtualMachineName };
+    const serverName = exportServerName(name);
+    const at = now();
+    const plan = planExport({
+      vmExport,
+      vm: cachedVm ? VirtualMachine.safeParse(cachedVm).data : undefined,
+      snapshot: cachedSnapshot ? VirtualMachineSnapshot.safeParse(cachedSnapshot).data : undefined,
+      vmClaims: vmObjects
+        ? cache.list<V1PersistentVolumeClaim>('PersistentVolumeClaim', namespace, vmObjects)
+        : [],
+      vmPods: vmObjects ? cache.list<V1Pod>('Pod', namespace, vmObjects) : [],
+      serverPod: cache.get<V1Pod>('Pod', namespace, serverName),
+      now: at,
+    });
+    const writes: string[] = [];
+    if (plan.serve) {
+      // The token exists before the pod that mounts it; one made earlier is kept.
+      const token = randomBytes(32).toString('base64url');
+      if (
+        await createUnlessExists(() =>
+          clients.core.createNamespacedSecret({ namespace, body: exportTokenSecret(vmExport, token) }),
+        )
+      )
+        writes.push(`Secret ${exportTokenSecretName(name)}`);
+      if (
+        await createUnlessExists(() =>
+          clients.core.createNamespacedService({ namespace, body: exportService(vmExport) }),
+        )
+      )
+        writes.push(`Service ${serverName}`);
+      const pod = exportServerPod(vmExport, plan.serve, plan.expiresAt, options.defaultRunnerImage);
+      if (await createUnlessExists(() => clients.core.createNamespacedPod({ namespace, body: pod })))
+        writes.push(`Pod ${serverName}`);
+    }
+    const pod =
+      plan.deleteServerPod ?? (plan.tearDown ? cache.get<V1Pod>('Pod', namespace, serverName) : undefined);
+    if (
+      pod?.metadata?.uid &&
+      (await deletePodByUid(clients.core, { name: serverName, namespace, uid: pod.metadata.uid }))
+    )
+      writes.push(`Pod ${serverName} (deleted)`);
+    // The token Secret stays until the export goes (it opens nothing once the server is gone).
+    if (
+      plan.tearDown &&
+      cache.get('Service', namespace, serverName) &&
+      (await deleteIfThere(() => clients.core.deleteNamespacedService({ namespace, name: serverName })))
+    )
+      writes.push(`Service ${serverName} (deleted)`);
+    const status: ExportStatus = { ...plan.status, observedGeneration: vmExport.metadata.generation };
+    const before = vmExport.status ?? {};
+    if (await writeStatusIfChanged(clients, EXPORT_PLURAL, vmExport, status)) {
+      writes.push('status');
+      const reason = REASONS[status.phase ?? ''];
+      if (reason && status.phase !== before.phase)
+        await record(eventObjectOf(vmExport), {
+          type: status.phase === 'Failed' ? 'Warning' : 'Normal',
+          reason,
+          message: status.message ?? '',
+        });
+    }
+    if (writes.length > 0) logger.info({ key, writes, phase: status.phase }, 'reconciled');
+    const untilExpiry = plan.expiresAt.getTime() - at.getTime();
+    return untilExpiry > 0 ? { requeueAfter: untilExpiry } : undefined;
+  };
+}
