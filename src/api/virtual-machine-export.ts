@@ -14,8 +14,8 @@ export const EXPORT_SHORT_NAME = 'vmexport';
 export const ExportFormat = z.enum(['qcow2', 'raw']);
 export type ExportFormat = z.infer<typeof ExportFormat>;
 
-/** A time to live as Go and KubeVirt write it: `90m`, `2h`, `1h30m`, `45s`. */
-const DURATION = /^(?=\d)(\d+h)?(\d+m)?(\d+s)?$/;
+/** A time to live as Go and KubeVirt write it: `90m`, `2h`, `1h30m`, `45s` (RE2: the apiserver's). */
+const DURATION = /^([0-9]+h)?([0-9]+m)?([0-9]+s)?$/;
 
 export const ExportSpec = z
   .object({
@@ -50,6 +50,8 @@ export const ExportSpec = z
       .describe("The disks to serve, by name (a disk's volumeClaimTemplate name); all of them when absent."),
     ttl: z
       .string()
+      .min(2)
+      .max(16)
       .regex(DURATION, 'a duration such as 90m, 2h or 1h30m')
       .default('2h')
       .describe(

@@ -1,10 +1,10 @@
 // `vmop vm export NAME`: makes a VirtualMachineExport of a stopped VM (or of a snapshot), waits
-// until it serves, and either downloads one disk through the apiserver (its Service's proxy: the
-// user's own credentials, no address of the cluster's needed) or prints the URLs pods in the cluster
-// (a VM's `source.http`, say) can fetch with the token, until the export expires.
-import type { CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
-import { request, type RequestOptions } from 'node:https';
-import { request as plainRequest, type IncomingMessage } from 'node:http';
+// until it serves, and either downloads one disk through the apiserver (a port-forward to the
+// export's pod: the user's own credentials, no address of the cluster's needed) or prints the URLs
+// pods in the cluster (a VM's `source.http`, say) can fetch with the token, until it expires.
+import { PortForward, type CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { request, type IncomingMessage } from 'node:http';
+import { createServer, type AddressInfo } from 'node:net';
 import { open, type FileHandle } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { API_VERSION, GROUP, PLURAL, VERSION } from '../api/virtual-machine.js';
@@ -15,6 +15,7 @@ import {
   EXPORT_TOKEN_HEADER,
   VirtualMachineExport,
   exportDiskPath,
+  exportServerName,
   isExportDone,
   type ExportFormat,
 } from '../api/virtual-machine-export.js';
@@ -98,29 +99,38 @@ class SparseWriter {
   }
 }
 
-/** GET through the apiserver's proxy to the export's Service, from byte `from` on. */
-async function proxiedGet(
+/**
+ * A local port forwarded to the export's pod through the apiserver and its kubelet (the user's own
+ * credentials: pods/portforward, which the built-in `edit` role has), as `kubectl port-forward`.
+ */
+async function forwardToPod(
   kubeConfig: KubeConfig,
   namespace: string,
-  service: string,
-  path: string,
-  token: string,
-  from: number,
-): Promise<IncomingMessage> {
-  const server = kubeConfig.getCurrentCluster()?.server;
-  if (!server) fail('the kubeconfig names no cluster server');
-  const url = new URL(
-    `/api/v1/namespaces/${namespace}/services/${service}:${EXPORT_PORT}/proxy${path}`,
-    server,
-  );
-  const options: RequestOptions = {
-    method: 'GET',
-    headers: { [EXPORT_TOKEN_HEADER]: token, ...(from > 0 && { range: `bytes=${from}-` }) },
-  };
-  await kubeConfig.applyToHTTPSOptions(options);
-  const send = url.protocol === 'https:' ? request : plainRequest;
+  pod: string,
+): Promise<{ port: number; close: () => void }> {
+  const forwarder = new PortForward(kubeConfig);
+  const server = createServer((socket) => {
+    forwarder.portForward(namespace, pod, [EXPORT_PORT], socket, null, socket).then(
+      (forward) => socket.on('close', () => (typeof forward === 'function' ? forward() : forward)?.close()),
+      (err: Error) => socket.destroy(err),
+    );
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { port: (server.address() as AddressInfo).port, close: () => server.close() };
+}
+
+/** GET through the forwarded port, from byte `from` on. */
+function forwardedGet(port: number, path: string, token: string, from: number): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => {
-    const req = send(url, options, resolve);
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        headers: { [EXPORT_TOKEN_HEADER]: token, ...(from > 0 && { range: `bytes=${from}-` }) },
+      },
+      resolve,
+    );
     req.on('error', reject);
     req.end();
   });
@@ -134,21 +144,14 @@ async function download(
   format: ExportFormat,
   output: string,
 ): Promise<number> {
-  const { namespace } = vmExport.metadata;
-  const service = vmExport.status!.serviceName!;
+  const { name, namespace } = vmExport.metadata;
+  const forward = await forwardToPod(kubeConfig, namespace!, exportServerName(name));
   const file = await open(output, 'w');
   try {
     const writer = new SparseWriter(file, 0, format === 'raw');
     for (let attempt = 0; ; attempt++) {
       const from = writer.written;
-      const response = await proxiedGet(
-        kubeConfig,
-        namespace!,
-        service,
-        exportDiskPath(disk, format),
-        token,
-        from,
-      );
+      const response = await forwardedGet(forward.port, exportDiskPath(disk, format), token, from);
       if (response.statusCode !== (from > 0 ? 206 : 200)) {
         let body = '';
         for await (const chunk of response) body += String(chunk);
@@ -167,6 +170,7 @@ async function download(
     }
   } finally {
     await file.close();
+    forward.close();
   }
 }
 
