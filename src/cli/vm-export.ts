@@ -2,25 +2,22 @@
 // until it serves, and either downloads one disk through the apiserver (a port-forward to the
 // export's pod: the user's own credentials, no address of the cluster's needed) or prints the URLs
 // pods in the cluster (a VM's `source.http`, say) can fetch with the token, until it expires.
-import { PortForward, type CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
-import { request, type IncomingMessage } from 'node:http';
-import { createServer, type AddressInfo } from 'node:net';
+import type { CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { open, type FileHandle } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { API_VERSION, GROUP, PLURAL, VERSION } from '../api/virtual-machine.js';
 import {
   EXPORT_KIND,
   EXPORT_PLURAL,
-  EXPORT_PORT,
   EXPORT_TOKEN_HEADER,
   VirtualMachineExport,
   exportDiskPath,
-  exportServerName,
   isExportDone,
   type ExportFormat,
 } from '../api/virtual-machine-export.js';
 import { SNAPSHOT_PLURAL } from '../api/virtual-machine-snapshot.js';
-import { fail } from './failure.js';
+import { getFromExportServer } from '../export/client.js';
+import { CliFailure, fail } from './failure.js';
 import { mustExist } from './vm-snapshots.js';
 import { formatDuration } from '../util/table.js';
 
@@ -99,43 +96,6 @@ class SparseWriter {
   }
 }
 
-/**
- * A local port forwarded to the export's pod through the apiserver and its kubelet (the user's own
- * credentials: pods/portforward, which the built-in `edit` role has), as `kubectl port-forward`.
- */
-async function forwardToPod(
-  kubeConfig: KubeConfig,
-  namespace: string,
-  pod: string,
-): Promise<{ port: number; close: () => void }> {
-  const forwarder = new PortForward(kubeConfig);
-  const server = createServer((socket) => {
-    forwarder.portForward(namespace, pod, [EXPORT_PORT], socket, null, socket).then(
-      (forward) => socket.on('close', () => (typeof forward === 'function' ? forward() : forward)?.close()),
-      (err: Error) => socket.destroy(err),
-    );
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return { port: (server.address() as AddressInfo).port, close: () => server.close() };
-}
-
-/** GET through the forwarded port, from byte `from` on. */
-function forwardedGet(port: number, path: string, token: string, from: number): Promise<IncomingMessage> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      {
-        host: '127.0.0.1',
-        port,
-        path,
-        headers: { [EXPORT_TOKEN_HEADER]: token, ...(from > 0 && { range: `bytes=${from}-` }) },
-      },
-      resolve,
-    );
-    req.on('error', reject);
-    req.end();
-  });
-}
-
 async function download(
   kubeConfig: KubeConfig,
   vmExport: VirtualMachineExport,
@@ -145,32 +105,38 @@ async function download(
   output: string,
 ): Promise<number> {
   const { name, namespace } = vmExport.metadata;
-  const forward = await forwardToPod(kubeConfig, namespace!, exportServerName(name));
   const file = await open(output, 'w');
   try {
     const writer = new SparseWriter(file, 0, format === 'raw');
     for (let attempt = 0; ; attempt++) {
       const from = writer.written;
-      const response = await forwardedGet(forward.port, exportDiskPath(disk, format), token, from);
-      if (response.statusCode !== (from > 0 ? 206 : 200)) {
-        let body = '';
-        for await (const chunk of response) body += String(chunk);
-        fail(`downloading ${disk}.${format}: HTTP ${response.statusCode}: ${body.trim().slice(0, 300)}`);
-      }
+      const { response, close } = await getFromExportServer(kubeConfig, {
+        namespace: namespace!,
+        exportName: name,
+        path: exportDiskPath(disk, format),
+        token,
+        ...(from > 0 && { range: `bytes=${from}-` }),
+      });
       try {
+        if (response.statusCode !== (from > 0 ? 206 : 200)) {
+          let body = '';
+          for await (const chunk of response) body += String(chunk);
+          fail(`downloading ${disk}.${format}: HTTP ${response.statusCode}: ${body.trim().slice(0, 300)}`);
+        }
         for await (const chunk of response) await writer.write(chunk as Buffer);
         await writer.finish();
         return writer.written;
       } catch (err) {
-        if (attempt >= RESUMES) throw err;
+        if (err instanceof CliFailure || attempt >= RESUMES) throw err;
         console.error(
           `the download broke off at ${writer.written} bytes (${(err as Error).message}); resuming`,
         );
+      } finally {
+        close();
       }
     }
   } finally {
     await file.close();
-    forward.close();
   }
 }
 

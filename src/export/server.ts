@@ -136,7 +136,11 @@ export function startExportServer(options: ExportServerOptions): Promise<ExportS
       ...(rangeHeader && { 'content-range': `bytes ${range.start}-${range.end}/${served.size}` }),
     });
     if (req.method === 'HEAD' || length === 0) return void res.end();
-    const body = createReadStream(served.path, { start: range.start, end: range.end });
+    const body = createReadStream(served.path, {
+      start: range.start,
+      end: range.end,
+      highWaterMark: 1 << 20,
+    });
     body.on('error', (err) => {
       logger.warn({ disk, reason: err.message }, 'reading the disk failed');
       res.destroy(err);

@@ -1,0 +1,58 @@
+// A GET to a VirtualMachineExport's server pod through a port-forward (the apiserver and the pod's
+// kubelet, as `kubectl port-forward`): it needs no route to the pod network and no address of the
+// cluster's, only pods/portforward. Used by `vmop vm export -o` and the web GUI's download links.
+import { PortForward, type KubeConfig } from '@kubernetes/client-node';
+import { request, type IncomingMessage } from 'node:http';
+import { createServer, type AddressInfo } from 'node:net';
+import { EXPORT_PORT, EXPORT_TOKEN_HEADER, exportServerName } from '../api/virtual-machine-export.js';
+
+export interface ExportServerGet {
+  namespace: string;
+  /** The export's name (its pod is named after it). */
+  exportName: string;
+  /** The path on the server, e.g. `/disks/system.qcow2`. */
+  path: string;
+  token: string;
+  /** A Range header to pass on. */
+  range?: string;
+}
+
+/**
+ * The server's response; `close()` ends the forward once the body is read (or abandoned). The
+ * forward listens on a loopback port of this process for the one request only.
+ */
+export async function getFromExportServer(
+  kubeConfig: KubeConfig,
+  get: ExportServerGet,
+): Promise<{ response: IncomingMessage; close: () => void }> {
+  const forwarder = new PortForward(kubeConfig);
+  const pod = exportServerName(get.exportName);
+  const server = createServer((socket) => {
+    forwarder.portForward(get.namespace, pod, [EXPORT_PORT], socket, null, socket).then(
+      (forward) => socket.on('close', () => (typeof forward === 'function' ? forward() : forward)?.close()),
+      (err: Error) => socket.destroy(err),
+    );
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const close = () => server.close();
+  try {
+    const response = await new Promise<IncomingMessage>((resolve, reject) => {
+      const req = request(
+        {
+          host: '127.0.0.1',
+          port: (server.address() as AddressInfo).port,
+          path: get.path,
+          headers: { [EXPORT_TOKEN_HEADER]: get.token, ...(get.range && { range: get.range }) },
+        },
+        resolve,
+      );
+      req.on('error', reject);
+      req.end();
+    });
+    response.once('close', close);
+    return { response, close };
+  } catch (err) {
+    close();
+    throw err;
+  }
+}
