@@ -13,6 +13,7 @@ import type { SnapshotStatus } from '../../src/api/virtual-machine-snapshot.js';
 import { useDevBed } from '../support/beds.js';
 import { testGuestManifest, type ClusterVms } from '../support/cluster-vms.js';
 import { eventually } from '../support/eventually.js';
+import { signalRecorded } from '../support/qemu-process.js';
 
 const run = promisify(execFile);
 const NAMESPACE = 'snapshots';
@@ -236,9 +237,66 @@ describe('snapshots: VMs copied on storage without CSI snapshots', () => {
     await vms.kubectl(['delete', 'vmsnapshot', 'live']);
   });
 
+  it("the managers SIGKILLed mid-way through a running VM's snapshot: the copy goes on, the guest is thawed and runs on, the snapshot is Ready", async () => {
+    const booted = await vms.waitForVm(VM, (vm) =>
+      expect(vms.condition(vm, 'AgentConnected')?.status).toBe('True'),
+    );
+    await vmop('snapshot', VM, '--name', 'killed');
+    // The cut is made and its export pods serve: both managers die (vmop dev starts them again, as
+    // a Deployment would), before or while the runner copies.
+    await eventually(
+      async () => expect((await snapshotOf('killed')).status?.runner?.targets?.length).toBe(1),
+      120_000,
+    );
+    const killed = bed.state().managers;
+    for (const manager of killed) signalRecorded(manager);
+    await eventually(
+      () => expect(bed.state().managers.map((m) => m.restarts)).toEqual(killed.map((m) => m.restarts + 1)),
+      60_000,
+    );
+    const done = await eventually(async () => {
+      const { status } = await snapshotOf('killed');
+      expect(status?.phase).toMatch(/^(Ready|Failed)$/);
+      return status!;
+    }, 180_000);
+    expect(done, JSON.stringify(done)).toMatchObject({ phase: 'Ready', consistency: 'FileSystem' });
+    // Thawed by the runner (the frozen time is measured at the thaw), bounded by its 60 s watchdog.
+    expect(done.runner?.frozenMs).toBeLessThan(60_000);
+    await vms.waitForVm(VM, (vm) => {
+      expect(vm.status?.runner?.runId).toBe(booted.status!.runner!.runId);
+      expect(vm.status?.snapshotCopy).toBeUndefined();
+      expect(vms.condition(vm, 'AgentConnected')?.status).toBe('True');
+    });
+    await vms.typeOnConsole(VM, 'echo still-$(echo running)');
+    await vms.waitForConsole(VM, 'still-running');
+    await vms.kubectl(['delete', 'vmsnapshot', 'killed']);
+  });
+
   it("a snapshot's disk exported: downloaded through the apiserver as a sparse qcow2 that holds what the VM wrote, and imported from the export's URL by a new VM", async () => {
     const dir = await mkdtemp(join(tmpdir(), 'vmop-export-'));
     const file = join(dir, 'data.qcow2');
+    // A running VM's own disks are not served: the export waits, saying why.
+    await vms.apply(`apiVersion: vmoperator.jdrupes.org/v1
+kind: VirtualMachineExport
+metadata: {name: of-running, namespace: ${NAMESPACE}}
+spec: {source: {virtualMachineName: ${VM}}}
+`);
+    await eventually(async () => {
+      const said = await vms.kubectl([
+        'get',
+        'vmexport',
+        'of-running',
+        '-o',
+        'jsonpath={.status.phase}: {.status.message}',
+      ]);
+      expect(said).toMatch(
+        new RegExp(`^Pending: VM ${VM} runs \\(pod [a-z0-9-]+\\): its disks are served while it is stopped`),
+      );
+    }, 60_000);
+    expect(await vms.kubectl(['get', 'pod', 'of-running-export', '--ignore-not-found', '-o', 'name'])).toBe(
+      '',
+    );
+    await vms.kubectl(['delete', 'vmexport', 'of-running']);
     const { stderr } = await vmop('export', VM, '--snapshot', 'first', '--disk', 'data', '-o', file);
     expect(stderr).toMatch(new RegExp(`data\\.qcow2: \\d+ bytes written to ${file}`));
     const info = JSON.parse((await run('qemu-img', ['info', '--output=json', file])).stdout) as {
@@ -247,8 +305,15 @@ describe('snapshots: VMs copied on storage without CSI snapshots', () => {
     };
     expect(info).toMatchObject({ format: 'qcow2', 'virtual-size': 16 * 1024 * 1024 });
     expect((await stat(file)).size).toBeLessThan(4 * 1024 * 1024); // sparse: 16 MiB, one line written
-    await run('qemu-img', ['convert', '-O', 'raw', file, join(dir, 'data.raw')]);
-    expect((await readFile(join(dir, 'data.raw'))).subarray(0, TAG.length).toString()).toBe(TAG);
+    await run('qemu-img', ['convert', '-O', 'raw', file, join(dir, 'converted.raw')]);
+    expect((await readFile(join(dir, 'converted.raw'))).subarray(0, TAG.length).toString()).toBe(TAG);
+    // Raw: the disk's bytes, written sparse (the zero blocks are holes in the file).
+    const raw = join(dir, 'data.raw');
+    await vmop('export', VM, '--snapshot', 'first', '--disk', 'data', '--format', 'raw', '-o', raw);
+    const rawStat = await stat(raw);
+    expect(rawStat.size).toBe(16 * 1024 * 1024);
+    expect(rawStat.blocks * 512).toBeLessThan(1024 * 1024);
+    expect((await readFile(raw)).equals(await readFile(join(dir, 'converted.raw')))).toBe(true);
     // Downloaded, the export goes.
     await eventually(
       async () => expect(await vms.kubectl(['get', 'vmexport', '-o', 'name'])).toBe(''),
