@@ -10,8 +10,7 @@
 // disks added to and removed from a running VM, p50 / p99 of request → seen by the guest.
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
-import { mkdir, mkdtemp, open, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -20,6 +19,7 @@ import { ensureTestGuest } from '../../src/devenv/test-guest.js';
 import { renderTable } from '../../src/util/table.js';
 import { convertRawImage } from '../../test/support/disk-images.js';
 import { benchAttach } from './attach.js';
+import { makeDiskImage } from '../support/disk-image.js';
 import { quantile } from '../support/quantile.js';
 
 const run = promisify(execFile);
@@ -30,15 +30,6 @@ const MiB = 1024 ** 2;
 const ROOT = path.resolve(import.meta.dirname, '../..');
 /** The compiled CLI, as importer pods run it (tsx would add a second of start-up to every run). */
 const VMOP = ['node', path.join(ROOT, 'dist/cli/main.js')] as const;
-
-/** 1 GiB as an OS disk looks: 40% written (random, so it does not compress), the rest zeros. */
-async function makeImage(file: string): Promise<void> {
-  const handle = await open(file, 'w');
-  for (let offset = 0; offset < GiB; offset += 10 * MiB)
-    await handle.write(randomBytes(4 * MiB), 0, 4 * MiB, offset);
-  await handle.truncate(GiB);
-  await handle.close();
-}
 
 const seconds = async (command: string, args: string[]) => {
   const started = process.hrtime.bigint();
@@ -65,7 +56,7 @@ async function main() {
   const backing = path.join(dir, 'disk.img');
   let loop = '';
   try {
-    await makeImage(path.join(served, 'image.raw'));
+    await makeDiskImage(path.join(served, 'image.raw'), GiB);
     await convertRawImage(path.join(served, 'image.raw'), path.join(served, 'image.qcow2'), 'qcow2');
     await run('truncate', ['-s', String(GiB + 64 * MiB), backing]);
     loop = (await run('losetup', ['--find', '--show', backing])).stdout.trim();

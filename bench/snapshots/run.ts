@@ -9,7 +9,7 @@
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, open, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -25,6 +25,7 @@ import { QmpClient } from '../../src/runner/qmp/client.js';
 import { createLogger } from '../../src/util/logger.js';
 import { renderTable } from '../../src/util/table.js';
 import { launchTestGuest } from '../../test/support/qemu.js';
+import { makeDiskImage } from '../support/disk-image.js';
 import { quantile } from '../support/quantile.js';
 
 const run = promisify(execFile);
@@ -33,15 +34,6 @@ const MiB = 1024 ** 2;
 const DISK_BYTES = Number(process.env.BENCH_DISK_MIB ?? 256) * MiB;
 const PING_EVERY_MS = 20;
 const logger = createLogger('bench-snapshots');
-
-/** A disk as an OS disk looks: 40% written (random, so it does not compress), the rest zeros. */
-async function makeDisk(file: string): Promise<void> {
-  const handle = await open(file, 'w');
-  for (let offset = 0; offset < DISK_BYTES; offset += 10 * MiB)
-    await handle.write(randomBytes(4 * MiB), 0, 4 * MiB, offset);
-  await handle.truncate(DISK_BYTES);
-  await handle.close();
-}
 
 async function freePort(): Promise<number> {
   const server = createServer();
@@ -84,7 +76,7 @@ async function main() {
   const keys = file('keys');
   await mkdir(keys);
   await writeFile(path.join(keys, 'keys.psk'), `vmop:${randomBytes(32).toString('hex')}\n`);
-  await makeDisk(file('disk.raw'));
+  await makeDiskImage(file('disk.raw'), DISK_BYTES);
   await writeFile(file('copy.raw'), '');
   await run('truncate', ['-s', String(DISK_BYTES), file('copy.raw')]);
   const port = await freePort();
