@@ -888,7 +888,9 @@ spec: {virtualMachineName: ${name}, type: Migrate}
     for (let i = 1; i < moves.length; i++)
       expect(moves[i]!.start).toBeGreaterThanOrEqual(moves[i - 1]!.end - 1_000);
     for (const name of names) await vms.kubectl(['delete', 'vm', name, '--wait=false']);
-  });
+    // An upgrade, three boots and three moves one after another: on two busy cores (a whole run)
+    // more than the suite's 300 s; the wait for the moves alone allows 600 s.
+  }, 900_000);
 
   it("with virtualMachineCIDRs the chart's node agent routes a VM's own address: from a pod on the other node an open TCP connection goes on through a live migration", async () => {
     await helm(

@@ -415,7 +415,7 @@ spec: {virtualMachineName: mover, type: Migrate}
     try {
       const drainedFrom = Date.now();
       // The bound is a deadline for what must happen, not a measure: two moves take seconds.
-      await kubectl('drain', one, '--ignore-daemonsets', '--timeout=90s');
+      await kubectl('drain', one, '--ignore-daemonsets', '--timeout=150s');
       console.log(`a drain of two VMs, one just moved there: ${Date.now() - drainedFrom} ms`);
       for (const [name, was] of [
         ['mover', before],
