@@ -319,7 +319,6 @@ spec: {source: {virtualMachineName: ${VM}}}
       async () => expect(await vms.kubectl(['get', 'vmexport', '-o', 'name'])).toBe(''),
       60_000,
     );
-    await rm(dir, { recursive: true, force: true });
 
     // Without -o: URLs with the token, for pods in the cluster, until the export expires.
     const { stdout } = await vmop('export', VM, '--snapshot', 'first', '--name', 'for-pods', '--ttl', '30m');
@@ -336,6 +335,23 @@ spec: {source: {virtualMachineName: ${VM}}}
     );
     await vms.waitForConsole('from-export', `exported-${TAG}`);
     await vms.kubectl(['delete', 'vmexport', 'for-pods']);
+
+    // A stopped VM's own disk: what its guest wrote last.
+    await vms.typeOnConsole('from-export', 'echo written-by-the-importer-s-vm | dd of=/dev/vda conv=fsync');
+    await vms.kubectl([
+      'patch',
+      'vm',
+      'from-export',
+      '--type',
+      'merge',
+      '-p',
+      '{"spec":{"vm":{"state":"Stopped"}}}',
+    ]);
+    await vms.waitForVm('from-export', (vm) => expect(vm.status?.phase).toBe('Stopped'), 180_000);
+    const own = join(dir, 'own.raw');
+    await vmop('export', 'from-export', '--disk', 'data', '--format', 'raw', '-o', own);
+    expect((await readFile(own)).subarray(0, 29).toString()).toBe('written-by-the-importer-s-vm\n');
+    await rm(dir, { recursive: true, force: true });
     await vms.kubectl(['delete', 'vm', 'from-export', '--wait=false']);
   });
 
