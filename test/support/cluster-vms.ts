@@ -79,6 +79,9 @@ export function clusterVms(kubeconfig: string, namespace: string) {
     const child = run('kubectl', ['--kubeconfig', kubeconfig, '-n', namespace, ...args], {
       maxBuffer: 32 * 1024 * 1024,
     });
+    // A kubectl that ends before it reads its input (it failed, or needs none) closes the pipe: the
+    // EPIPE of the write is no error of the test's (the exit code says what happened).
+    child.child.stdin?.on('error', () => undefined);
     child.child.stdin?.end(input ?? '');
     return (await child).stdout;
   };

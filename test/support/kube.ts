@@ -41,6 +41,8 @@ const execFileAsync = promisify(execFile);
 /** Runs kubectl against the shared control plane and returns its stdout; `input` goes to its stdin. */
 export async function kubectl(args: string[], input?: string): Promise<string> {
   const run = execFileAsync('kubectl', ['--kubeconfig', inject('kubeconfigPath'), ...args]);
+  // A kubectl that ends before it reads its input closes the pipe: its exit code says what happened.
+  run.child.stdin?.on('error', () => undefined);
   run.child.stdin?.end(input ?? '');
   const { stdout } = await run;
   return stdout;
