@@ -5,6 +5,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { GROUP, VERSION } from '../api/virtual-machine.js';
 import type { KubeClients } from '../kube/clients.js';
 import { mergePatch, statusPatch } from '../kube/merge-patch.js';
+import { eventObjectOf, type EventRecorder } from './events.js';
 
 interface StatusHolder<S extends object> {
   metadata: { name: string; namespace?: string; resourceVersion?: string };
@@ -33,5 +34,30 @@ export async function writeStatusIfChanged<S extends object>(
     },
     mergePatch,
   );
+  return true;
+}
+
+/**
+ * Writes `status` as writeStatusIfChanged does and, when that moved the phase to one `reasons`
+ * names, records an Event of that reason with the status's message (a Warning for Failed).
+ * Whether it wrote.
+ */
+export async function writeStatusWithPhaseEvent<S extends { phase?: string; message?: string }>(
+  clients: KubeClients,
+  record: EventRecorder,
+  plural: string,
+  object: StatusHolder<S> & Parameters<typeof eventObjectOf>[0],
+  status: S,
+  reasons: Partial<Record<NonNullable<S['phase']>, string>>,
+): Promise<boolean> {
+  const before = object.status?.phase;
+  if (!(await writeStatusIfChanged(clients, plural, object, status))) return false;
+  const reason = status.phase === undefined ? undefined : reasons[status.phase as NonNullable<S['phase']>];
+  if (reason && status.phase !== before)
+    await record(eventObjectOf(object), {
+      type: status.phase === 'Failed' ? 'Warning' : 'Normal',
+      reason,
+      message: status.message ?? '',
+    });
   return true;
 }

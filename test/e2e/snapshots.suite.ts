@@ -43,6 +43,22 @@ describe('snapshots: VMs copied on storage without CSI snapshots', () => {
     JSON.parse(await vms.kubectl(['get', 'vmsnapshot', name, '-o', 'json'])) as { status?: SnapshotStatus };
   const vmop = (...args: string[]) =>
     run('bin/vmop', ['vm', ...args, '-n', NAMESPACE], { env: bed.env(NAMESPACE) });
+  /** The reasons of an object's Events, oldest first. */
+  const reasonsOf = async (kind: string, name: string) =>
+    (
+      await vms.kubectl([
+        'get',
+        'events',
+        '--field-selector',
+        `involvedObject.kind=${kind},involvedObject.name=${name}`,
+        '--sort-by',
+        '.metadata.creationTimestamp',
+        '-o',
+        'jsonpath={.items[*].reason}',
+      ])
+    )
+      .split(' ')
+      .filter(Boolean);
   const setState = (state: string) =>
     vms.kubectl(['patch', 'vm', VM, '--type', 'merge', '-p', JSON.stringify({ spec: { vm: { state } } })]);
 
@@ -132,6 +148,12 @@ describe('snapshots: VMs copied on storage without CSI snapshots', () => {
       ['runner-data', 'first-runner-data', 'Filesystem', 'Ready'],
       ['data-disk', 'first-data-disk', 'Block', 'Ready'],
     ]);
+    // Its Events: when it began copying, and when it was Ready.
+    await eventually(async () =>
+      expect(
+        (await reasonsOf('VirtualMachineSnapshot', 'first')).filter((r) => r.startsWith('Snapshot')),
+      ).toEqual(['SnapshotStarted', 'SnapshotReady']),
+    );
     const table = await vms.kubectl(['get', 'vmsnapshot', 'first']);
     expect(table).toMatch(/NAME\s+VM\s+PHASE\s+CONSISTENCY\s+SIZE\s+AGE/);
     expect(table).toMatch(new RegExp(`first\\s+${VM}\\s+Ready\\s+Stopped\\s+17Mi`));
@@ -334,6 +356,7 @@ spec: {source: {virtualMachineName: ${VM}}}
       `echo exported-$(dd if=/dev/vda bs=${TAG.length} count=1 2>/dev/null)`,
     );
     await vms.waitForConsole('from-export', `exported-${TAG}`);
+    expect(await reasonsOf('VirtualMachineExport', 'for-pods')).toContain('ExportReady');
     await vms.kubectl(['delete', 'vmexport', 'for-pods']);
 
     // A stopped VM's own disk: what its guest wrote last.

@@ -17,8 +17,8 @@ import { isConflict, type KubeClients } from '../../kube/clients.js';
 import type { ObjectCache } from '../../kube/object-cache.js';
 import type { HandlerResult } from '../../queue/index.js';
 import type { Logger } from '../../util/logger.js';
-import { eventObjectOf, eventRecorder } from '../events.js';
-import { writeStatusIfChanged } from '../status-write.js';
+import { eventRecorder } from '../events.js';
+import { writeStatusWithPhaseEvent } from '../status-write.js';
 import { copySecrets } from '../secret-copies.js';
 import { LABEL_MANAGED_BY, MANAGED_BY, ownerReference } from '../virtual-machine/naming.js';
 import { mergePatch } from '../../kube/merge-patch.js';
@@ -110,16 +110,13 @@ export function createCloneReconciler(options: CloneReconcilerOptions) {
           mergePatch,
         );
       }
-    const before = clone.status ?? {};
-    if (await writeStatusIfChanged(clients, CLONE_PLURAL, clone, status)) {
+    if (
+      await writeStatusWithPhaseEvent(clients, record, CLONE_PLURAL, clone, status, {
+        Completed: 'Cloned',
+        Failed: 'CloneFailed',
+      })
+    )
       writes.push('status');
-      if (status.phase !== before.phase && status.phase !== 'Pending')
-        await record(eventObjectOf(clone), {
-          type: status.phase === 'Failed' ? 'Warning' : 'Normal',
-          reason: status.phase === 'Failed' ? 'CloneFailed' : 'Cloned',
-          message: status.message ?? '',
-        });
-    }
     if (writes.length > 0) logger.info({ key, writes, phase: status.phase }, 'reconciled');
   };
 }

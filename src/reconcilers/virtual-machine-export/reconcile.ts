@@ -18,8 +18,8 @@ import { deletePodByUid, isNotFound, type KubeClients } from '../../kube/clients
 import type { ObjectCache } from '../../kube/object-cache.js';
 import type { HandlerResult } from '../../queue/index.js';
 import type { Logger } from '../../util/logger.js';
-import { eventObjectOf, eventRecorder } from '../events.js';
-import { writeStatusIfChanged } from '../status-write.js';
+import { eventRecorder } from '../events.js';
+import { writeStatusWithPhaseEvent } from '../status-write.js';
 import { APP_NAME, LABEL_INSTANCE, LABEL_NAME } from '../virtual-machine/naming.js';
 import { createUnlessExists } from '../virtual-machine/runner-pod/writes.js';
 import type { RunnerImage } from '../virtual-machine/runner-pod/pod.js';
@@ -35,11 +35,11 @@ export interface ExportReconcilerOptions {
   now?: () => Date;
 }
 
-const REASONS: Record<string, string> = {
+const REASONS = {
   Ready: 'ExportReady',
   Expired: 'ExportExpired',
   Failed: 'ExportFailed',
-};
+} as const;
 
 /** Deletes, or finds gone already; whether it deleted. */
 async function deleteIfThere(remove: () => Promise<unknown>): Promise<boolean> {
@@ -121,17 +121,8 @@ export function createExportReconciler(options: ExportReconcilerOptions) {
     )
       writes.push(`Service ${serverName} (deleted)`);
     const status: ExportStatus = { ...plan.status, observedGeneration: vmExport.metadata.generation };
-    const before = vmExport.status ?? {};
-    if (await writeStatusIfChanged(clients, EXPORT_PLURAL, vmExport, status)) {
+    if (await writeStatusWithPhaseEvent(clients, record, EXPORT_PLURAL, vmExport, status, REASONS))
       writes.push('status');
-      const reason = REASONS[status.phase ?? ''];
-      if (reason && status.phase !== before.phase)
-        await record(eventObjectOf(vmExport), {
-          type: status.phase === 'Failed' ? 'Warning' : 'Normal',
-          reason,
-          message: status.message ?? '',
-        });
-    }
     if (writes.length > 0) logger.info({ key, writes, phase: status.phase }, 'reconciled');
     const untilExpiry = plan.expiresAt.getTime() - at.getTime();
     return untilExpiry > 0 ? { requeueAfter: untilExpiry } : undefined;

@@ -15,8 +15,8 @@ import { mergePatch } from '../../kube/merge-patch.js';
 import type { ObjectCache } from '../../kube/object-cache.js';
 import type { HandlerResult } from '../../queue/index.js';
 import type { Logger } from '../../util/logger.js';
-import { eventObjectOf, eventRecorder } from '../events.js';
-import { writeStatusIfChanged } from '../status-write.js';
+import { eventRecorder } from '../events.js';
+import { writeStatusWithPhaseEvent } from '../status-write.js';
 import { importerPod } from '../virtual-machine/disks/importer-pod.js';
 import {
   APP_NAME,
@@ -39,11 +39,11 @@ export interface RestoreReconcilerOptions {
   now?: () => Date;
 }
 
-const REASONS: Record<string, string> = {
+const REASONS = {
   InProgress: 'RestoreStarted',
   Completed: 'Restored',
   Failed: 'RestoreFailed',
-};
+} as const;
 
 export function createRestoreReconciler(options: RestoreReconcilerOptions) {
   const { clients, cache, logger } = options;
@@ -94,17 +94,8 @@ export function createRestoreReconciler(options: RestoreReconcilerOptions) {
         writes.push(`Pod ${podName} (deleted)`);
     }
     const status: RestoreStatus = { ...plan.status, observedGeneration: restore.metadata.generation };
-    const before = restore.status ?? {};
-    if (await writeStatusIfChanged(clients, RESTORE_PLURAL, restore, status)) {
+    if (await writeStatusWithPhaseEvent(clients, record, RESTORE_PLURAL, restore, status, REASONS))
       writes.push('status');
-      const reason = REASONS[status.phase ?? ''];
-      if (reason && status.phase !== before.phase)
-        await record(eventObjectOf(restore), {
-          type: status.phase === 'Failed' ? 'Warning' : 'Normal',
-          reason,
-          message: status.message ?? '',
-        });
-    }
     // After the status, which says why: a VM stopped for the restore, or started again after it.
     if (plan.vmState) {
       await clients.customObjects.patchNamespacedCustomObject(

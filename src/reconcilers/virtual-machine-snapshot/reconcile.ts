@@ -18,8 +18,8 @@ import { deletePodByUid, type KubeClients } from '../../kube/clients.js';
 import type { ObjectCache } from '../../kube/object-cache.js';
 import type { HandlerResult } from '../../queue/index.js';
 import type { Logger } from '../../util/logger.js';
-import { eventObjectOf, eventRecorder } from '../events.js';
-import { writeStatusIfChanged } from '../status-write.js';
+import { eventRecorder } from '../events.js';
+import { writeStatusWithPhaseEvent } from '../status-write.js';
 import { copySecrets } from '../secret-copies.js';
 import { claimWait } from '../virtual-machine/disks/claim-binding.js';
 import { carryOutImports } from '../virtual-machine/disks/import-writes.js';
@@ -95,7 +95,6 @@ export function createSnapshotReconciler(options: SnapshotReconcilerOptions) {
         }),
       now: now(),
     });
-    const object = eventObjectOf(snapshot);
     const writes: string[] = [];
     const vm = cachedVm && VirtualMachine.safeParse(cachedVm).data;
     const runner = plan.status.runner;
@@ -178,22 +177,15 @@ export function createSnapshotReconciler(options: SnapshotReconcilerOptions) {
           message: takenIntoUse(user),
         };
     }
-    const before = snapshot.status ?? {};
     status = { ...status, observedGeneration: snapshot.metadata.generation };
-    if (await writeStatusIfChanged(clients, SNAPSHOT_PLURAL, snapshot, status)) {
+    if (
+      await writeStatusWithPhaseEvent(clients, record, SNAPSHOT_PLURAL, snapshot, status, {
+        InProgress: 'SnapshotStarted',
+        Ready: 'SnapshotReady',
+        Failed: 'SnapshotFailed',
+      })
+    )
       writes.push('status');
-      if (status.phase !== before.phase && status.phase !== 'Pending')
-        await record(object, {
-          type: status.phase === 'Failed' ? 'Warning' : 'Normal',
-          reason:
-            status.phase === 'InProgress'
-              ? 'SnapshotStarted'
-              : status.phase === 'Ready'
-                ? 'SnapshotReady'
-                : 'SnapshotFailed',
-          message: status.message ?? '',
-        });
-    }
     if (writes.length > 0) logger.info({ key, writes, phase: status.phase }, 'reconciled');
   };
 }
