@@ -11,9 +11,12 @@ function newProgram(): Command {
 
 // Each subcommand lives in its own module under src/cli/ and registers itself here. Only the one
 // asked for is loaded (the Kubernetes client alone takes half a second to load, which an importer
-// or a runner pod need not wait for); without a known one, all are, for the help.
-const commands: Record<string, () => Promise<{ register: (program: Command) => void }>> = {
+// or a runner pod need not wait for); without a known one, all are, for the help. Every top-level
+// command has its entry, the hidden ones too: `serial-console` without one loaded all of them, and
+// each console opened in the GUI waited seconds for that on a busy node.
+export const commands: Record<string, () => Promise<{ register: (program: Command) => void }>> = {
   runner: () => import('./runner.js'),
+  'serial-console': () => import('./runner.js'),
   queue: () => import('./queue.js'),
   manager: () => import('./manager.js'),
   dev: () => import('./dev.js'),
@@ -26,7 +29,9 @@ const commands: Record<string, () => Promise<{ register: (program: Command) => v
 /** The program with every subcommand registered, parsing nothing (scripts/gen-docs.ts reads it). */
 export async function buildProgram(): Promise<Command> {
   const program = newProgram();
-  for (const load of Object.values(commands)) (await load()).register(program);
+  // A module with several commands (runner.js) has several entries: registered once.
+  const modules = new Set(await Promise.all(Object.values(commands).map((load) => load())));
+  for (const module of modules) module.register(program);
   return program;
 }
 
@@ -48,8 +53,8 @@ if (isEntryPoint()) {
   // SIGUSR1 would open Node's inspector (a debugger on 127.0.0.1:9229) in whatever vmop process
   // gets it, a runner in every VM's pod among them: a listener of our own keeps it shut.
   process.on('SIGUSR1', () => undefined);
-  const program = newProgram();
   const asked = commands[process.argv[2] ?? ''];
-  for (const load of asked ? [asked] : Object.values(commands)) (await load()).register(program);
+  const program = asked ? newProgram() : await buildProgram();
+  if (asked) (await asked()).register(program);
   await program.parseAsync(process.argv);
 }

@@ -51,11 +51,13 @@ const callApi = (
 async function openSerial(context: BrowserContext): Promise<Page> {
   const page = await context.newPage();
   await page.goto(`${bed.state().web.urls[0]}/console/${NAMESPACE}/alices?view=serial`);
-  await page.locator('[data-terminal] .xterm-helper-textarea').waitFor();
-  // The state's text, not its count: run38 saw it stay for 30 s, and a count said not why.
+  // The state's text first (it is gone once connected): run38 saw it stay for 30 s, and stop 65's
+  // CI saw the terminal stay unready for 30 s with nothing to say why.
+  await page.locator('[data-terminal]').waitFor({ state: 'attached' });
   await expect
-    .poll(() => page.locator('[data-serial-state]').allTextContents(), { timeout: 30_000 })
+    .poll(() => page.locator('[data-serial-state]').allTextContents(), { timeout: 60_000 })
     .toEqual([]);
+  await page.locator('[data-terminal] .xterm-helper-textarea').waitFor();
   return page;
 }
 /** SPICE one-time passwords the GUI handed out (recorded from its answers): in no log or URL. */
