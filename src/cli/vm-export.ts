@@ -3,7 +3,7 @@
 // export's pod: the user's own credentials, no address of the cluster's needed) or prints the URLs
 // pods in the cluster (a VM's `source.http`, say) can fetch with the token, until it expires.
 import type { CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
-import { open, type FileHandle } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { API_VERSION, GROUP, PLURAL, VERSION } from '../api/virtual-machine.js';
 import {
@@ -17,6 +17,7 @@ import {
 } from '../api/virtual-machine-export.js';
 import { SNAPSHOT_PLURAL } from '../api/virtual-machine-snapshot.js';
 import { getFromExportServer } from '../export/client.js';
+import { SparseWriter } from '../export/sparse-writer.js';
 import { CliFailure, fail } from './failure.js';
 import { mustExist } from './vm-snapshots.js';
 import { formatDuration } from '../util/table.js';
@@ -32,8 +33,6 @@ export interface ExportCliOptions {
   timeout: number;
 }
 
-/** Zero runs of this size are not written to a raw file: the file stays sparse. */
-const SPARSE_BLOCK = 64 * 1024;
 /** A download that breaks off resumes where it stopped (a Range request), this often. */
 const RESUMES = 5;
 
@@ -56,46 +55,6 @@ async function waitUntilServing(
   }
 }
 
-/** Writes `chunk` at `position`, leaving out whole zero blocks (a raw disk's file stays sparse). */
-class SparseWriter {
-  private pending = Buffer.alloc(0);
-  constructor(
-    private readonly file: FileHandle,
-    private position: number,
-    private readonly sparse: boolean,
-  ) {}
-
-  get written(): number {
-    return this.position + this.pending.length;
-  }
-
-  async write(chunk: Buffer): Promise<void> {
-    if (!this.sparse) {
-      await this.file.write(chunk, 0, chunk.length, this.position);
-      this.position += chunk.length;
-      return;
-    }
-    this.pending = Buffer.concat([this.pending, chunk]);
-    const whole = this.pending.length - (this.pending.length % SPARSE_BLOCK);
-    await this.flushBlocks(whole);
-  }
-
-  private async flushBlocks(length: number): Promise<void> {
-    for (let offset = 0; offset < length; offset += SPARSE_BLOCK) {
-      const block = this.pending.subarray(offset, Math.min(offset + SPARSE_BLOCK, length));
-      if (block.some((byte) => byte !== 0)) await this.file.write(block, 0, block.length, this.position);
-      this.position += block.length;
-    }
-    this.pending = this.pending.subarray(length);
-  }
-
-  /** Writes what is left and sets the file's length (zero blocks at the end are holes too). */
-  async finish(): Promise<void> {
-    await this.flushBlocks(this.pending.length);
-    await this.file.truncate(this.position);
-  }
-}
-
 async function download(
   kubeConfig: KubeConfig,
   vmExport: VirtualMachineExport,
@@ -107,7 +66,7 @@ async function download(
   const { name, namespace } = vmExport.metadata;
   const file = await open(output, 'w');
   try {
-    const writer = new SparseWriter(file, 0, format === 'raw');
+    const writer = new SparseWriter(file, format === 'raw');
     for (let attempt = 0; ; attempt++) {
       const from = writer.written;
       const { response, close } = await getFromExportServer(kubeConfig, {

@@ -1,0 +1,68 @@
+// Where `vmop vm export -o` writes a download: a raw disk's runs of zeros stay holes in the file
+// (a 10 GiB disk with 1 GiB of data takes 1 GiB), and the data between them goes out in large
+// writes. A download that resumes (a Range request) goes on at `written`.
+import type { FileHandle } from 'node:fs/promises';
+
+/** Zero runs of this size, aligned, are not written: the file stays sparse. */
+export const SPARSE_BLOCK = 64 * 1024;
+const ZEROS = Buffer.alloc(SPARSE_BLOCK);
+
+export class SparseWriter {
+  private pending: Buffer[] = [];
+  private pendingBytes = 0;
+  private position = 0;
+
+  /** `sparse` false writes every byte (a qcow2 image has its own holes). */
+  constructor(
+    private readonly file: FileHandle,
+    private readonly sparse: boolean,
+  ) {}
+
+  /** The bytes taken so far: where a resumed download goes on. */
+  get written(): number {
+    return this.position + this.pendingBytes;
+  }
+
+  async write(chunk: Buffer): Promise<void> {
+    if (!this.sparse) {
+      await this.file.write(chunk, 0, chunk.length, this.position);
+      this.position += chunk.length;
+      return;
+    }
+    this.pending.push(chunk);
+    this.pendingBytes += chunk.length;
+    // Whole blocks only (a block split over two chunks is judged whole); a megabyte at a time.
+    if (this.pendingBytes >= 16 * SPARSE_BLOCK)
+      await this.flush(this.pendingBytes - (this.pendingBytes % SPARSE_BLOCK));
+  }
+
+  /** Writes what is left and sets the file's length (zero blocks at the end are holes too). */
+  async finish(): Promise<void> {
+    await this.flush(this.pendingBytes);
+    await this.file.truncate(this.position);
+  }
+
+  /** Writes the first `length` pending bytes: each run of data blocks in one write, zero blocks skipped. */
+  private async flush(length: number): Promise<void> {
+    const all = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending);
+    let dataStart = -1;
+    for (let offset = 0; offset < length; offset += SPARSE_BLOCK) {
+      const end = Math.min(offset + SPARSE_BLOCK, length);
+      const zero = all.subarray(offset, end).equals(ZEROS.subarray(0, end - offset));
+      if (!zero && dataStart < 0) dataStart = offset;
+      if (zero && dataStart >= 0) {
+        await this.writeAt(all, dataStart, offset);
+        dataStart = -1;
+      }
+    }
+    if (dataStart >= 0) await this.writeAt(all, dataStart, length);
+    this.position += length;
+    const rest = all.subarray(length);
+    this.pending = rest.length > 0 ? [rest] : [];
+    this.pendingBytes = rest.length;
+  }
+
+  private async writeAt(all: Buffer, start: number, end: number): Promise<void> {
+    await this.file.write(all, start, end - start, this.position + start);
+  }
+}
