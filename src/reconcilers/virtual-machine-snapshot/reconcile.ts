@@ -4,7 +4,6 @@ import type {
   KubernetesObject,
   V1PersistentVolumeClaim,
   V1Pod,
-  V1Secret,
   V1StorageClass,
 } from '@kubernetes/client-node';
 import { KIND, VirtualMachine } from '../../api/virtual-machine.js';
@@ -34,7 +33,7 @@ import {
   snapshotLabels,
 } from '../virtual-machine/naming.js';
 import { nbdExportPod, onNodeAffinity } from '../virtual-machine/disks/attach-pod.js';
-import { migrationSecret } from '../virtual-machine/migration/writes.js';
+import { ensureVmKey } from '../virtual-machine/vm-key.js';
 import { createUnlessExists } from '../virtual-machine/runner-pod/writes.js';
 import { migrationSecretName } from '../virtual-machine/runner-pod/pod.js';
 import { EXPORT_COMPONENT, exportPodName } from './running.js';
@@ -105,7 +104,8 @@ export function createSnapshotReconciler(options: SnapshotReconcilerOptions) {
       cache.list<V1Pod>('Pod', namespace, vmObjects).find((pod) => pod.metadata?.uid === runner.podUid)?.spec
         ?.nodeName;
     if (runner && vm && plan.status.phase === 'InProgress')
-      writes.push(...(await ensureVmKey(clients, cache, vm)));
+      if (await ensureVmKey(clients, vm, cache))
+        writes.push(`Secret ${migrationSecretName(vm.metadata.name)} (the VM's key)`);
     for (const volume of plan.createExports ?? []) {
       const body = nbdExportPod({
         name: exportPodName(name, volume.name),
@@ -188,16 +188,6 @@ export function createSnapshotReconciler(options: SnapshotReconcilerOptions) {
       writes.push('status');
     if (writes.length > 0) logger.info({ key, writes, phase: status.phase }, 'reconciled');
   };
-}
-
-/** The VM's pre-shared key, which its runner and the snapshot's export pods share. */
-async function ensureVmKey(clients: KubeClients, cache: ObjectCache, vm: VirtualMachine): Promise<string[]> {
-  const namespace = vm.metadata.namespace!;
-  if (cache.get<V1Secret>('Secret', namespace, migrationSecretName(vm.metadata.name))) return [];
-  const made = await createUnlessExists(() =>
-    clients.core.createNamespacedSecret({ namespace, body: migrationSecret(vm) }),
-  );
-  return made ? [`Secret ${migrationSecretName(vm.metadata.name)} (the VM's key)`] : [];
 }
 
 /** `pod` pinned to `node` (a claim the VM's runner uses is mounted only there), when known. */

@@ -4,7 +4,7 @@ import type { VirtualMachine } from '../../../api/virtual-machine.js';
 import { deletePodByUid, type KubeClients } from '../../../kube/clients.js';
 import { desiredAttachPod } from './attach-pod.js';
 import type { DiskAttachments } from './attachments.js';
-import { migrationSecret } from '../migration/writes.js';
+import { ensureVmKey } from '../vm-key.js';
 import type { RunnerImage } from '../runner-pod/pod.js';
 import { createUnlessExists } from '../runner-pod/writes.js';
 
@@ -24,13 +24,7 @@ export async function carryOutAttachments(
     )
       done.push(`PersistentVolumeClaim ${claim.claimName} (to attach)`);
   }
-  if (
-    plan.ensureSecret &&
-    (await createUnlessExists(() =>
-      clients.core.createNamespacedSecret({ namespace, body: migrationSecret(vm) }),
-    ))
-  )
-    done.push('key Secret (disk exports)');
+  if (plan.ensureSecret && (await ensureVmKey(clients, vm))) done.push('key Secret (disk exports)');
   for (const disk of plan.createPods) {
     const body = desiredAttachPod(vm, disk, disk.nodeName, image);
     if (await createUnlessExists(() => clients.core.createNamespacedPod({ namespace, body })))

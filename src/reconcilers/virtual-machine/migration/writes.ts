@@ -1,34 +1,16 @@
 // Carries out a migration plan's writes (plan.ts decides them): the key Secret, the runner
 // migration requests (on pods, and sent to their runners), the target pod and its claims, and the tidying up. Each is safe to
 // repeat: creates that find their object made are fine, deletes are by uid.
-import { randomBytes } from 'node:crypto';
-import { type V1PersistentVolumeClaim, type V1Pod, type V1Secret } from '@kubernetes/client-node';
+import { type V1PersistentVolumeClaim, type V1Pod } from '@kubernetes/client-node';
 import { deletePodByUid, isConflict, isNotFound, type KubeClients } from '../../../kube/clients.js';
 import type { ObjectCache } from '../../../kube/object-cache.js';
 import type { VirtualMachine } from '../../../api/virtual-machine.js';
-import { LABEL_COMPONENT, ownerReference, vmLabels } from '../naming.js';
-import { migrationSecretName } from '../runner-pod/pod.js';
+import { ensureVmKey } from '../vm-key.js';
 import type { MigrationPlan } from './plan.js';
 import { LABEL_MIGRATION } from './request.js';
 import { migrationAnnotation } from './target.js';
 import { mergePatch } from '../../../kube/merge-patch.js';
 import type { SendRunnerRequest } from '../vm-state.js';
-
-/** The key QEMU's TLS-PSK credentials and the runners' side channel use (`identity:hex`). */
-export function migrationSecret(vm: VirtualMachine): V1Secret {
-  return {
-    apiVersion: 'v1',
-    kind: 'Secret',
-    type: 'Opaque',
-    metadata: {
-      name: migrationSecretName(vm.metadata.name),
-      namespace: vm.metadata.namespace,
-      labels: { ...vmLabels(vm.metadata.name), [LABEL_COMPONENT]: 'migration-keys' },
-      ownerReferences: [ownerReference(vm)],
-    },
-    stringData: { 'keys.psk': `vmop:${randomBytes(32).toString('hex')}\n` },
-  };
-}
 
 const ignoring =
   (...benign: Array<(err: unknown) => boolean>) =>
@@ -46,11 +28,7 @@ export async function carryOutMigration(
 ): Promise<string[]> {
   const writes: string[] = [];
   const namespace = vm.metadata.namespace!;
-  if (plan.ensureSecret && !cache.get<V1Secret>('Secret', namespace, migrationSecretName(vm.metadata.name))) {
-    await clients.core
-      .createNamespacedSecret({ namespace, body: migrationSecret(vm) })
-      .then(() => writes.push('migration Secret'), ignoring(isConflict));
-  }
+  if (plan.ensureSecret && (await ensureVmKey(clients, vm, cache))) writes.push('migration Secret');
   if (plan.annotate) {
     const { pod, request } = plan.annotate;
     await clients.core
