@@ -33,6 +33,28 @@ export function isConflict(err: unknown): boolean {
   return err instanceof ApiException && err.code === 409;
 }
 
+/** Creates an object unless it exists (another replica made it, or this one before a failure); whether it made it. */
+export async function createUnlessExists(create: () => Promise<unknown>): Promise<boolean> {
+  try {
+    await create();
+    return true;
+  } catch (err) {
+    if (isConflict(err)) return false;
+    throw err;
+  }
+}
+
+/** Deletes an object, or finds it gone already; whether it deleted it. */
+export async function deleteUnlessGone(remove: () => Promise<unknown>): Promise<boolean> {
+  try {
+    await remove();
+    return true;
+  } catch (err) {
+    if (isNotFound(err)) return false;
+    throw err;
+  }
+}
+
 /**
  * Deletes the pod only if it is still the one with `uid`; false when it is gone or was replaced
  * meanwhile (the uid precondition failed).

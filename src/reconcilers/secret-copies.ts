@@ -2,8 +2,7 @@
 // the cut, a clone's VM gets its own from the snapshot's. Data and type copied as they are; nothing
 // of them is logged.
 import type { V1OwnerReference, V1Secret } from '@kubernetes/client-node';
-import { isNotFound, type KubeClients } from '../kube/clients.js';
-import { createUnlessExists } from './virtual-machine/runner-pod/writes.js';
+import { isNotFound, type KubeClients, createUnlessExists } from '../kube/clients.js';
 
 export interface SecretCopy {
   /** The Secret copied. */

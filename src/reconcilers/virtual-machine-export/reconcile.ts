@@ -14,14 +14,18 @@ import {
   type ExportStatus,
 } from '../../api/virtual-machine-export.js';
 import { SNAPSHOT_KIND, VirtualMachineSnapshot } from '../../api/virtual-machine-snapshot.js';
-import { deletePodByUid, isNotFound, type KubeClients } from '../../kube/clients.js';
+import {
+  deletePodByUid,
+  type KubeClients,
+  createUnlessExists,
+  deleteUnlessGone,
+} from '../../kube/clients.js';
 import type { ObjectCache } from '../../kube/object-cache.js';
 import type { HandlerResult } from '../../queue/index.js';
 import type { Logger } from '../../util/logger.js';
 import { eventRecorder } from '../events.js';
 import { writeStatusWithPhaseEvent } from '../status-write.js';
 import { APP_NAME, LABEL_INSTANCE, LABEL_NAME } from '../virtual-machine/naming.js';
-import { createUnlessExists } from '../virtual-machine/runner-pod/writes.js';
 import type { RunnerImage } from '../virtual-machine/runner-pod/pod.js';
 import { planExport } from './plan.js';
 import { exportServerPod, exportService, exportTokenSecret } from './server-pod.js';
@@ -40,17 +44,6 @@ const REASONS = {
   Expired: 'ExportExpired',
   Failed: 'ExportFailed',
 } as const;
-
-/** Deletes, or finds gone already; whether it deleted. */
-async function deleteIfThere(remove: () => Promise<unknown>): Promise<boolean> {
-  try {
-    await remove();
-    return true;
-  } catch (err) {
-    if (isNotFound(err)) return false;
-    throw err;
-  }
-}
 
 export function createExportReconciler(options: ExportReconcilerOptions) {
   const { clients, cache, logger } = options;
@@ -117,7 +110,7 @@ export function createExportReconciler(options: ExportReconcilerOptions) {
     if (
       plan.tearDown &&
       cache.get('Service', namespace, serverName) &&
-      (await deleteIfThere(() => clients.core.deleteNamespacedService({ namespace, name: serverName })))
+      (await deleteUnlessGone(() => clients.core.deleteNamespacedService({ namespace, name: serverName })))
     )
       writes.push(`Service ${serverName} (deleted)`);
     const status: ExportStatus = { ...plan.status, observedGeneration: vmExport.metadata.generation };

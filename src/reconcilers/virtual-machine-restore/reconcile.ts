@@ -10,7 +10,7 @@ import {
   type RestoreStatus,
 } from '../../api/virtual-machine-restore.js';
 import { SNAPSHOT_KIND, VirtualMachineSnapshot } from '../../api/virtual-machine-snapshot.js';
-import { deletePodByUid, type KubeClients } from '../../kube/clients.js';
+import { deletePodByUid, type KubeClients, createUnlessExists } from '../../kube/clients.js';
 import { mergePatch } from '../../kube/merge-patch.js';
 import type { ObjectCache } from '../../kube/object-cache.js';
 import type { HandlerResult } from '../../queue/index.js';
@@ -26,7 +26,6 @@ import {
   restoreLabels,
   vmApiRef,
 } from '../virtual-machine/naming.js';
-import { createUnlessExists } from '../virtual-machine/runner-pod/writes.js';
 import type { RunnerImage } from '../virtual-machine/runner-pod/pod.js';
 import { planRestore } from './plan.js';
 

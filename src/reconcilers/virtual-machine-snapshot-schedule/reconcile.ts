@@ -14,14 +14,13 @@ import {
   VirtualMachineSnapshotSchedule,
   parseScheduleKey,
 } from '../../api/virtual-machine-snapshot-schedule.js';
-import { isNotFound, type KubeClients } from '../../kube/clients.js';
+import { isNotFound, type KubeClients, createUnlessExists } from '../../kube/clients.js';
 import type { ObjectCache } from '../../kube/object-cache.js';
 import type { HandlerResult } from '../../queue/index.js';
 import type { Logger } from '../../util/logger.js';
 import { eventObjectOf, eventRecorder } from '../events.js';
 import { writeStatusIfChanged } from '../status-write.js';
 import { LABEL_SCHEDULE } from '../virtual-machine/naming.js';
-import { createUnlessExists } from '../virtual-machine/runner-pod/writes.js';
 import { planSchedule } from './plan.js';
 
 export interface ScheduleReconcilerOptions {

@@ -13,7 +13,7 @@ import {
   VirtualMachineSnapshot,
   parseSnapshotKey,
 } from '../../api/virtual-machine-snapshot.js';
-import { deletePodByUid, type KubeClients } from '../../kube/clients.js';
+import { deletePodByUid, type KubeClients, createUnlessExists } from '../../kube/clients.js';
 import type { ObjectCache } from '../../kube/object-cache.js';
 import type { HandlerResult } from '../../queue/index.js';
 import type { Logger } from '../../util/logger.js';
@@ -34,7 +34,6 @@ import {
 } from '../virtual-machine/naming.js';
 import { nbdExportPod, onNodeAffinity } from '../virtual-machine/disks/attach-pod.js';
 import { ensureVmKey } from '../virtual-machine/vm-key.js';
-import { createUnlessExists } from '../virtual-machine/runner-pod/writes.js';
 import { migrationSecretName } from '../virtual-machine/runner-pod/pod.js';
 import { EXPORT_COMPONENT, exportPodName } from './running.js';
 import type { RunnerImage } from '../virtual-machine/runner-pod/pod.js';

@@ -8,7 +8,7 @@ import type { KubeClients } from '../../kube/clients.js';
 import type { ObjectCache } from '../../kube/object-cache.js';
 import { LABEL_COMPONENT, ownerReference, vmLabels } from './naming.js';
 import { migrationSecretName } from './runner-pod/pod.js';
-import { createUnlessExists } from './runner-pod/writes.js';
+import { createUnlessExists } from '../../kube/clients.js';
 
 export function vmKeySecret(vm: VirtualMachine): V1Secret {
   return {

@@ -1,12 +1,11 @@
 // The writes of disks attached at runtime (the decisions are attachments.ts's): claims, the
 // VM's key Secret (the exports' TLS), helper pods made and deleted.
 import type { VirtualMachine } from '../../../api/virtual-machine.js';
-import { deletePodByUid, type KubeClients } from '../../../kube/clients.js';
+import { deletePodByUid, type KubeClients, createUnlessExists } from '../../../kube/clients.js';
 import { desiredAttachPod } from './attach-pod.js';
 import type { DiskAttachments } from './attachments.js';
 import { ensureVmKey } from '../vm-key.js';
 import type { RunnerImage } from '../runner-pod/pod.js';
-import { createUnlessExists } from '../runner-pod/writes.js';
 
 /** Carries out `plan`; returns what was written, for the log. */
 export async function carryOutAttachments(

@@ -2,11 +2,10 @@
 // importer pods, claims marked imported, Events, importer pods that go.
 import { type V1Pod } from '@kubernetes/client-node';
 import { sourceName } from '../../../api/import-progress.js';
-import { deletePodByUid, type KubeClients } from '../../../kube/clients.js';
+import { deletePodByUid, type KubeClients, createUnlessExists } from '../../../kube/clients.js';
 import type { ObjectEvent } from '../../events.js';
 import type { DiskImports, ImportDisk } from './imports.js';
 import { IMPORTED_ANNOTATION } from '../naming.js';
-import { createUnlessExists } from '../runner-pod/writes.js';
 import { mergePatch } from '../../../kube/merge-patch.js';
 
 /** Carries out `plan`; returns what was written, for the log. */

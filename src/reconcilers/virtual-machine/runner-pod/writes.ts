@@ -1,21 +1,10 @@
 // The writes that make, adopt and retire a VM's runner pods (the decisions are plan.ts's).
 import { type V1Pod, type V1StatefulSet } from '@kubernetes/client-node';
 import type { VirtualMachine } from '../../../api/virtual-machine.js';
-import { isConflict, isNotFound, type KubeClients } from '../../../kube/clients.js';
+import { createUnlessExists, isConflict, isNotFound, type KubeClients } from '../../../kube/clients.js';
 import { ownerReference } from '../naming.js';
 import type { RunnerClaim } from '../disks/claims.js';
 import { mergePatch } from '../../../kube/merge-patch.js';
-
-/** Creates `object` unless it exists (another replica made it, or this one before a failure). */
-export async function createUnlessExists(create: () => Promise<unknown>): Promise<boolean> {
-  try {
-    await create();
-    return true;
-  } catch (err) {
-    if (isConflict(err)) return false;
-    throw err;
-  }
-}
 
 /** Makes `claims` unless they exist; returns what was written, for the log. */
 export async function createClaims(
