@@ -9,6 +9,7 @@ import {
   EXPORT_PORT,
   ExportFormat,
   exportDiskPath,
+  exportServerHostnames,
   exportServerName,
   exportTokenSecretName,
   ttlMs,
@@ -69,7 +70,8 @@ function sourceDisks(
     return { volumes: snapshot.status?.volumes ?? [] };
   }
   if (!vm) return { pending: `VM ${virtualMachineName} does not exist` };
-  const inUse = vmPods.find((pod) => !pod.metadata?.deletionTimestamp);
+  // A pod that is terminating still has the disks (a runner powering its guest down writes on).
+  const inUse = vmPods.find((pod) => !['Succeeded', 'Failed'].includes(pod.status?.phase ?? ''));
   if (vm.spec.vm.state === 'Running' || inUse)
     return {
       pending: `VM ${virtualMachineName} runs${inUse ? ` (pod ${inUse.metadata?.name})` : ''}: its disks are served while it is stopped; export a snapshot of a running VM`,
@@ -124,7 +126,7 @@ export function planExport(input: ExportInput): ExportPlan {
     );
   if (wanted.length === 0) return fail('there are no disks with claims to export');
   const served = blocks.filter((volume) => wanted.includes(diskNameOf(volume.name)));
-  const service = `http://${exportServerName(name)}.${namespace}.svc:${EXPORT_PORT}`;
+  const service = `https://${exportServerHostnames(name, namespace!)[0]}:${EXPORT_PORT}`;
   const disks: ExportDisk[] = served.map((volume) => {
     const disk = diskNameOf(volume.name);
     // A snapshot's copy, or the VM's own claim.

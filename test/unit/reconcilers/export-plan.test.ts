@@ -117,8 +117,8 @@ describe('planExport', () => {
     expect(plan.serve).toBeUndefined();
     expect(plan.status.phase).toBe('Ready');
     expect(plan.status.disks![0]!.urls).toEqual({
-      qcow2: 'http://out-export.ns.svc:8080/disks/system.qcow2',
-      raw: 'http://out-export.ns.svc:8080/disks/system.raw',
+      qcow2: 'https://out-export.ns.svc:8443/disks/system.qcow2',
+      raw: 'https://out-export.ns.svc:8443/disks/system.raw',
     });
   });
 
@@ -133,6 +133,17 @@ describe('planExport', () => {
     expect(started.status.phase).toBe('Pending');
     const runnerPod = { metadata: { name: 'vm-abcde', namespace: 'ns', labels: vmLabels('vm') } } as V1Pod;
     expect(planExport(input({ vmPods: [runnerPod] })).status.message).toContain('(pod vm-abcde)');
+    // Stopping: its pod terminates, and its guest may still write until the pod is gone.
+    const terminating = {
+      ...runnerPod,
+      metadata: { ...runnerPod.metadata, deletionTimestamp: new Date() },
+      status: { phase: 'Running' },
+    } as V1Pod;
+    const stopping = planExport(input({ vmPods: [terminating] }));
+    expect(stopping.serve).toBeUndefined();
+    expect(stopping.status.message).toContain('(pod vm-abcde)');
+    const ended = { ...runnerPod, status: { phase: 'Succeeded' } } as V1Pod;
+    expect(planExport(input({ vmPods: [ended] })).serve).toBeDefined();
   });
 
   it("serves a Ready snapshot's copies, and waits for one that is not Ready yet", () => {
