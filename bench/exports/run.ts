@@ -2,17 +2,20 @@
 // it, the compiled CLI) against reading the same disk in the same run: the raw download's time vs
 // reading the disk file end to end (issue 54's goal: ≥ 0.8× the read's throughput), the qcow2
 // image's making (the server's start) and its download, the downloads made with the CLI's client
-// (node:http) and written as `vmop vm export -o` writes them. Over loopback HTTP: the port-forward a
+// (node:https, trusting the export's certificate) and written as `vmop vm export -o` writes them. Over loopback HTTPS: the port-forward a
 // download outside the cluster goes through (apiserver, kubelet) is not part of it. The disk in
 // memory (tmpfs) so the machine's disk does not decide. BENCH_RUNS (default 3) runs of each,
 // interleaved; BENCH_DISK_MIB (default 256) the disk's size.
 import { spawn } from 'node:child_process';
 import { createReadStream } from 'node:fs';
 import { mkdtemp, open, rm, stat, writeFile } from 'node:fs/promises';
-import { get, type IncomingMessage } from 'node:http';
+import type { IncomingMessage } from 'node:http';
+import { get } from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { exportServerHostnames } from '../../src/api/virtual-machine-export.js';
+import { selfSignedCertificate } from '../../src/export/certificate.js';
 import { SparseWriter } from '../../src/export/sparse-writer.js';
 import { renderTable } from '../../src/util/table.js';
 import { makeDiskImage } from '../support/disk-image.js';
@@ -22,6 +25,8 @@ const MiB = 1024 ** 2;
 const DISK_BYTES = Number(process.env.BENCH_DISK_MIB ?? 256) * MiB;
 const ROOT = path.resolve(import.meta.dirname, '../..');
 const TOKEN = 'bench-token';
+const [HOSTNAME] = exportServerHostnames('bench', 'default');
+const TLS = await selfSignedCertificate([HOSTNAME!], new Date(Date.now() + 86_400_000));
 const PORT = 18_080;
 
 const seconds = async (work: () => Promise<unknown>) => {
@@ -42,7 +47,10 @@ async function readFileThrough(file: string): Promise<number> {
  */
 async function download(url: string, to?: { file: string; sparse: boolean }): Promise<number> {
   const response = await new Promise<IncomingMessage>((resolve, reject) =>
-    get(url, { headers: { 'x-vmop-export-token': TOKEN } }, resolve).on('error', reject),
+    get(url, { headers: { 'x-vmop-export-token': TOKEN }, ca: TLS.cert, servername: HOSTNAME }, resolve).on(
+      'error',
+      reject,
+    ),
   );
   if (response.statusCode !== 200) throw new Error(`${url}: HTTP ${response.statusCode}`);
   if (!to) {
@@ -69,6 +77,7 @@ async function startServer(dir: string, disk: string) {
       path.join(ROOT, 'dist/cli/main.js'),
       'export-server',
       ...['--disk', `disk=${disk}`, '--token-file', path.join(dir, 'token')],
+      ...['--tls-cert', path.join(dir, 'tls.crt'), '--tls-key', path.join(dir, 'tls.key')],
       ...['--expires-at', new Date(Date.now() + 3_600_000).toISOString()],
       ...['--scratch', dir, '--port', String(PORT)],
     ],
@@ -76,8 +85,8 @@ async function startServer(dir: string, disk: string) {
   );
   const started = performance.now();
   for (;;) {
-    const ready = await fetch(`http://127.0.0.1:${PORT}/healthz`).then(
-      (r) => r.ok,
+    const ready = await download(`https://127.0.0.1:${PORT}/healthz`).then(
+      () => true,
       () => false,
     );
     if (ready) break;
@@ -97,6 +106,8 @@ try {
   const disk = path.join(dir, 'disk.raw');
   await makeDiskImage(disk, DISK_BYTES);
   await writeFile(path.join(dir, 'token'), TOKEN);
+  await writeFile(path.join(dir, 'tls.crt'), TLS.cert);
+  await writeFile(path.join(dir, 'tls.key'), TLS.key);
   const times = {
     read: [] as number[],
     raw: [] as number[],
@@ -110,14 +121,18 @@ try {
     const server = await startServer(dir, disk);
     try {
       times.ready.push(server.readyS);
-      times.raw.push(await seconds(() => download(`http://127.0.0.1:${PORT}/disks/disk.raw`)));
+      times.raw.push(await seconds(() => download(`https://127.0.0.1:${PORT}/disks/disk.raw`)));
       const downloaded = path.join(dir, 'downloaded');
       times.rawToFile.push(
-        await seconds(() => download(`http://127.0.0.1:${PORT}/disks/disk.raw`, { file: downloaded, sparse: true })),
+        await seconds(() =>
+          download(`https://127.0.0.1:${PORT}/disks/disk.raw`, { file: downloaded, sparse: true }),
+        ),
       );
       await rm(downloaded);
       times.qcow2.push(
-        await seconds(() => download(`http://127.0.0.1:${PORT}/disks/disk.qcow2`, { file: downloaded, sparse: false })),
+        await seconds(() =>
+          download(`https://127.0.0.1:${PORT}/disks/disk.qcow2`, { file: downloaded, sparse: false }),
+        ),
       );
       await rm(downloaded);
       qcow2Bytes = (await stat(path.join(dir, 'disk.qcow2'))).size;

@@ -70,7 +70,10 @@ export const ExportDisk = z.object({
   /** The claim served (the VM's, or the snapshot's copy). */
   claimName: z.string(),
   size: z.string().optional(),
-  /** Where pods in the cluster download it (the token in header x-vmop-export-token or ?token=). */
+  /**
+   * Where pods in the cluster download it over HTTPS (the token in header x-vmop-export-token or
+   * ?token=; the server's certificate in the export's status.certificate).
+   */
   urls: z.record(ExportFormat, z.string()).optional(),
 });
 
@@ -81,6 +84,8 @@ export const ExportStatus = z.object({
   tokenSecretName: z.string().optional(),
   /** The Service in front of the export's pod. */
   serviceName: z.string().optional(),
+  /** The export server's TLS certificate (PEM, self-signed): what a download trusts. */
+  certificate: z.string().optional(),
   expiresAt: z.string().optional(),
   message: z.string().optional(),
   observedGeneration: z.number().int().optional(),
@@ -107,13 +112,18 @@ export function ttlMs(ttl: string): number {
   return ((hours! * 60 + minutes!) * 60 + seconds!) * 1000;
 }
 
-/** The HTTP port of an export's pod and Service. */
-export const EXPORT_PORT = 8080;
+/** The HTTPS port of an export's pod and Service. */
+export const EXPORT_PORT = 8443;
 /** The header (or `token` query parameter) that carries an export's token. */
 export const EXPORT_TOKEN_HEADER = 'x-vmop-export-token';
 export const exportTokenSecretName = (exportName: string) => `${exportName}-token`;
 /** The export's pod and its Service share the name. */
 export const exportServerName = (exportName: string) => `${exportName}-export`;
+/** The names the export server's certificate holds: its Service's, the short one first. */
+export const exportServerHostnames = (exportName: string, namespace: string) => {
+  const service = `${exportServerName(exportName)}.${namespace}.svc`;
+  return [service, `${service}.cluster.local`];
+};
 /** A disk's path on the export server. */
 export const exportDiskPath = (disk: string, format: ExportFormat) => `/disks/${disk}.${format}`;
 

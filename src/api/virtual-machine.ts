@@ -78,6 +78,14 @@ const importSources = {
         .regex(/^[0-9a-f]{64}$/, '64 lower-case hex digits')
         .optional()
         .describe('The SHA-256 of the file as downloaded; a mismatch fails the import.'),
+      caCertificate: z
+        .string()
+        .max(65536)
+        .regex(/^\s*-----BEGIN CERTIFICATE-----/, 'PEM certificates (-----BEGIN CERTIFICATE-----)')
+        .optional()
+        .describe(
+          "PEM certificates an https:// server's must chain to, instead of the system's CAs (a VirtualMachineExport's status.certificate, a private CA).",
+        ),
     })
     .optional()
     .describe('Download the image over HTTP(S).'),

@@ -2,6 +2,7 @@
 import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { z } from 'zod';
+import { EXPORT_PORT } from '../api/virtual-machine-export.js';
 import { startExportServer } from '../export/server.js';
 import { createLogger } from '../util/logger.js';
 import { flagErrors } from './flag-errors.js';
@@ -14,6 +15,8 @@ const ExportServerOptions = z.object({
     .array(z.string().regex(/^[a-z0-9-]+=\S+$/, 'NAME=DEVICE, e.g. system=/dev/vmop-export-system'))
     .min(1, 'at least one --disk'),
   tokenFile: z.string().min(1),
+  tlsCert: z.string().min(1),
+  tlsKey: z.string().min(1),
   expiresAt: z.iso.datetime({ message: 'an ISO 8601 time, e.g. 2026-11-30T12:00:00Z' }),
   scratch: z.string().min(1),
   port: z.coerce.number().int().min(0).max(65535),
@@ -25,9 +28,11 @@ export function register(program: Command): void {
     .description("Serve disks for download (in a VirtualMachineExport's pod)")
     .addOption(repeatable('--disk <name=device>', 'a disk to serve and its block device; repeatable'))
     .requiredOption('--token-file <path>', 'the file that holds the token downloads must send')
+    .requiredOption('--tls-cert <path>', "the server's TLS certificate (PEM)")
+    .requiredOption('--tls-key <path>', "the certificate's private key (PEM)")
     .requiredOption('--expires-at <time>', 'when the export stops serving (ISO 8601)')
     .option('--scratch <dir>', 'where the qcow2 images are made', '/scratch')
-    .option('--port <port>', 'the HTTP port', '8080')
+    .option('--port <port>', 'the HTTPS port', String(EXPORT_PORT))
     .action(async (raw: Record<string, unknown>) => {
       const logger = createLogger('export-server');
       const parsed = ExportServerOptions.safeParse(raw);
@@ -42,6 +47,7 @@ export function register(program: Command): void {
           return { name, device };
         }),
         token: readFileSync(options.tokenFile, 'utf8').trim(),
+        tls: { cert: readFileSync(options.tlsCert, 'utf8'), key: readFileSync(options.tlsKey, 'utf8') },
         expiresAt: new Date(options.expiresAt),
         scratchDir: options.scratch,
         port: options.port,

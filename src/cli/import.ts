@@ -20,6 +20,7 @@ export const EXIT_BAD_ARGUMENTS = 2;
 const ImportOptions = z.object({
   url: z.string().optional(),
   sha256: z.string().optional(),
+  caCertificate: z.string().optional(),
   image: z.string().optional(),
   insecure: z.boolean().optional(),
   pvc: z.string().optional(),
@@ -48,7 +49,9 @@ async function runImport(raw: unknown): Promise<number> {
   const options = parsed.data;
   // The same rules as a VM's disks[].source.
   const source = DiskSource.safeParse({
-    ...(options.url !== undefined && { http: { url: options.url, sha256: options.sha256 } }),
+    ...(options.url !== undefined && {
+      http: { url: options.url, sha256: options.sha256, caCertificate: options.caCertificate },
+    }),
     ...(options.image !== undefined && { registry: { image: options.image, insecure: options.insecure } }),
     ...(options.pvc !== undefined && { pvc: { name: options.pvc } }),
   });
@@ -112,6 +115,10 @@ export function register(program: Command): void {
     .description("Import a disk image from a URL onto a disk (in a VM's importer pod, or stand-alone)")
     .option('--url <url>', 'the image: raw or qcow2, plain or compressed with xz or gzip')
     .option('--sha256 <hex>', 'the SHA-256 the download must have')
+    .option(
+      '--ca-certificate <pem>',
+      "PEM certificates an https server's must chain to (not the system's CAs)",
+    )
     .option('--image <reference>', 'or: an OCI image with the disk file under /disk/')
     .option('--insecure', 'the registry speaks plain HTTP')
     .option('--pvc <name>', 'or: copy a claim (its name, for messages) from --source-device')

@@ -64,6 +64,8 @@ async function download(
   output: string,
 ): Promise<number> {
   const { name, namespace } = vmExport.metadata;
+  const certificate = vmExport.status?.certificate;
+  if (!certificate) fail(`${name} has no certificate in its status yet`);
   const file = await open(output, 'w');
   try {
     const writer = new SparseWriter(file, format === 'raw');
@@ -74,6 +76,7 @@ async function download(
         exportName: name,
         path: exportDiskPath(disk, format),
         token,
+        certificate,
         ...(from > 0 && { range: `bytes=${from}-` }),
       });
       try {
@@ -146,6 +149,9 @@ export async function exportDisks(
       for (const disk of disks)
         for (const [format, url] of Object.entries(disk.urls ?? {}))
           console.log(`  ${disk.name} (${format}): ${url}?token=${token}`);
+      console.log(
+        `The server's certificate (a VM's source.http.caCertificate, curl --cacert): kubectl get vmexport ${name} -n ${namespace} -o jsonpath='{.status.certificate}'`,
+      );
       return;
     }
     const disk = options.disk ?? (disks.length === 1 ? disks[0]!.name : undefined);

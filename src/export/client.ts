@@ -1,10 +1,17 @@
 // A GET to a VirtualMachineExport's server pod through a port-forward (the apiserver and the pod's
 // kubelet, as `kubectl port-forward`): it needs no route to the pod network and no address of the
-// cluster's, only pods/portforward. Used by `vmop vm export -o` and the web GUI's download links.
+// cluster's, only pods/portforward. HTTPS to the end: the server must show the export's own
+// certificate (its status.certificate). Used by `vmop vm export -o`.
 import { PortForward, type KubeConfig } from '@kubernetes/client-node';
-import { request, type IncomingMessage } from 'node:http';
+import type { IncomingMessage } from 'node:http';
+import { request } from 'node:https';
 import { createServer, type AddressInfo } from 'node:net';
-import { EXPORT_PORT, EXPORT_TOKEN_HEADER, exportServerName } from '../api/virtual-machine-export.js';
+import {
+  EXPORT_PORT,
+  EXPORT_TOKEN_HEADER,
+  exportServerHostnames,
+  exportServerName,
+} from '../api/virtual-machine-export.js';
 
 export interface ExportServerGet {
   namespace: string;
@@ -13,6 +20,8 @@ export interface ExportServerGet {
   /** The path on the server, e.g. `/disks/system.qcow2`. */
   path: string;
   token: string;
+  /** The export's status.certificate: the only one the server may show. */
+  certificate: string;
   /** A Range header to pass on. */
   range?: string;
 }
@@ -41,6 +50,8 @@ export async function getFromExportServer(
         {
           host: '127.0.0.1',
           port: (server.address() as AddressInfo).port,
+          servername: exportServerHostnames(get.exportName, get.namespace)[0],
+          ca: get.certificate,
           path: get.path,
           headers: { [EXPORT_TOKEN_HEADER]: get.token, ...(get.range && { range: get.range }) },
         },

@@ -1,12 +1,14 @@
 // The export server (`vmop export-server`, in a VirtualMachineExport's pod): serves each disk it is
 // given, read-only, as `/disks/<disk>.raw` (the device's bytes) and `/disks/<disk>.qcow2` (made once
 // at the start into scratch space: sparse, only the data the guest wrote), to whoever sends the
-// export's token, until the export expires. Range requests resume a broken download.
+// export's token, until the export expires, over HTTPS with the export's own certificate
+// (certificate.ts). Range requests resume a broken download.
 import { execFile } from 'node:child_process';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { createServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -24,6 +26,8 @@ export interface ExportedDisk {
 export interface ExportServerOptions {
   disks: ExportedDisk[];
   token: string;
+  /** The server's certificate and key (PEM). */
+  tls: { cert: string; key: string };
   expiresAt: Date;
   /** Where the qcow2 images are made. */
   scratchDir: string;
@@ -100,7 +104,7 @@ export function startExportServer(options: ExportServerOptions): Promise<ExportS
   };
 
   const handle = (req: IncomingMessage, res: ServerResponse) => {
-    const url = new URL(req.url ?? '/', 'http://export');
+    const url = new URL(req.url ?? '/', 'https://export');
     if (url.pathname === '/healthz') {
       const ok = failed === undefined && qcow2.size === options.disks.length;
       res.writeHead(ok ? 200 : 503).end(failed ?? (ok ? 'ok' : 'making the qcow2 images'));
@@ -150,7 +154,7 @@ export function startExportServer(options: ExportServerOptions): Promise<ExportS
     logger.info({ disk, format: format.data, start: range.start, bytes: length }, 'download');
   };
 
-  const server: Server = createServer(handle);
+  const server: Server = createServer({ cert: options.tls.cert, key: options.tls.key }, handle);
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port, options.host, () => {

@@ -24,14 +24,9 @@ export class SparseWriter {
   }
 
   async write(chunk: Buffer): Promise<void> {
-    if (!this.sparse) {
-      await this.file.write(chunk, 0, chunk.length, this.position);
-      this.position += chunk.length;
-      return;
-    }
     this.pending.push(chunk);
     this.pendingBytes += chunk.length;
-    // Whole blocks only (a block split over two chunks is judged whole); a megabyte at a time.
+    // A megabyte at a time; whole blocks only (a block split over two chunks is judged whole).
     if (this.pendingBytes >= 16 * SPARSE_BLOCK)
       await this.flush(this.pendingBytes - (this.pendingBytes % SPARSE_BLOCK));
   }
@@ -45,6 +40,7 @@ export class SparseWriter {
   /** Writes the first `length` pending bytes: each run of data blocks in one write, zero blocks skipped. */
   private async flush(length: number): Promise<void> {
     const all = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending);
+    if (!this.sparse) return this.flushDense(all);
     let dataStart = -1;
     for (let offset = 0; offset < length; offset += SPARSE_BLOCK) {
       const end = Math.min(offset + SPARSE_BLOCK, length);
@@ -60,6 +56,13 @@ export class SparseWriter {
     const rest = all.subarray(length);
     this.pending = rest.length > 0 ? [rest] : [];
     this.pendingBytes = rest.length;
+  }
+
+  private async flushDense(all: Buffer): Promise<void> {
+    await this.writeAt(all, 0, all.length);
+    this.position += all.length;
+    this.pending = [];
+    this.pendingBytes = 0;
   }
 
   private async writeAt(all: Buffer, start: number, end: number): Promise<void> {

@@ -17,13 +17,24 @@ export function guardDestinations(destinationGuard: DestinationGuard): void {
   guard = destinationGuard;
 }
 
-/** The response, whatever its status but 5xx and 429 (retryable, as are network errors). */
-export async function httpGet(url: string, headers: Record<string, string> = {}): Promise<Response> {
+/**
+ * The response, whatever its status but 5xx and 429 (retryable, as are network errors). `ca`: PEM
+ * certificates an https server's must chain to, instead of the system's CAs.
+ */
+export async function httpGet(
+  url: string,
+  headers: Record<string, string> = {},
+  options: { ca?: string } = {},
+): Promise<Response> {
   let target = new URL(url);
   let sent = headers;
   for (let hop = 0; ; hop++) {
     const addresses = guard && (await guard.check(target));
-    const dispatcher = addresses && new Agent({ connect: { lookup: pinnedLookup(addresses) } });
+    const connect = {
+      ...(addresses && { lookup: pinnedLookup(addresses) }),
+      ...(options.ca && { ca: options.ca }),
+    };
+    const dispatcher = Object.keys(connect).length > 0 ? new Agent({ connect }) : undefined;
     const response = (await undiciFetch(target, { redirect: 'manual', headers: sent, dispatcher }).catch(
       (err: unknown) => {
         throw new RetryableDownload('Unreachable', describeError(err));

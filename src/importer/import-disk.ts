@@ -71,7 +71,7 @@ interface OpenedImage {
  * (hashing costs about as much CPU as receiving: it is done only when asked for).
  */
 async function openHttp(http: NonNullable<DiskSource['http']>, onBytes: OnBytes): Promise<OpenedImage> {
-  const response = expectOk(await httpGet(http.url), http.url);
+  const response = expectOk(await httpGet(http.url, {}, { ca: http.caCertificate }), http.url);
   const total = Number(response.headers.get('content-length')) || undefined;
   const hash = http.sha256 ? createHash('sha256') : undefined;
   let bytes = 0;

@@ -294,7 +294,7 @@ describe('snapshots: VMs copied on storage without CSI snapshots', () => {
     await vms.kubectl(['delete', 'vmsnapshot', 'killed']);
   });
 
-  it("a snapshot's disk exported: downloaded through the apiserver as a sparse qcow2 that holds what the VM wrote, and imported from the export's URL by a new VM", async () => {
+  it("a snapshot's disk exported: downloaded through the apiserver as a sparse qcow2 that holds what the VM wrote, and imported over HTTPS from the export's URL by a new VM that trusts its certificate", async () => {
     const dir = await mkdtemp(join(tmpdir(), 'vmop-export-'));
     const file = join(dir, 'data.qcow2');
     // A running VM's own disks are not served: the export waits, saying why.
@@ -344,10 +344,22 @@ spec: {source: {virtualMachineName: ${VM}}}
 
     // Without -o: URLs with the token, for pods in the cluster, until the export expires.
     const { stdout } = await vmop('export', VM, '--snapshot', 'first', '--name', 'for-pods', '--ttl', '30m');
-    const url = /data \(qcow2\): (http:\S+)/.exec(stdout)?.[1];
-    expect(url).toContain(`http://for-pods-export.${NAMESPACE}.svc:8080/disks/data.qcow2?token=`);
+    const url = /data \(qcow2\): (https:\S+)/.exec(stdout)?.[1];
+    expect(url).toContain(`https://for-pods-export.${NAMESPACE}.svc:8443/disks/data.qcow2?token=`);
+    // HTTPS: the importer trusts the export's own certificate, from its status.
+    const certificate = await vms.kubectl([
+      'get',
+      'vmexport',
+      'for-pods',
+      '-o',
+      'jsonpath={.status.certificate}',
+    ]);
+    expect(certificate).toMatch(/^-----BEGIN CERTIFICATE-----/);
     await vms.apply(
-      withDataDisk(testGuestManifest('from-export', NAMESPACE), `      source: {http: {url: "${url}"}}\n`),
+      withDataDisk(
+        testGuestManifest('from-export', NAMESPACE),
+        `      source: {http: {url: "${url}", caCertificate: ${JSON.stringify(certificate)}}}\n`,
+      ),
     );
     await vms.waitForVm('from-export', (vm) => expect(vm.status?.phase).toBe('Running'), 300_000);
     await vms.waitForConsole('from-export', READY);

@@ -1,19 +1,21 @@
 // The reconcile of one VirtualMachineExport: reads the caches, plans (plan.ts), makes or removes the
-// token Secret, the server pod and its Service, writes the status with Events, and comes back at
-// the export's expiry.
+// token Secret (with the server's certificate), the server pod and its Service, writes the status
+// with Events, and comes back at the export's expiry.
 import { randomBytes } from 'node:crypto';
-import type { KubernetesObject, V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
+import type { KubernetesObject, V1PersistentVolumeClaim, V1Pod, V1Secret } from '@kubernetes/client-node';
 import { KIND, VirtualMachine } from '../../api/virtual-machine.js';
 import {
   EXPORT_KIND,
   EXPORT_PLURAL,
   VirtualMachineExport,
+  exportServerHostnames,
   exportServerName,
   exportTokenSecretName,
   parseExportKey,
   type ExportStatus,
 } from '../../api/virtual-machine-export.js';
 import { SNAPSHOT_KIND, VirtualMachineSnapshot } from '../../api/virtual-machine-snapshot.js';
+import { selfSignedCertificate } from '../../export/certificate.js';
 import {
   deletePodByUid,
   type KubeClients,
@@ -28,7 +30,7 @@ import { writeStatusWithPhaseEvent } from '../status-write.js';
 import { APP_NAME, LABEL_INSTANCE, LABEL_NAME } from '../virtual-machine/naming.js';
 import type { RunnerImage } from '../virtual-machine/runner-pod/pod.js';
 import { planExport } from './plan.js';
-import { exportServerPod, exportService, exportTokenSecret } from './server-pod.js';
+import { TLS_CERT, exportServerPod, exportService, exportTokenSecret } from './server-pod.js';
 
 export interface ExportReconcilerOptions {
   clients: KubeClients;
@@ -38,6 +40,9 @@ export interface ExportReconcilerOptions {
   logger: Logger;
   now?: () => Date;
 }
+
+/** The server's certificate outlives the export by this much (a download running at its expiry). */
+const CERTIFICATE_MARGIN_MS = 3_600_000;
 
 const REASONS = {
   Ready: 'ExportReady',
@@ -80,15 +85,23 @@ export function createExportReconciler(options: ExportReconcilerOptions) {
       now: at,
     });
     const writes: string[] = [];
-    if (plan.serve) {
-      // The token exists before the pod that mounts it; one made earlier is kept.
+    const secret = cache.get<V1Secret>('Secret', namespace, exportTokenSecretName(name));
+    let certificate = secret?.data?.[TLS_CERT] && Buffer.from(secret.data[TLS_CERT], 'base64').toString();
+    if (plan.serve && !secret) {
+      // The token and certificate exist before the pod that mounts them; ones made earlier are kept.
       const token = randomBytes(32).toString('base64url');
-      if (
-        await createUnlessExists(() =>
-          clients.core.createNamespacedSecret({ namespace, body: exportTokenSecret(vmExport, token) }),
-        )
-      )
+      const tls = await selfSignedCertificate(
+        exportServerHostnames(name, namespace),
+        new Date(plan.expiresAt.getTime() + CERTIFICATE_MARGIN_MS),
+        at,
+      );
+      const body = exportTokenSecret(vmExport, token, tls);
+      if (await createUnlessExists(() => clients.core.createNamespacedSecret({ namespace, body }))) {
         writes.push(`Secret ${exportTokenSecretName(name)}`);
+        certificate = tls.cert;
+      }
+    }
+    if (plan.serve) {
       if (
         await createUnlessExists(() =>
           clients.core.createNamespacedService({ namespace, body: exportService(vmExport) }),
@@ -113,7 +126,11 @@ export function createExportReconciler(options: ExportReconcilerOptions) {
       (await deleteUnlessGone(() => clients.core.deleteNamespacedService({ namespace, name: serverName })))
     )
       writes.push(`Service ${serverName} (deleted)`);
-    const status: ExportStatus = { ...plan.status, observedGeneration: vmExport.metadata.generation };
+    const status: ExportStatus = {
+      ...plan.status,
+      ...(certificate && { certificate }),
+      observedGeneration: vmExport.metadata.generation,
+    };
     if (await writeStatusWithPhaseEvent(clients, record, EXPORT_PLURAL, vmExport, status, REASONS))
       writes.push('status');
     if (writes.length > 0) logger.info({ key, writes, phase: status.phase }, 'reconciled');

@@ -1,6 +1,7 @@
 // The objects that serve a VirtualMachineExport (pure): its token Secret, its pod (`vmop
 // export-server` from the runner image, which has qemu-img; the claims read-only; Pod Security
-// restricted, no Kubernetes API access) and the Service in front of it.
+// restricted, no Kubernetes API access, HTTPS with the export's certificate) and the Service in
+// front of it.
 import type { V1Pod, V1Secret, V1Service } from '@kubernetes/client-node';
 import {
   EXPORT_PORT,
@@ -8,6 +9,7 @@ import {
   exportTokenSecretName,
   type VirtualMachineExport,
 } from '../../api/virtual-machine-export.js';
+import type { ServerCertificate } from '../../export/certificate.js';
 import { RESTRICTED_CONTAINER_SECURITY, RESTRICTED_POD_SECURITY } from '../virtual-machine/pod-security.js';
 import { LABEL_COMPONENT, exportLabels, ownerReference } from '../virtual-machine/naming.js';
 import { RUNNER_SERVICE_ACCOUNT } from '../virtual-machine/runner-config/identity.js';
@@ -15,6 +17,9 @@ import type { RunnerImage } from '../virtual-machine/runner-pod/pod.js';
 
 export const EXPORT_SERVER_COMPONENT = 'disk-export-server';
 const TOKEN_DIR = '/etc/vmop/export';
+/** The Secret's keys of the certificate and its key (those of a `kubernetes.io/tls` Secret). */
+export const TLS_CERT = 'tls.crt';
+const TLS_KEY = 'tls.key';
 const SCRATCH_DIR = '/scratch';
 
 /** A disk the pod serves: its name and the claim that holds it. */
@@ -30,7 +35,12 @@ const serverLabels = (exportName: string) => ({
   [LABEL_COMPONENT]: EXPORT_SERVER_COMPONENT,
 });
 
-export function exportTokenSecret(vmExport: VirtualMachineExport, token: string): V1Secret {
+/** The export's token and its server's TLS certificate and key. */
+export function exportTokenSecret(
+  vmExport: VirtualMachineExport,
+  token: string,
+  tls: ServerCertificate,
+): V1Secret {
   const { name, namespace } = vmExport.metadata;
   return {
     apiVersion: 'v1',
@@ -42,7 +52,7 @@ export function exportTokenSecret(vmExport: VirtualMachineExport, token: string)
       labels: exportLabels(name),
       ownerReferences: [ownerReference(vmExport)],
     },
-    stringData: { token },
+    stringData: { token, [TLS_CERT]: tls.cert, [TLS_KEY]: tls.key },
   };
 }
 
@@ -72,11 +82,15 @@ export function exportServerPod(
             'export-server',
             ...disks.flatMap((disk) => ['--disk', `${disk.name}=${deviceOf(disk.name)}`]),
             ...['--token-file', `${TOKEN_DIR}/token`, '--expires-at', expiresAt.toISOString()],
+            ...['--tls-cert', `${TOKEN_DIR}/${TLS_CERT}`, '--tls-key', `${TOKEN_DIR}/${TLS_KEY}`],
             ...['--scratch', SCRATCH_DIR, '--port', String(EXPORT_PORT)],
           ],
-          ports: [{ name: 'http', containerPort: EXPORT_PORT }],
+          ports: [{ name: 'https', containerPort: EXPORT_PORT }],
           // Ready once every disk's qcow2 image is made: the export says Ready then.
-          readinessProbe: { httpGet: { path: '/healthz', port: EXPORT_PORT }, periodSeconds: 2 },
+          readinessProbe: {
+            httpGet: { path: '/healthz', port: EXPORT_PORT, scheme: 'HTTPS' },
+            periodSeconds: 2,
+          },
           volumeDevices: disks.map((disk) => ({
             name: `disk-${disk.name}`,
             devicePath: deviceOf(disk.name),
@@ -120,7 +134,7 @@ export function exportService(vmExport: VirtualMachineExport): V1Service {
     },
     spec: {
       selector: serverLabels(name),
-      ports: [{ name: 'http', port: EXPORT_PORT, targetPort: EXPORT_PORT }],
+      ports: [{ name: 'https', port: EXPORT_PORT, targetPort: EXPORT_PORT }],
     },
   };
 }

@@ -1,12 +1,16 @@
 // The export server against a disk file with real qemu-img: what a download gets, whom it refuses,
-// and that a qcow2 download is sparse and holds the same disk.
+// that a qcow2 download is sparse and holds the same disk, and that it speaks HTTPS with the
+// export's certificate (trusted as the export's status.certificate, by the Service's name).
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, open, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { Agent, fetch as undiciFetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { exportServerHostnames } from '../../../src/api/virtual-machine-export.js';
+import { selfSignedCertificate } from '../../../src/export/certificate.js';
 import { startExportServer, type ExportServer } from '../../../src/export/server.js';
 import { createLogger } from '../../../src/util/logger.js';
 
@@ -21,6 +25,10 @@ describe('the export server', () => {
   let base: string;
   let now = new Date('2026-11-30T10:00:00Z');
   const written = randomBytes(MiB);
+  let trusting: Agent;
+  /** A GET that trusts the export's certificate alone, for its Service's name. */
+  const fetch = (url: string, init: { headers?: Record<string, string> } = {}) =>
+    undiciFetch(url, { ...init, dispatcher: trusting });
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'vmop-export-'));
@@ -31,9 +39,17 @@ describe('the export server', () => {
     await file.write(written, 0, written.length, 8 * MiB);
     await file.write(Buffer.from('hello'), 0, 5, 20 * MiB);
     await file.close();
+    const tls = await selfSignedCertificate(
+      exportServerHostnames('out', 'team-a'),
+      new Date(Date.now() + 3_600_000),
+    );
+    trusting = new Agent({
+      connect: { ca: tls.cert, servername: exportServerHostnames('out', 'team-a')[0] },
+    });
     server = await startExportServer({
       disks: [{ name: 'system', device: disk }],
       token: TOKEN,
+      tls,
       expiresAt: new Date('2026-11-30T12:00:00Z'),
       scratchDir: dir,
       port: 0,
@@ -41,11 +57,12 @@ describe('the export server', () => {
       logger: createLogger('export-test'),
       now: () => now,
     });
-    base = `http://127.0.0.1:${server.port}`;
+    base = `https://127.0.0.1:${server.port}`;
     await server.ready;
   });
   afterAll(async () => {
     await server?.close();
+    await trusting?.close();
     await rm(dir, { recursive: true, force: true });
   });
 
@@ -54,6 +71,15 @@ describe('the export server', () => {
 
   it('is ready once the qcow2 image is made', async () => {
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
+  });
+
+  it("speaks HTTPS only with the export's certificate: refused by a client that trusts only the system's CAs or expects another name", async () => {
+    const systemTrust = new Agent();
+    await expect(undiciFetch(`${base}/healthz`, { dispatcher: systemTrust })).rejects.toThrow();
+    const otherName = new Agent({ connect: { servername: 'other-export.team-a.svc' } });
+    await expect(undiciFetch(`${base}/healthz`, { dispatcher: otherName })).rejects.toThrow();
+    await expect(undiciFetch(`http://127.0.0.1:${server.port}/healthz`)).rejects.toThrow();
+    await Promise.all([systemTrust.close(), otherName.close()]);
   });
 
   it('refuses a download without the token or with another', async () => {

@@ -5,12 +5,14 @@ import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { selfSignedCertificate } from '../../../src/export/certificate.js';
 import { importDisk } from '../../../src/importer/import-disk.js';
 import { ImportFailure } from '../../../src/importer/failure.js';
 import { createLogger } from '../../../src/util/logger.js';
@@ -235,5 +237,34 @@ describe('importDisk', () => {
     });
     failuresLeft = 0;
     await truncate(path.join(dir, 'image.raw'), raw.length);
+  });
+
+  it('downloads over HTTPS from a server whose certificate the source names (caCertificate), and only then', async () => {
+    const tls = await selfSignedCertificate(['localhost'], new Date(Date.now() + 3_600_000));
+    const httpsServer = createHttpsServer(tls, (_request, response) =>
+      response.writeHead(200, { 'Content-Length': raw.length }).end(raw),
+    );
+    await new Promise<void>((resolve) => httpsServer.listen(0, '127.0.0.1', resolve));
+    const url = `https://localhost:${(httpsServer.address() as AddressInfo).port}/image.raw`;
+    const importFrom = (http: { url: string; caCertificate?: string }) =>
+      importDisk({
+        source: { http },
+        target: path.join(dir, 'disk-https'),
+        scratchDir: path.join(dir, 'scratch'),
+        attempts: 1,
+        retryDelayMs: 10,
+        onProgress: () => undefined,
+        logger: createLogger('test', { level: 'silent' }),
+      });
+    try {
+      await writeFile(path.join(dir, 'disk-https'), Buffer.alloc(raw.length));
+      await importFrom({ url, caCertificate: tls.cert });
+      expect((await readFile(path.join(dir, 'disk-https'))).equals(raw)).toBe(true);
+      // The system's CAs do not know it: refused, saying why.
+      const refused = await failure(importFrom({ url }));
+      expect(refused.message).toMatch(/self[- ]signed certificate/);
+    } finally {
+      httpsServer.close();
+    }
   });
 });

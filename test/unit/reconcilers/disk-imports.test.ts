@@ -13,6 +13,7 @@ import {
 import { runnerClaims } from '../../../src/reconcilers/virtual-machine/disks/claims.js';
 
 const URL = 'http://images.example/guest.qcow2';
+const PEM = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n';
 const source = { http: { url: URL } };
 
 function vmWithSource(url = URL, status?: object) {
@@ -272,14 +273,14 @@ describe('the importer pod', () => {
       {
         volume: 'system-disk',
         claimName: 'vm-system-disk',
-        source: { http: { url: URL, sha256: 'a'.repeat(64) } },
+        source: { http: { url: URL, sha256: 'a'.repeat(64), caCertificate: PEM } },
       },
       { image: 'runner:1', pullPolicy: 'Never' },
     );
     const container = pod.spec!.containers[0]!;
     expect(container.args).toEqual([
       'import',
-      ...['--url', URL, '--sha256', 'a'.repeat(64)],
+      ...['--url', URL, '--sha256', 'a'.repeat(64), '--ca-certificate', PEM],
       ...['--target', '/dev/vmop-disk', '--scratch', '/scratch', '--volume', 'system-disk'],
     ]);
     expect(container.securityContext).toEqual({

@@ -108,7 +108,13 @@ export function importerPod(
           ...(image.pullPolicy && { imagePullPolicy: image.pullPolicy }),
           args: [
             'import',
-            ...(http ? ['--url', http.url, ...(http.sha256 ? ['--sha256', http.sha256] : [])] : []),
+            ...(http
+              ? [
+                  ...['--url', http.url],
+                  ...(http.sha256 ? ['--sha256', http.sha256] : []),
+                  ...(http.caCertificate ? ['--ca-certificate', http.caCertificate] : []),
+                ]
+              : []),
             ...(registry ? ['--image', registry.image, ...(registry.insecure ? ['--insecure'] : [])] : []),
             ...(pvc ? ['--pvc', pvc.name, '--source-device', source] : []),
             ...['--target', target, '--scratch', SCRATCH_DIR, '--volume', disk.volume],
