@@ -251,6 +251,18 @@ describe('folding the runner snapshot into status', () => {
     expect(after.runner).toBeUndefined();
   });
 
+  it('takes the snapshot of a runner that started just before its container was noted as started', () => {
+    // The process at …:59.990, containerd's note of the start after it, reported as 00:01:00.
+    const after = deriveStatus(vmWith(), {
+      pod: podWith({ state: { running: { startedAt: '2026-01-01T00:01:00Z' } } }) as never,
+      snapshot: snapshot({ startedAt: '2026-01-01T00:00:59.990Z' }),
+      specErrors: [],
+      now,
+    });
+    expect(after.phase).toBe('Running');
+    expect(after.runner).toBeDefined();
+  });
+
   it('reports a failed VM without the CPUs and RAM of the dead qemu', () => {
     const status = deriveStatus(vmWith(), {
       pod: runningPod as never,

@@ -69,11 +69,20 @@ interface PhaseFacts {
 
 /** Whole seconds, as kubelet reports a container's start. */
 const floorToSecond = (time: Date | string) => Math.floor(new Date(time).getTime() / 1000) * 1000;
+/**
+ * How much earlier than its container's reported start a runner may say it started. The runner's
+ * start is its process's; containerd notes the container's after it has started the process, and
+ * kubelet reports that in whole seconds: a process started at …:24.998 has a container "started
+ * at" …:25, later than itself. On a busy node the gap was enough that a VM's runner was never
+ * taken for its container's and the VM stayed Starting (a whole run's back-off test).
+ */
+const CONTAINER_START_SLACK_MS = 2_000;
 
 /**
  * The snapshot counts only when it comes from the runner in the current pod (a restarted pod
  * reuses the name, not the uid) and its current container (a restarted runner has not reported
- * yet when the old one's snapshot is still there), and is not older than the one folded in.
+ * yet when the old one's snapshot is still there: the old runner started well before the new
+ * container did), and is not older than the one folded in.
  */
 export function currentSnapshot(
   snapshot: RunnerSnapshot | undefined,
@@ -86,7 +95,7 @@ export function currentSnapshot(
   if (
     containerStarted &&
     snapshot.startedAt &&
-    new Date(snapshot.startedAt).getTime() < floorToSecond(containerStarted)
+    new Date(snapshot.startedAt).getTime() < floorToSecond(containerStarted) - CONTAINER_START_SLACK_MS
   ) {
     return undefined;
   }
