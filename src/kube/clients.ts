@@ -33,27 +33,25 @@ export function isConflict(err: unknown): boolean {
   return err instanceof ApiException && err.code === 409;
 }
 
-/** Creates an object unless it exists (another replica made it, or this one before a failure); whether it made it. */
-export async function createUnlessExists(create: () => Promise<unknown>): Promise<boolean> {
+/** Runs a write; whether it was done (false when it failed as `benign` allows: made, or gone, already). */
+async function doneUnless(
+  write: () => Promise<unknown>,
+  benign: (err: unknown) => boolean,
+): Promise<boolean> {
   try {
-    await create();
+    await write();
     return true;
   } catch (err) {
-    if (isConflict(err)) return false;
+    if (benign(err)) return false;
     throw err;
   }
 }
 
+/** Creates an object unless it exists (another replica made it, or this one before a failure); whether it made it. */
+export const createUnlessExists = (create: () => Promise<unknown>) => doneUnless(create, isConflict);
+
 /** Deletes an object, or finds it gone already; whether it deleted it. */
-export async function deleteUnlessGone(remove: () => Promise<unknown>): Promise<boolean> {
-  try {
-    await remove();
-    return true;
-  } catch (err) {
-    if (isNotFound(err)) return false;
-    throw err;
-  }
-}
+export const deleteUnlessGone = (remove: () => Promise<unknown>) => doneUnless(remove, isNotFound);
 
 /**
  * Deletes the pod only if it is still the one with `uid`; false when it is gone or was replaced
