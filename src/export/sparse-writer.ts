@@ -26,9 +26,9 @@ export class SparseWriter {
   async write(chunk: Buffer): Promise<void> {
     this.pending.push(chunk);
     this.pendingBytes += chunk.length;
-    // A megabyte at a time; whole blocks only (a block split over two chunks is judged whole).
+    // A megabyte at a time; sparse, whole blocks only (a block split over two chunks is judged whole).
     if (this.pendingBytes >= 16 * SPARSE_BLOCK)
-      await this.flush(this.pendingBytes - (this.pendingBytes % SPARSE_BLOCK));
+      await this.flush(this.pendingBytes - (this.sparse ? this.pendingBytes % SPARSE_BLOCK : 0));
   }
 
   /** Writes what is left and sets the file's length (zero blocks at the end are holes too). */
@@ -37,10 +37,19 @@ export class SparseWriter {
     await this.file.truncate(this.position);
   }
 
-  /** Writes the first `length` pending bytes: each run of data blocks in one write, zero blocks skipped. */
+  /** Writes the first `length` pending bytes: sparse, without their zero blocks; else in one write. */
   private async flush(length: number): Promise<void> {
     const all = this.pending.length === 1 ? this.pending[0]! : Buffer.concat(this.pending);
-    if (!this.sparse) return this.flushDense(all);
+    if (this.sparse) await this.writeDataRuns(all, length);
+    else if (length > 0) await this.writeAt(all, 0, length);
+    this.position += length;
+    const rest = all.subarray(length);
+    this.pending = rest.length > 0 ? [rest] : [];
+    this.pendingBytes = rest.length;
+  }
+
+  /** Each run of data blocks in `all`'s first `length` bytes in one write; zero blocks skipped. */
+  private async writeDataRuns(all: Buffer, length: number): Promise<void> {
     let dataStart = -1;
     for (let offset = 0; offset < length; offset += SPARSE_BLOCK) {
       const end = Math.min(offset + SPARSE_BLOCK, length);
@@ -52,17 +61,6 @@ export class SparseWriter {
       }
     }
     if (dataStart >= 0) await this.writeAt(all, dataStart, length);
-    this.position += length;
-    const rest = all.subarray(length);
-    this.pending = rest.length > 0 ? [rest] : [];
-    this.pendingBytes = rest.length;
-  }
-
-  private async flushDense(all: Buffer): Promise<void> {
-    await this.writeAt(all, 0, all.length);
-    this.position += all.length;
-    this.pending = [];
-    this.pendingBytes = 0;
   }
 
   private async writeAt(all: Buffer, start: number, end: number): Promise<void> {
