@@ -2,8 +2,9 @@
 // it, the compiled CLI) against reading the same disk in the same run: the raw download's time vs
 // reading the disk file end to end (issue 54's goal: ≥ 0.8× the read's throughput), the qcow2
 // image's making (the server's start) and its download, the downloads made with the CLI's client
-// (node:https, trusting the export's certificate) and written as `vmop vm export -o` writes them. Over loopback HTTPS: the port-forward a
-// download outside the cluster goes through (apiserver, kubelet) is not part of it. The disk in
+// (node:https, trusting the export's certificate) and written as `vmop vm export -o` writes them.
+// Over loopback HTTPS: the port-forward a download outside the cluster goes through (apiserver,
+// kubelet) is not part of it. The disk in
 // memory (tmpfs) so the machine's disk does not decide. BENCH_RUNS (default 3) runs of each,
 // interleaved; BENCH_DISK_MIB (default 256) the disk's size.
 import { spawn } from 'node:child_process';
@@ -42,8 +43,8 @@ async function readFileThrough(file: string): Promise<number> {
 }
 
 /**
- * A GET as `vmop vm export -o` makes it (node:http, the body written by its SparseWriter to a file
- * in `dir`), or only counted when `to` is not given; returns the bytes.
+ * A GET as `vmop vm export -o` makes it (node:https, the body written by its SparseWriter to
+ * `to.file`), or only counted when `to` is not given; returns the bytes.
  */
 async function download(url: string, to?: { file: string; sparse: boolean }): Promise<number> {
   const response = await new Promise<IncomingMessage>((resolve, reject) =>

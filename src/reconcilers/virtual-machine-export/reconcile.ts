@@ -87,21 +87,21 @@ export function createExportReconciler(options: ExportReconcilerOptions) {
     const writes: string[] = [];
     const secret = cache.get<V1Secret>('Secret', namespace, exportTokenSecretName(name));
     let certificate = secret?.data?.[TLS_CERT] && Buffer.from(secret.data[TLS_CERT], 'base64').toString();
-    if (plan.serve && !secret) {
-      // The token and certificate exist before the pod that mounts them; ones made earlier are kept.
-      const token = randomBytes(32).toString('base64url');
-      const tls = await selfSignedCertificate(
-        exportServerHostnames(name, namespace),
-        new Date(plan.expiresAt.getTime() + CERTIFICATE_MARGIN_MS),
-        at,
-      );
-      const body = exportTokenSecret(vmExport, token, tls);
-      if (await createUnlessExists(() => clients.core.createNamespacedSecret({ namespace, body }))) {
-        writes.push(`Secret ${exportTokenSecretName(name)}`);
-        certificate = tls.cert;
-      }
-    }
     if (plan.serve) {
+      if (!secret) {
+        // The token and certificate exist before the pod that mounts them; ones made earlier are kept.
+        const token = randomBytes(32).toString('base64url');
+        const tls = await selfSignedCertificate(
+          exportServerHostnames(name, namespace),
+          new Date(plan.expiresAt.getTime() + CERTIFICATE_MARGIN_MS),
+          at,
+        );
+        const body = exportTokenSecret(vmExport, token, tls);
+        if (await createUnlessExists(() => clients.core.createNamespacedSecret({ namespace, body }))) {
+          writes.push(`Secret ${exportTokenSecretName(name)}`);
+          certificate = tls.cert;
+        }
+      }
       if (
         await createUnlessExists(() =>
           clients.core.createNamespacedService({ namespace, body: exportService(vmExport) }),
