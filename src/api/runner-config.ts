@@ -79,6 +79,12 @@ export const NetworkConfig = z.object({
   net: z.string().optional(),
   /** A routed network's address (the VM's own). */
   address: z.ipv4().optional(),
+  /** A user network's guest ports that QEMU forwards from the same port of the pod's address. */
+  ports: z
+    .array(
+      z.object({ port: z.number().int().min(1).max(65535), protocol: z.enum(['TCP', 'UDP']).default('TCP') }),
+    )
+    .optional(),
 });
 
 export const DriveConfig = z

@@ -49,6 +49,12 @@ const CpuTopology = z.object({
 
 const NetworkDevice = z.string().max(64).default('virtio-net');
 
+const MAX_GUEST_PORTS = 32;
+const GuestPort = z.object({
+  port: z.number().int().min(1).max(65535).describe('The port, in the guest and on the runner pod.'),
+  protocol: z.enum(['TCP', 'UDP']).default('TCP'),
+});
+
 const Network = z
   .object({
     tap: z
@@ -58,7 +64,25 @@ const Network = z
         mac: z.string().max(32).optional(),
       })
       .optional(),
-    user: z.object({ device: NetworkDevice, net: z.string().max(64).optional() }).optional(),
+    user: z
+      .object({
+        device: NetworkDevice,
+        net: z.string().max(64).optional(),
+        ports: z
+          .array(GuestPort)
+          .max(MAX_GUEST_PORTS)
+          .optional()
+          .meta(
+            celRules({
+              rule: 'self.all(p, self.exists_one(q, q.port == p.port && q.protocol == p.protocol))',
+              message: 'each port and protocol at most once',
+            }),
+          )
+          .describe(
+            "Guest ports that answer at the runner pod's address: QEMU forwards the pod's port P to the guest's port P, so Services, `kubectl port-forward` and NetworkPolicies reach them as they reach a pod's. Taken at the next start. Not on the network that carries the VM's own address (virtualMachineIPAddressName): that guest is reached at its address.",
+          ),
+      })
+      .optional(),
   })
   .meta(
     celRules({ rule: 'has(self.tap) != has(self.user)', message: 'a network is exactly one of tap or user' }),

@@ -28,6 +28,7 @@ import { answerRelay } from '../console/relay-go.js';
 import { displaySecretOf, setOneTimePassword } from '../console/one-time-password.js';
 import { vmApiRef } from '../reconcilers/virtual-machine/naming.js';
 import { exportDisks, type ExportCliOptions } from './vm-export.js';
+import { exposeVm, parsePortPair, portForwardToGuest, type ExposeOptions } from './vm-ports.js';
 import { findExecutable } from '../runner/executable.js';
 import {
   createClone,
@@ -74,6 +75,13 @@ const VERBS: Array<{ verb: string; type: OperationType; what: string; force?: bo
   },
   { verb: 'migrate', type: 'Migrate', what: 'Move a running VM live to another node', to: true },
 ];
+
+function parsePort(value: string): number {
+  const port = Number(value);
+  if (!Number.isInteger(port) || port < 1 || port > 65535)
+    throw new InvalidArgumentError('a port, 1 to 65535');
+  return port;
+}
 
 function parseTimeout(value: string): number {
   const match = /^(\d+)(ms|s|m|h)?$/.exec(value.trim());
@@ -419,6 +427,43 @@ export function register(program: Command): void {
         return Buffer.from(data?.token ?? '', 'base64').toString('utf8');
       };
       return exportDisks(kubeConfig, api, readToken, namespace, name, options);
+    }),
+  );
+  const portForwardCommand = vm
+    .command('port-forward <name> <ports>')
+    .description(
+      "A local port to a guest port (LOCAL:GUEST, or GUEST for the same) through the apiserver, as kubectl port-forward; the guest port must be among a user network's ports",
+    )
+    .option('--address <address>', 'the local address to listen on', '127.0.0.1');
+  portForwardCommand.action(
+    action((name: string, ports: string) => {
+      const options = portForwardCommand.optsWithGlobals<VmCliOptions & { address: string }>();
+      const { kubeConfig, api, namespace } = context(options);
+      return portForwardToGuest(kubeConfig, api, namespace, name, parsePortPair(ports), options.address);
+    }),
+  );
+  const exposeCommand = vm
+    .command('expose <name>')
+    .description(
+      "A Service that reaches a guest port: it selects the VM's runner pods, so it follows the VM to another node",
+    )
+    .requiredOption('--port <port>', "the Service's port", parsePort)
+    .option(
+      '--target-port <port>',
+      "the guest's port (default: --port); among a user network's ports",
+      parsePort,
+    )
+    .addOption(
+      new Option('--type <type>', "the Service's type")
+        .choices(['ClusterIP', 'NodePort', 'LoadBalancer'])
+        .default('ClusterIP'),
+    )
+    .option('--name <service>', "the Service's name (default: the VM's)");
+  exposeCommand.action(
+    action((name: string) => {
+      const options = exposeCommand.optsWithGlobals<VmCliOptions & ExposeOptions>();
+      const { api, core, namespace } = context(options);
+      return exposeVm(api, core, namespace, name, options);
     }),
   );
   const listCommand = vm

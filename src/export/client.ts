@@ -2,10 +2,10 @@
 // kubelet, as `kubectl port-forward`): it needs no route to the pod network and no address of the
 // cluster's, only pods/portforward. HTTPS to the end: the server must show the export's own
 // certificate (its status.certificate). Used by `vmop vm export -o`.
-import { PortForward, type KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import type { IncomingMessage } from 'node:http';
 import { request } from 'node:https';
-import { createServer, type AddressInfo } from 'node:net';
+import { listenForwarding } from '../kube/port-forward.js';
 import {
   EXPORT_PORT,
   EXPORT_TOKEN_HEADER,
@@ -34,22 +34,18 @@ export async function getFromExportServer(
   kubeConfig: KubeConfig,
   get: ExportServerGet,
 ): Promise<{ response: IncomingMessage; close: () => void }> {
-  const forwarder = new PortForward(kubeConfig);
-  const pod = exportServerName(get.exportName);
-  const server = createServer((socket) => {
-    forwarder.portForward(get.namespace, pod, [EXPORT_PORT], socket, null, socket).then(
-      (forward) => socket.on('close', () => (typeof forward === 'function' ? forward() : forward)?.close()),
-      (err: Error) => socket.destroy(err),
-    );
+  const { server, port } = await listenForwarding(kubeConfig, {
+    namespace: get.namespace,
+    pod: () => exportServerName(get.exportName),
+    port: EXPORT_PORT,
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const close = () => server.close();
   try {
     const response = await new Promise<IncomingMessage>((resolve, reject) => {
       const req = request(
         {
           host: '127.0.0.1',
-          port: (server.address() as AddressInfo).port,
+          port,
           servername: exportServerHostnames(get.exportName, get.namespace)[0],
           ca: get.certificate,
           path: get.path,

@@ -2,6 +2,7 @@
 // The fault suite kills one part after another: it runs last.
 import { runOnBed } from '../support/beds.js';
 import './lifecycle.suite.js';
+import './guest-ports.suite.js';
 import './operations.suite.js';
 import './start-and-provisioning.suite.js';
 import './disks.suite.js';

@@ -204,6 +204,16 @@ describe('standard VM template', () => {
       ]),
     );
   });
+
+  it("forwards a user network's guest ports from the same ports of the pod", async () => {
+    for (const template of ['standard-vm.liquid', 'test-guest.liquid']) {
+      const ports = [{ port: 22 }, { port: 5353, protocol: 'UDP' as const }];
+      const { qemu } = await render(template, settingsFor({ network: [{ type: 'user', ports }] }));
+      expect(valuesOf(qemu, '-netdev')).toEqual([
+        'user,id=hostnet0,hostfwd=tcp::22-:22,hostfwd=udp::5353-:5353',
+      ]);
+    }
+  });
 });
 
 describe('template rendering', () => {

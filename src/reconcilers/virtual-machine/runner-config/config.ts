@@ -119,7 +119,13 @@ export function desiredRunnerConfig(vm: VirtualMachine, options: RunnerConfigOpt
               mac: routed.mac,
               address: routed.address,
             };
-          return { type: 'user' as const, device: network.user!.device, net: network.user!.net };
+          return {
+            type: 'user' as const,
+            device: network.user!.device,
+            net: network.user!.net,
+            // Absent when none: a running VM's config stays as it was before guest ports existed.
+            ...(network.user!.ports?.length && { ports: network.user!.ports }),
+          };
         }),
         drives: def.disks.flatMap((disk, index): RunnerDrive[] => {
           if (disk.cdrom)

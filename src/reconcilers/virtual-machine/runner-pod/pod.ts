@@ -246,6 +246,20 @@ function runnerEnv(vm: VirtualMachine): V1EnvVar[] {
   ];
 }
 
+/**
+ * Restricted, and the ports below 1024 the runner listens on opened by a safe, per-pod sysctl: the
+ * DHCP port (67) on a routed NIC, and the guest ports QEMU forwards from the pod.
+ */
+function podSecurity(vm: VirtualMachine, routed: boolean) {
+  const forwarded = vm.spec.vm.networks.flatMap((network) => network.user?.ports ?? []).map((p) => p.port);
+  const lowest = Math.min(...(routed ? [67] : []), ...forwarded);
+  if (lowest >= 1024) return RESTRICTED_POD_SECURITY;
+  return {
+    ...RESTRICTED_POD_SECURITY,
+    sysctls: [{ name: 'net.ipv4.ip_unprivileged_port_start', value: String(lowest) }],
+  };
+}
+
 /** A runner pod of `vm`. */
 export function desiredRunnerPod(vm: VirtualMachine, options: RunnerPodOptions): V1Pod {
   const namespace = vm.metadata.namespace!;
@@ -289,15 +303,7 @@ export function desiredRunnerPod(vm: VirtualMachine, options: RunnerPodOptions):
           resources: withTun(runnerResources(vm, options.overcommit, options.kvm), routedNic !== undefined),
         },
       ],
-      ...(!hostNetwork && {
-        // The runner answers the guest's DHCP (port 67) on a routed NIC: a safe sysctl, per pod.
-        securityContext: routedNic
-          ? {
-              ...RESTRICTED_POD_SECURITY,
-              sysctls: [{ name: 'net.ipv4.ip_unprivileged_port_start', value: '67' }],
-            }
-          : RESTRICTED_POD_SECURITY,
-      }),
+      ...(!hostNetwork && { securityContext: podSecurity(vm, routedNic !== undefined) }),
       // kubelet restarts a runner that crashed (QEMU with it); vmop makes a new pod when one is lost.
       restartPolicy: 'Always',
       volumes,

@@ -1,0 +1,56 @@
+// A local TCP port whose connections each reach a port of a pod through the apiserver and the
+// pod's kubelet (as `kubectl port-forward`): no route to the pod network and no cluster address
+// needed, only the person's pods/portforward.
+import { PortForward, type KubeConfig } from '@kubernetes/client-node';
+import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+
+export interface ForwardedPort {
+  namespace: string;
+  /** The pod, asked again for each connection (a VM's pod changes with a live migration). */
+  pod: () => string | Promise<string>;
+  port: number;
+  /** The local port; 0 (the default) takes a free one. */
+  localPort?: number;
+  /** The local address; loopback unless said otherwise. */
+  localAddress?: string;
+  /** A connection whose forward could not be opened. */
+  onError?: (err: Error) => void;
+}
+
+/** Forwards one accepted socket to the pod's port. */
+export async function forwardSocket(
+  kubeConfig: KubeConfig,
+  target: { namespace: string; pod: string; port: number },
+  socket: Socket,
+): Promise<void> {
+  const forward = await new PortForward(kubeConfig).portForward(
+    target.namespace,
+    target.pod,
+    [target.port],
+    socket,
+    null,
+    socket,
+  );
+  socket.on('close', () => (typeof forward === 'function' ? forward() : forward)?.close());
+}
+
+/** Listens until closed; resolves once listening, with the port it listens on. */
+export async function listenForwarding(
+  kubeConfig: KubeConfig,
+  forwarded: ForwardedPort,
+): Promise<{ server: Server; port: number }> {
+  const server = createServer((socket) => {
+    void (async () =>
+      forwardSocket(kubeConfig, { ...forwarded, pod: await forwarded.pod() }, socket))().catch(
+      (err: Error) => {
+        forwarded.onError?.(err);
+        socket.destroy(err);
+      },
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(forwarded.localPort ?? 0, forwarded.localAddress ?? '127.0.0.1', () => resolve());
+  });
+  return { server, port: (server.address() as AddressInfo).port };
+}

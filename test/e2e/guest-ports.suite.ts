@@ -1,0 +1,116 @@
+// A guest's ports reached as a pod's (issue 55): a VM on QEMU's user network forwards the ports it
+// names from its runner pod, so a Service made by `vmop vm expose`, `kubectl port-forward` and
+// `vmop vm port-forward` reach the test guest's TCP echo server, and a port it does not name is
+// refused with what to change.
+import { spawn, execFile } from 'node:child_process';
+import { connect } from 'node:net';
+import { promisify } from 'node:util';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useDevBed } from '../support/beds.js';
+import { testGuestManifest, type ClusterVms } from '../support/cluster-vms.js';
+import { eventually } from '../support/eventually.js';
+import { startNodePod } from '../support/tcp-stream.js';
+
+const run = promisify(execFile);
+const NAMESPACE = 'guest-ports';
+const VM = 'ported';
+const READY = 'VMOP-GUEST-READY';
+/** The test guest's TCP echo server. */
+const ECHO_PORT = 7;
+
+/** One line to an echo server on this machine: what came back. */
+function echoLocally(port: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write('hello\n'));
+    socket.setTimeout(20_000, () => socket.destroy(new Error('no echo within 20 s')));
+    socket.on('data', (data) => {
+      resolve(String(data).trim());
+      socket.end();
+    });
+    socket.on('error', reject);
+  });
+}
+
+/** Starts a forwarding command and resolves with its local port once it says "Forwarding from". */
+function startForwarding(command: string, args: string[], env: NodeJS.ProcessEnv) {
+  const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let said = '';
+  const port = new Promise<number>((resolve, reject) => {
+    const read = (chunk: Buffer) => {
+      said += String(chunk);
+      const match = /Forwarding from 127\.0\.0\.1:(\d+)/.exec(said);
+      if (match) resolve(Number(match[1]));
+    };
+    child.stdout.on('data', read);
+    child.stderr.on('data', read);
+    child.on('exit', (code) => reject(new Error(`${command} ended (${code}): ${said}`)));
+  });
+  return { port, stop: () => child.kill() };
+}
+
+describe("guest ports: Services and port-forwards reach a VM's guest as a pod's", () => {
+  const bed = useDevBed('dev', { namespaces: [NAMESPACE] });
+  let vms: ClusterVms;
+  beforeAll(() => {
+    vms = bed.vms(NAMESPACE);
+  });
+  const vmop = (...args: string[]) =>
+    run('bin/vmop', ['vm', ...args, '-n', NAMESPACE], { env: bed.env(NAMESPACE) });
+
+  it('a Service made by `vmop vm expose`, `kubectl port-forward` and `vmop vm port-forward` reach the echo server; an unnamed port is refused', async () => {
+    await vms.apply(
+      testGuestManifest(VM, NAMESPACE).replace(
+        '    networks: []\n',
+        `    networks: [{user: {ports: [{port: ${ECHO_PORT}}]}}]\n`,
+      ),
+    );
+    const running = await vms.waitForVm(VM, (vm) => expect(vm.status?.phase).toBe('Running'));
+    await vms.waitForConsole(VM, READY);
+    const runnerPod = running.status!.runnerPod!.name;
+
+    // A Service on another port, from a pod of the cluster, by its DNS name.
+    const exposed = await vmop('expose', VM, '--port', '7007', '--target-port', String(ECHO_PORT));
+    expect(exposed.stdout).toContain(`service/${VM} created`);
+    await startNodePod(vms.kubectl, { name: 'caller', namespace: NAMESPACE, vmPod: runnerPod });
+    const echoFromPod = () =>
+      vms.kubectl([
+        ...['exec', 'caller', '--', 'node', '-e'],
+        `const s = require('net').connect(7007, '${VM}.${NAMESPACE}.svc.cluster.local', () => s.write('hello\\n'));
+         s.setTimeout(10000, () => { console.log('TIMEOUT'); process.exit(0); });
+         s.on('data', (d) => { console.log(String(d).trim()); process.exit(0); });
+         s.on('error', (e) => { console.log(e.code); process.exit(0); });`,
+      ]);
+    await eventually(async () => expect((await echoFromPod()).trim()).toBe('hello'), 60_000, 1_000);
+
+    // kubectl port-forward to the runner pod's port: the guest answers.
+    const kubectlForward = startForwarding(
+      'kubectl',
+      ['port-forward', '-n', NAMESPACE, `pod/${runnerPod}`, `0:${ECHO_PORT}`],
+      bed.env(NAMESPACE),
+    );
+    try {
+      expect(await echoLocally(await kubectlForward.port)).toBe('hello');
+    } finally {
+      kubectlForward.stop();
+    }
+
+    // vmop vm port-forward by the VM's name.
+    const vmopForward = startForwarding(
+      'bin/vmop',
+      ['vm', 'port-forward', VM, `0:${ECHO_PORT}`, '-n', NAMESPACE],
+      bed.env(NAMESPACE),
+    );
+    try {
+      expect(await echoLocally(await vmopForward.port)).toBe('hello');
+    } finally {
+      vmopForward.stop();
+    }
+
+    // A port the VM does not forward: refused, saying what to add.
+    const refused = await vmop('port-forward', VM, '2222:22').then(
+      () => '',
+      (err: { stderr?: string }) => err.stderr ?? '',
+    );
+    expect(refused).toContain(`${VM} does not forward its guest's TCP port 22 (it forwards ${ECHO_PORT})`);
+  }, 600_000);
+});

@@ -1,0 +1,55 @@
+// A user network's guest ports (pure builders): they reach the runner config, whose template
+// forwards them from the pod, and the pod may bind those below 1024.
+import { describe, expect, it } from 'vitest';
+import { VirtualMachineSpec } from '../../../src/api/virtual-machine.js';
+import { routedNicOfVm } from '../../../src/reconcilers/virtual-machine/address/routed-nic.js';
+import { desiredRunnerConfig } from '../../../src/reconcilers/virtual-machine/runner-config/config.js';
+import { runnerClaims } from '../../../src/reconcilers/virtual-machine/disks/claims.js';
+import { desiredRunnerPod } from '../../../src/reconcilers/virtual-machine/runner-pod/pod.js';
+import { testVm } from './vm-steps/vm-state-fixture.js';
+
+const podOf = (vm: ReturnType<typeof testVm>, address?: string) =>
+  desiredRunnerPod(vm, {
+    name: 'vm',
+    claims: runnerClaims(vm, []),
+    defaultRunnerImage: { image: 'runner:1' },
+    routedNic: routedNicOfVm(vm, address),
+  });
+const sysctlsOf = (vm: ReturnType<typeof testVm>, address?: string) =>
+  podOf(vm, address).spec!.securityContext!.sysctls;
+
+describe("a user network's guest ports", () => {
+  it('reach the runner config, TCP unless said otherwise', () => {
+    const vm = testVm({ networks: [{ user: { ports: [{ port: 22 }, { port: 53, protocol: 'UDP' }] } }] });
+    expect(desiredRunnerConfig(vm, { hasDisplaySecret: false })['/Runner'].vm.network).toEqual([
+      expect.objectContaining({
+        type: 'user',
+        ports: [
+          { port: 22, protocol: 'TCP' },
+          { port: 53, protocol: 'UDP' },
+        ],
+      }),
+    ]);
+  });
+
+  it('open the lowest forwarded port below 1024 to the runner, and no more', () => {
+    const sysctl = (value: string) => [{ name: 'net.ipv4.ip_unprivileged_port_start', value }];
+    expect(sysctlsOf(testVm({ networks: [{ user: { ports: [{ port: 443 }, { port: 22 }] } }] }))).toEqual(
+      sysctl('22'),
+    );
+    expect(sysctlsOf(testVm({ networks: [{ user: { ports: [{ port: 8080 }] } }] }))).toBeUndefined();
+    expect(sysctlsOf(testVm({ networks: [{ user: {} }] }))).toBeUndefined();
+    // A routed NIC's DHCP port (67) is opened as before; a lower guest port goes below it.
+    expect(sysctlsOf(testVm({ networks: [{ user: {} }] }), '10.66.10.5')).toEqual(sysctl('67'));
+    expect(
+      sysctlsOf(testVm({ networks: [{ user: {} }, { user: { ports: [{ port: 7 }] } }] }), '10.66.10.5'),
+    ).toEqual(sysctl('7'));
+  });
+
+  it('are ports: the schema refuses 0 and 65536', () => {
+    for (const port of [0, 65536]) {
+      const spec = { vm: { networks: [{ user: { ports: [{ port }] } }] } };
+      expect(VirtualMachineSpec.safeParse(spec).success).toBe(false);
+    }
+  });
+});
