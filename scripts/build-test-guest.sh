@@ -14,8 +14,9 @@ busybox="$(command -v busybox)"
 # the cloud-init (NoCloud) drive.
 modules=(virtio_pci virtio_balloon virtio_blk virtio_scsi sr_mod sd_mod isofs virtio_console button evdev
   vfat nls_cp437 nls_ascii nls_utf8 virtio_net)
-# Debian's qemu-guest-agent, with the shared libraries it needs, so tests speak the real protocol.
-guest_agent=/usr/sbin/qemu-ga
+# Debian's qemu-guest-agent and dropbear (an SSH server), with the shared libraries they need, so
+# tests speak the real protocols.
+guest_programs=(/usr/sbin/qemu-ga /usr/sbin/dropbear)
 
 log() { echo "[build-test-guest] $*" >&2; }
 
@@ -30,7 +31,7 @@ inputs_hash() {
   {
     cat "${BASH_SOURCE[0]}"
     "$busybox" | head -n 1
-    sha256sum "$guest_agent"
+    sha256sum "${guest_programs[@]}"
     (cd "$guest_files" && find . -type f | LC_ALL=C sort | while read -r file; do echo "$file"; cat "$file"; done)
   } | sha256sum | cut -c1-12
 }
@@ -67,11 +68,13 @@ build() {
   for name in $("$busybox" --list); do
     [[ -e "$root/bin/$name" ]] || ln -s busybox "$root/bin/$name"
   done
-  [[ -x "$guest_agent" ]] || { log "no $guest_agent: install qemu-guest-agent"; exit 1; }
-  cp "$guest_agent" "$root/bin/qemu-ga"
-  ldd "$guest_agent" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' | while read -r path; do
-    mkdir -p "$root$(dirname "$path")"
-    cp -L "$path" "$root$path"
+  for program in "${guest_programs[@]}"; do
+    [[ -x "$program" ]] || { log "no $program: install qemu-guest-agent and dropbear-bin"; exit 1; }
+    cp "$program" "$root/bin/$(basename "$program")"
+    ldd "$program" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' | while read -r path; do
+      mkdir -p "$root$(dirname "$path")"
+      cp -L "$path" "$root$path"
+    done
   done
   module_paths "$kver" | while read -r path; do
     name="$(basename "$path")"

@@ -11,7 +11,7 @@ log() { echo "[provision] $*" >&2; }
 DEBIAN_PACKAGES=(
   qemu-system-x86 qemu-utils ovmf swtpm swtpm-tools mtools dosfstools redis-server
   busybox-static linux-image-cloud-amd64 xz-utils cpio kmod genisoimage kubectl chromium tmux
-  qemu-guest-agent syslinux syslinux-common
+  qemu-guest-agent dropbear-bin openssh-client syslinux syslinux-common
   # The local node and its images: a container runtime, CNI, kube-proxy's tools, an image builder.
   containerd runc containernetworking-plugins iptables conntrack iproute2 util-linux openssl
   buildah mmdebstrap gcc libc6-dev

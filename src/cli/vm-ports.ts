@@ -1,7 +1,14 @@
 // `vmop vm port-forward` and `vmop vm expose`: a VM's guest ports (spec.vm.networks[].user.ports,
 // which QEMU forwards from the same ports of the runner pod) reached as a pod's are: through the
 // apiserver from this machine, or through a Service that selects the VM's runner pods.
-import type { CoreV1Api, CustomObjectsApi, KubeConfig, V1Service } from '@kubernetes/client-node';
+import {
+  PortForward,
+  type CoreV1Api,
+  type CustomObjectsApi,
+  type KubeConfig,
+  type V1Service,
+} from '@kubernetes/client-node';
+import { spawn } from 'node:child_process';
 import { VirtualMachine } from '../api/virtual-machine.js';
 import { runnerPodOf } from '../console/runner-pod.js';
 import { listenForwarding } from '../kube/port-forward.js';
@@ -63,6 +70,94 @@ export async function portForwardToGuest(
     `Forwarding from ${localAddress}:${port} to the guest's port ${ports.guest} of ${namespace}/${name}`,
   );
   await new Promise<never>(() => undefined); // until Ctrl-C
+}
+
+/** This process's stdin and stdout to the guest's port (ssh's ProxyCommand), until either side ends. */
+export async function pipeToGuest(
+  kubeConfig: KubeConfig,
+  api: CustomObjectsApi,
+  namespace: string,
+  name: string,
+  guest: number,
+): Promise<void> {
+  const vm = await readVm(api, namespace, name);
+  mustForward(vm, guest);
+  const forward = await new PortForward(kubeConfig).portForward(
+    namespace,
+    runnerPodOf(vm),
+    [guest],
+    process.stdout,
+    process.stderr,
+    process.stdin,
+  );
+  const socket = typeof forward === 'function' ? forward() : forward;
+  await new Promise<void>((resolve) => {
+    if (!socket) return resolve();
+    socket.on('close', () => resolve());
+    process.stdin.on('end', () => socket.close());
+  });
+  process.stdin.destroy(); // nothing more to read: the process may end
+}
+
+export interface SshOptions {
+  identity?: string;
+  port: number;
+  option: string[];
+  kubeconfig?: string;
+}
+
+/** A word for a POSIX shell (ssh runs its ProxyCommand with the user's shell). */
+const shellWord = (word: string) => `'${word.replaceAll("'", `'"'"'`)}'`;
+
+/**
+ * ssh's arguments for `vmop vm ssh`: its ProxyCommand is this vmop's `vm port-forward --stdio`, so
+ * the connection goes through the apiserver; the VM's host key is kept under a name of its own.
+ */
+export function sshArguments(
+  target: { user?: string; name: string; namespace: string },
+  command: string[],
+  options: SshOptions,
+  vmop: string[] = [process.execPath, process.argv[1]!],
+): string[] {
+  const proxy = [
+    ...vmop,
+    ...['vm', 'port-forward', '--stdio', target.name, String(options.port), '-n', target.namespace],
+    ...(options.kubeconfig ? ['--kubeconfig', options.kubeconfig] : []),
+  ];
+  return [
+    ...['-o', `ProxyCommand=${proxy.map(shellWord).join(' ')}`],
+    ...['-o', `HostKeyAlias=${target.name}.${target.namespace}.vmop`],
+    ...(options.identity ? ['-i', options.identity] : []),
+    ...options.option.flatMap((option) => ['-o', option]),
+    ...(target.user ? ['-l', target.user] : []),
+    target.name,
+    ...(command.length ? ['--', ...command] : []),
+  ];
+}
+
+/** Runs ssh to the guest; resolves with ssh's exit code. */
+export async function sshToGuest(
+  api: CustomObjectsApi,
+  namespace: string,
+  destination: string,
+  command: string[],
+  options: SshOptions,
+): Promise<number> {
+  const at = destination.lastIndexOf('@');
+  const name = destination.slice(at + 1);
+  mustForward(await readVm(api, namespace, name), options.port);
+  const args = sshArguments(
+    { user: at > 0 ? destination.slice(0, at) : undefined, name, namespace },
+    command,
+    options,
+  );
+  const ssh = spawn('ssh', args, { stdio: 'inherit' });
+  return new Promise((resolve, reject) => {
+    ssh.on('error', (err) =>
+      reject(new Error(`could not run ssh (${err.message}): install an OpenSSH client`)),
+    );
+    ssh.on('exit', (code) => resolve(code ?? 255));
+  });
 }
 
 export interface ExposeOptions {

@@ -28,7 +28,16 @@ import { answerRelay } from '../console/relay-go.js';
 import { displaySecretOf, setOneTimePassword } from '../console/one-time-password.js';
 import { vmApiRef } from '../reconcilers/virtual-machine/naming.js';
 import { exportDisks, type ExportCliOptions } from './vm-export.js';
-import { exposeVm, parsePortPair, portForwardToGuest, type ExposeOptions } from './vm-ports.js';
+import {
+  exposeVm,
+  parsePortPair,
+  pipeToGuest,
+  portForwardToGuest,
+  sshToGuest,
+  type ExposeOptions,
+  type SshOptions,
+} from './vm-ports.js';
+import { repeatable } from './repeatable.js';
 import { findExecutable } from '../runner/executable.js';
 import {
   createClone,
@@ -434,12 +443,34 @@ export function register(program: Command): void {
     .description(
       "A local port to a guest port (LOCAL:GUEST, or GUEST for the same) through the apiserver, as kubectl port-forward; the guest port must be among a user network's ports",
     )
-    .option('--address <address>', 'the local address to listen on', '127.0.0.1');
+    .option('--address <address>', 'the local address to listen on', '127.0.0.1')
+    .addOption(new Option('--stdio', 'one connection on stdin and stdout (an ssh ProxyCommand)').hideHelp());
   portForwardCommand.action(
     action((name: string, ports: string) => {
-      const options = portForwardCommand.optsWithGlobals<VmCliOptions & { address: string }>();
+      const options = portForwardCommand.optsWithGlobals<
+        VmCliOptions & { address: string; stdio?: boolean }
+      >();
       const { kubeConfig, api, namespace } = context(options);
-      return portForwardToGuest(kubeConfig, api, namespace, name, parsePortPair(ports), options.address);
+      const asked = parsePortPair(ports);
+      if (options.stdio) return pipeToGuest(kubeConfig, api, namespace, name, asked.guest);
+      return portForwardToGuest(kubeConfig, api, namespace, name, asked, options.address);
+    }),
+  );
+  const sshCommand = vm
+    .command('ssh <destination> [command...]')
+    .description(
+      "ssh to the guest ([USER@]NAME) through the apiserver, needing no Service and no address the guest has; port 22 must be among a user network's ports",
+    )
+    .option('-i, --identity <file>', "ssh's identity file")
+    .option('-p, --port <port>', "the guest's SSH port", parsePort, 22)
+    .addOption(
+      repeatable('-o, --option <option>', 'an ssh option (-o), e.g. StrictHostKeyChecking=accept-new'),
+    );
+  sshCommand.action(
+    action(async (destination: string, command: string[]) => {
+      const options = sshCommand.optsWithGlobals<VmCliOptions & SshOptions>();
+      const { api, namespace } = context(options);
+      process.exitCode = await sshToGuest(api, namespace, destination, command, options);
     }),
   );
   const exposeCommand = vm

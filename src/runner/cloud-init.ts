@@ -3,13 +3,15 @@ import { createHash } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { parse as parseYaml, stringify as toYaml } from 'yaml';
+import { parse as parseYaml, stringify } from 'yaml';
 import { CLOUD_INIT_SECRET_KEYS } from '../api/provisioning.js';
 import type { CloudInitConfig } from '../api/runner-config.js';
 import { ConfigError } from './config-error.js';
 import { requireExecutable } from './executable.js';
 
 const run = promisify(execFile);
+/** YAML with no line folded: an SSH key stays one line, as simple parsers (and people) expect. */
+const toYaml = (value: unknown) => stringify(value, { lineWidth: 0 });
 
 /** The texts of a cloud-init Secret (its files), used as written. */
 export interface CloudInitSecret {

@@ -1,9 +1,12 @@
 // A guest's ports reached as a pod's (issue 55): a VM on QEMU's user network forwards the ports it
 // names from its runner pod, so a Service made by `vmop vm expose`, `kubectl port-forward` and
-// `vmop vm port-forward` reach the test guest's TCP echo server, and a port it does not name is
-// refused with what to change.
+// `vmop vm port-forward` reach the test guest's TCP echo server, `vmop vm ssh` runs a command in it
+// (the key from cloud-init's user-data), and a port it does not name is refused with what to change.
 import { spawn, execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { useDevBed } from '../support/beds.js';
@@ -57,11 +60,17 @@ describe("guest ports: Services and port-forwards reach a VM's guest as a pod's"
   const vmop = (...args: string[]) =>
     run('bin/vmop', ['vm', ...args, '-n', NAMESPACE], { env: bed.env(NAMESPACE) });
 
-  it('a Service made by `vmop vm expose`, `kubectl port-forward` and `vmop vm port-forward` reach the echo server; an unnamed port is refused', async () => {
+  it('a Service made by `vmop vm expose`, `kubectl port-forward` and `vmop vm port-forward` reach the echo server, `vmop vm ssh` runs a command; an unnamed port is refused', async () => {
+    // A key pair whose public key cloud-init's user-data names (the guest's SSH server takes it).
+    const keys = await mkdtemp(join(tmpdir(), 'vmop-ssh-'));
+    const identity = join(keys, 'id_ed25519');
+    await run('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', identity]);
+    const publicKey = (await readFile(`${identity}.pub`, 'utf8')).trim();
+    const cloudInit = `  cloudInit:\n    userData: {ssh_authorized_keys: ['${publicKey}']}\n`;
     await vms.apply(
-      testGuestManifest(VM, NAMESPACE).replace(
+      testGuestManifest(VM, NAMESPACE, { extraSpec: cloudInit }).replace(
         '    networks: []\n',
-        `    networks: [{user: {ports: [{port: ${ECHO_PORT}}]}}]\n`,
+        `    networks: [{user: {ports: [{port: ${ECHO_PORT}}, {port: 22}]}}]\n`,
       ),
     );
     const running = await vms.waitForVm(VM, (vm) => expect(vm.status?.phase).toBe('Running'));
@@ -106,11 +115,26 @@ describe("guest ports: Services and port-forwards reach a VM's guest as a pod's"
       vmopForward.stop();
     }
 
+    // vmop vm ssh runs a command in the guest.
+    const ssh = await run(
+      'bin/vmop',
+      [
+        ...['vm', 'ssh', `root@${VM}`, '-n', NAMESPACE, '-i', identity],
+        ...['-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'LogLevel=ERROR'],
+        ...['--', 'uname', '-sn'],
+      ],
+      { env: bed.env(NAMESPACE) },
+    );
+    expect(ssh.stdout.trim()).toMatch(/^Linux /);
+    await rm(keys, { recursive: true, force: true });
+
     // A port the VM does not forward: refused, saying what to add.
-    const refused = await vmop('port-forward', VM, '2222:22').then(
+    const refused = await vmop('port-forward', VM, '2323:23').then(
       () => '',
       (err: { stderr?: string }) => err.stderr ?? '',
     );
-    expect(refused).toContain(`${VM} does not forward its guest's TCP port 22 (it forwards ${ECHO_PORT})`);
+    expect(refused).toContain(
+      `${VM} does not forward its guest's TCP port 23 (it forwards ${ECHO_PORT}, 22)`,
+    );
   }, 600_000);
 });

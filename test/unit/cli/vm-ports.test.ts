@@ -1,7 +1,12 @@
 // `vmop vm port-forward` and `vmop vm expose` (pure parts): the ports asked for, the guest ports a
 // VM forwards, and the Service that follows the VM's runner pods.
 import { describe, expect, it } from 'vitest';
-import { exposingService, forwardedGuestPorts, parsePortPair } from '../../../src/cli/vm-ports.js';
+import {
+  exposingService,
+  forwardedGuestPorts,
+  parsePortPair,
+  sshArguments,
+} from '../../../src/cli/vm-ports.js';
 import { CliFailure } from '../../../src/cli/failure.js';
 import { runnerPodLabels } from '../../../src/reconcilers/virtual-machine/runner-pod/pod.js';
 import { testVm } from '../reconcilers/vm-steps/vm-state-fixture.js';
@@ -35,5 +40,22 @@ describe('guest ports on the command line', () => {
     expect(Object.entries(selector).every(([key, value]) => podLabels[key] === value)).toBe(true);
     const other = runnerPodLabels({ ...vm, metadata: { ...vm.metadata, name: 'other' } });
     expect(Object.entries(selector).every(([key, value]) => other[key] === value)).toBe(false);
+  });
+});
+
+describe('`vmop vm ssh`', () => {
+  it("runs ssh through this vmop's port-forward, with the VM's own host key name", () => {
+    const args = sshArguments(
+      { user: 'root', name: 'web', namespace: "team's" },
+      ['uname', '-a'],
+      { port: 22, option: ['StrictHostKeyChecking=no'], identity: '/k/id', kubeconfig: '/k/config' },
+      ['/usr/bin/node', '/opt/vmop/main.js'],
+    );
+    expect(args).toEqual([
+      '-o',
+      `ProxyCommand='/usr/bin/node' '/opt/vmop/main.js' 'vm' 'port-forward' '--stdio' 'web' '22' '-n' 'team'"'"'s' '--kubeconfig' '/k/config'`,
+      ...['-o', "HostKeyAlias=web.team's.vmop"],
+      ...['-i', '/k/id', '-o', 'StrictHostKeyChecking=no', '-l', 'root', 'web', '--', 'uname', '-a'],
+    ]);
   });
 });

@@ -8,6 +8,12 @@ describe('NoCloud files', () => {
     expect(files['user-data']).toBe('#cloud-config\npackages:\n  - htop\n');
   });
 
+  it('keeps a long value (an SSH key) on one line', () => {
+    const key = `ssh-ed25519 ${'A'.repeat(68)} someone@somewhere`;
+    const files = noCloudFiles({ userData: { ssh_authorized_keys: [key] } });
+    expect(files['user-data']!.split('\n')).toContain(`  - ${key}`);
+  });
+
   it('derives a default instance-id from the data, so changed data is a new instance', () => {
     const first = noCloudFiles({ userData: { a: 1 } })['meta-data'];
     expect(first).toMatch(/^instance-id: v[0-9a-f]{12}\n$/);
