@@ -1,6 +1,7 @@
-// `vmop vm port-forward` and `vmop vm expose`: a VM's guest ports (spec.vm.networks[].user.ports,
-// which QEMU forwards from the same ports of the runner pod) reached as a pod's are: through the
-// apiserver from this machine, or through a Service that selects the VM's runner pods.
+// `vmop vm port-forward`, `vmop vm ssh` and `vmop vm expose`: a VM's guest ports
+// (spec.vm.networks[].user.ports, which QEMU forwards from the same ports of the runner pod) reached
+// as a pod's are: through the apiserver from this machine, or through a Service that selects the
+// VM's runner pods.
 import {
   PortForward,
   type CoreV1Api,
