@@ -59,12 +59,19 @@ describe('restart-awaiting changes', () => {
         { field: 'vm.maximumRam', current: 2 ** 30, desired: 2 * 2 ** 30 },
         { field: 'vm.maximumCpus', current: 4, desired: 8 },
         { field: 'vm.sockets', current: 1, desired: 2 },
+        { field: 'vm.network[1].ports[0].port', current: 22, desired: 2222 },
       ],
     } as RunnerSnapshot;
     expect(restartAwaitingChanges(vm, podFor(vm), snapshot)).toEqual([
       { operation: 'replace', path: 'spec.vm.maximumRam', currentValue: '1Gi', desiredValue: '2Gi' },
       { operation: 'replace', path: 'spec.vm.maximumCpus', currentValue: 4, desiredValue: 8 },
       { operation: 'replace', path: 'spec.vm.cpuTopology.sockets', currentValue: 1, desiredValue: 2 },
+      {
+        operation: 'replace',
+        path: 'spec.vm.networks[1].user.ports[0].port',
+        currentValue: 22,
+        desiredValue: 2222,
+      },
     ]);
   });
 

@@ -221,6 +221,9 @@ export function specPathOfRunnerField(field: string): string {
   if (field === 'cloudInit.secretDir') return 'spec.cloudInit.secretRef';
   if (field === 'sysprepDir') return 'spec.sysprep.secretRef';
   if (field.startsWith('cloudInit')) return `spec.${field}`;
+  // A user network's ports are the runner's network's (it has no user/tap level).
+  const ports = /^vm\.network\[(\d+)\]\.ports(.*)$/.exec(field);
+  if (ports) return `spec.vm.networks[${ports[1]}].user.ports${ports[2]}`;
   const vmField = /^vm\.([A-Za-z]+)(.*)$/.exec(field);
   if (vmField) return `spec.vm.${RENAMED_VM_FIELDS[vmField[1]!] ?? vmField[1]}${vmField[2]}`;
   return `runner config ${field}`;
