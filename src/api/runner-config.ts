@@ -66,6 +66,12 @@ export const MemorySize = z.union([z.number(), z.string()]).transform((value, ct
 
 const count = (defaultValue: number) => z.number().int().nonnegative().default(defaultValue);
 
+/** A guest port a user network forwards from the same port of the runner pod (the VM's spec and the runner's config). */
+export const GuestPort = z.object({
+  port: z.number().int().min(1).max(65535).describe('The port, in the guest and on the runner pod.'),
+  protocol: z.enum(['TCP', 'UDP']).default('TCP'),
+});
+
 export const NetworkConfig = z.object({
   /**
    * "tap" attaches to a host bridge; "user" is qemu's user networking (NAT in the pod); "routed"
@@ -80,11 +86,7 @@ export const NetworkConfig = z.object({
   /** A routed network's address (the VM's own). */
   address: z.ipv4().optional(),
   /** A user network's guest ports that QEMU forwards from the same port of the pod's address. */
-  ports: z
-    .array(
-      z.object({ port: z.number().int().min(1).max(65535), protocol: z.enum(['TCP', 'UDP']).default('TCP') }),
-    )
-    .optional(),
+  ports: z.array(GuestPort).optional(),
 });
 
 export const DriveConfig = z

@@ -2,6 +2,7 @@
 // This schema is the single source of truth: TypeScript types, runtime validation and the
 // generated CRD (crds/) all come from it. Defaults follow VM-Operator's CRD.
 import { z } from 'zod';
+import { GuestPort } from './runner-config.js';
 import { SnapshotCopyState } from './snapshot-copy.js';
 import {
   Affinity,
@@ -50,10 +51,6 @@ const CpuTopology = z.object({
 const NetworkDevice = z.string().max(64).default('virtio-net');
 
 const MAX_GUEST_PORTS = 32;
-const GuestPort = z.object({
-  port: z.number().int().min(1).max(65535).describe('The port, in the guest and on the runner pod.'),
-  protocol: z.enum(['TCP', 'UDP']).default('TCP'),
-});
 
 const Network = z
   .object({
