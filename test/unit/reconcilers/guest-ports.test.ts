@@ -2,19 +2,10 @@
 // forwards them from the pod, and the pod may bind those below 1024.
 import { describe, expect, it } from 'vitest';
 import { VirtualMachineSpec } from '../../../src/api/virtual-machine.js';
-import { routedNicOfVm } from '../../../src/reconcilers/virtual-machine/address/routed-nic.js';
 import { desiredRunnerConfig } from '../../../src/reconcilers/virtual-machine/runner-config/config.js';
-import { runnerClaims } from '../../../src/reconcilers/virtual-machine/disks/claims.js';
-import { desiredRunnerPod } from '../../../src/reconcilers/virtual-machine/runner-pod/pod.js';
-import { testVm } from './vm-steps/vm-state-fixture.js';
+import { testRunnerPod, testVm } from './vm-steps/vm-state-fixture.js';
 
-const podOf = (vm: ReturnType<typeof testVm>, address?: string) =>
-  desiredRunnerPod(vm, {
-    name: 'vm',
-    claims: runnerClaims(vm, []),
-    defaultRunnerImage: { image: 'runner:1' },
-    routedNic: routedNicOfVm(vm, address),
-  });
+const podOf = testRunnerPod;
 const sysctlsOf = (vm: ReturnType<typeof testVm>, address?: string) =>
   podOf(vm, address).spec!.securityContext!.sysctls;
 

@@ -6,19 +6,11 @@ import { ROUTED_NIC_ANNOTATION, TUN_DEVICE, routedNicMac, routedNicOf } from '..
 import { routedNicOfVm } from '../../../src/reconcilers/virtual-machine/address/routed-nic.js';
 import { targetPod } from '../../../src/reconcilers/virtual-machine/migration/target.js';
 import { desiredRunnerConfig } from '../../../src/reconcilers/virtual-machine/runner-config/config.js';
-import { runnerClaims } from '../../../src/reconcilers/virtual-machine/disks/claims.js';
-import { desiredRunnerPod } from '../../../src/reconcilers/virtual-machine/runner-pod/pod.js';
-import { testVm } from './vm-steps/vm-state-fixture.js';
+import { testRunnerPod, testVm } from './vm-steps/vm-state-fixture.js';
 
 const ADDRESS = '10.66.10.5';
 const vmWithNics = () => testVm({ networks: [{ tap: { bridge: 'br0' } }, { user: {} }, { user: {} }] }, {});
-const podOf = (vm: ReturnType<typeof testVm>, address?: string) =>
-  desiredRunnerPod(vm, {
-    name: 'vm',
-    claims: runnerClaims(vm, []),
-    defaultRunnerImage: { image: 'runner:1' },
-    routedNic: routedNicOfVm(vm, address),
-  });
+const podOf = testRunnerPod;
 
 describe("a VM's own address in its runner config and pod", () => {
   it("is carried by the first user NIC, with a MAC fixed by the VM's uid", () => {

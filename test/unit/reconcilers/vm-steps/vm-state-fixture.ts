@@ -9,6 +9,9 @@ import type { ObjectCache } from '../../../../src/kube/object-cache.js';
 import { nodeFacts } from '../../../../src/reconcilers/virtual-machine/node-facts.js';
 import type { Observed } from '../../../../src/reconcilers/virtual-machine/observe.js';
 import { planVm } from '../../../../src/reconcilers/virtual-machine/plan.js';
+import { routedNicOfVm } from '../../../../src/reconcilers/virtual-machine/address/routed-nic.js';
+import { runnerClaims } from '../../../../src/reconcilers/virtual-machine/disks/claims.js';
+import { desiredRunnerPod } from '../../../../src/reconcilers/virtual-machine/runner-pod/pod.js';
 import type { VmReconcilerOptions, VmState } from '../../../../src/reconcilers/virtual-machine/vm-state.js';
 import { pino } from 'pino';
 import { sharedCredentials } from '../../../../src/operator/tenant-credentials.js';
@@ -150,3 +153,12 @@ export const fastDisk = (source?: object) => ({
   },
   ...(source && { source }),
 });
+
+/** The VM's runner pod as the manager makes it, with its own address when one is given. */
+export const testRunnerPod = (vm: VirtualMachine, address?: string) =>
+  desiredRunnerPod(vm, {
+    name: 'vm',
+    claims: runnerClaims(vm, []),
+    defaultRunnerImage: { image: 'runner:1' },
+    routedNic: routedNicOfVm(vm, address),
+  });
