@@ -3,7 +3,6 @@
 // as a pod's are: through the apiserver from this machine, or through a Service that selects the
 // VM's runner pods.
 import {
-  PortForward,
   type CoreV1Api,
   type CustomObjectsApi,
   type KubeConfig,
@@ -12,7 +11,7 @@ import {
 import { spawn } from 'node:child_process';
 import { VirtualMachine } from '../api/virtual-machine.js';
 import { runnerPodOf } from '../console/runner-pod.js';
-import { listenForwarding } from '../kube/port-forward.js';
+import { listenForwarding, openForward } from '../kube/port-forward.js';
 import { vmApiRef, vmLabels, LABEL_COMPONENT } from '../reconcilers/virtual-machine/naming.js';
 import { RUNNER_COMPONENT } from '../reconcilers/virtual-machine/runner-pod/pod.js';
 import { fail } from './failure.js';
@@ -83,15 +82,8 @@ export async function pipeToGuest(
 ): Promise<void> {
   const vm = await readVm(api, namespace, name);
   mustForward(vm, guest);
-  const forward = await new PortForward(kubeConfig).portForward(
-    namespace,
-    runnerPodOf(vm),
-    [guest],
-    process.stdout,
-    process.stderr,
-    process.stdin,
-  );
-  const socket = typeof forward === 'function' ? forward() : forward;
+  const target = { namespace, pod: runnerPodOf(vm), port: guest };
+  const socket = await openForward(kubeConfig, target, process.stdout, process.stdin, process.stderr);
   await new Promise<void>((resolve) => {
     if (!socket) return resolve();
     socket.on('close', () => resolve());

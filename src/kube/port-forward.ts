@@ -3,6 +3,7 @@
 // needed, only the person's pods/portforward.
 import { PortForward, type KubeConfig } from '@kubernetes/client-node';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import type { Readable, Writable } from 'node:stream';
 
 export interface ForwardedPort {
   namespace: string;
@@ -17,21 +18,42 @@ export interface ForwardedPort {
   onError?: (err: Error) => void;
 }
 
-/** Forwards one accepted socket to the pod's port. */
-export async function forwardSocket(
+/** The WebSocket client-node carries a forward on (its type, without depending on its WebSocket package). */
+type ForwardSocket = Exclude<Awaited<ReturnType<PortForward['portForward']>>, (...args: never[]) => unknown>;
+
+export interface ForwardTarget {
+  namespace: string;
+  pod: string;
+  port: number;
+}
+
+/** Opens a forward of `input` to the pod's port, its answers to `output`; the WebSocket carrying it. */
+export async function openForward(
   kubeConfig: KubeConfig,
-  target: { namespace: string; pod: string; port: number },
-  socket: Socket,
-): Promise<void> {
+  target: ForwardTarget,
+  output: Writable,
+  input: Readable,
+  errors: Writable | null = null,
+): Promise<ForwardSocket | undefined> {
   const forward = await new PortForward(kubeConfig).portForward(
     target.namespace,
     target.pod,
     [target.port],
-    socket,
-    null,
-    socket,
+    output,
+    errors,
+    input,
   );
-  socket.on('close', () => (typeof forward === 'function' ? forward() : forward)?.close());
+  return (typeof forward === 'function' ? forward() : forward) ?? undefined;
+}
+
+/** Forwards one accepted socket to the pod's port. */
+export async function forwardSocket(
+  kubeConfig: KubeConfig,
+  target: ForwardTarget,
+  socket: Socket,
+): Promise<void> {
+  const forward = await openForward(kubeConfig, target, socket, socket);
+  socket.on('close', () => forward?.close());
 }
 
 /** Listens until closed; resolves once listening, with the port it listens on. */
