@@ -110,7 +110,8 @@ export function sshArguments(
   target: { user?: string; name: string; namespace: string },
   command: string[],
   options: SshOptions,
-  vmop: string[] = [process.execPath, process.argv[1]!],
+  // This vmop as it was started: from the TypeScript sources that takes node's loader flags too.
+  vmop: string[] = [process.execPath, ...process.execArgv, process.argv[1]!],
 ): string[] {
   const proxy = [
     ...vmop,
