@@ -85,7 +85,10 @@ export const NetworkConfig = z.object({
   net: z.string().optional(),
   /** A routed network's address (the VM's own). */
   address: z.ipv4().optional(),
-  /** A user network's guest ports that QEMU forwards from the same port of the pod's address. */
+  /**
+   * The guest ports that reach the guest from the same port of the pod's address: QEMU forwards a
+   * user network's, the runner relays a routed network's (TCP only).
+   */
   ports: z.array(GuestPort).optional(),
 });
 

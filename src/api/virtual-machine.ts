@@ -76,7 +76,7 @@ const Network = z
             }),
           )
           .describe(
-            "Guest ports that answer at the runner pod's address: QEMU forwards the pod's port P to the guest's port P, so Services, `kubectl port-forward` and NetworkPolicies reach them as they reach a pod's. Taken at the next start. Not on the network that carries the VM's own address (virtualMachineIPAddressName): that guest is reached at its address.",
+            "Guest ports that answer at the runner pod's address: QEMU forwards the pod's port P to the guest's port P, so Services, `kubectl port-forward` and NetworkPolicies reach them as they reach a pod's. Taken at the next start. On the network that carries the VM's own address (virtualMachineIPAddressName), vmop's runner relays the TCP ones from the pod's address to the guest's (UDP is reached at the guest's address only).",
           ),
       })
       .optional(),

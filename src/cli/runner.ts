@@ -93,7 +93,7 @@ async function runRunner(options: RunnerCliOptions): Promise<number> {
             },
             () => runner.usage(),
           ),
-          () => true,
+          () => runner.servesGuest(),
         )
       : undefined;
   // The last hour of what the VM uses, for the GUI's VM page (kept in Redis, where there is one).

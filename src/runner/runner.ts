@@ -41,6 +41,7 @@ import { startSerialConsoleHub, type SerialConsoleHub } from '../console/serial-
 import { OutgoingMigrations } from './migration/outgoing.js';
 import { contactSource, incomingProcesses, type Incoming } from './migration/target.js';
 import { arriveIn } from './migration/incoming.js';
+import { startPortRelay, type PortRelay } from './network/port-relay.js';
 import { readMigrationRequest, roleAtStart, type MigrationRequest } from './migration/request.js';
 import type { RequestChannel } from './migration/request-channel.js';
 import path from 'node:path';
@@ -146,6 +147,7 @@ export class VmRunner {
   private migratedAway = false;
   /** Answers the guest's DHCP on a routed network (the VM's own address). */
   private dhcp?: DhcpServer;
+  private portRelay?: PortRelay;
   /** Holds qemu's serial console and lends it to one console session at a time. */
   private consoleHub?: SerialConsoleHub;
   /** Events folded after one that waits for qemu's words (a host signal), in order. */
@@ -338,7 +340,11 @@ export class VmRunner {
       keysDir: this.keysDir(),
       dataDir: paths.dataDir,
       enqueue: (what, task) => this.enqueue(what, task),
-      left: () => (this.migratedAway = true),
+      left: () => {
+        this.migratedAway = true;
+        // New connections to the relay fail at once rather than wait for a guest that is gone.
+        void this.portRelay?.close();
+      },
     });
 
     const podInfo = this.options.migration?.podInfoFile;
@@ -514,10 +520,13 @@ export class VmRunner {
     this.checkStop();
     const lease = routedLease(routed.address, ROUTED_GATEWAY, await podNameservers(), settings.vm.name);
     this.dhcp = await startDhcpServer(lease, this.logger);
+    const tcpPorts = (routed.ports ?? []).filter((port) => port.protocol === 'TCP').map((port) => port.port);
+    this.portRelay = await startPortRelay(routed.address, tcpPorts, this.logger);
   }
 
   private async cleanUp(): Promise<void> {
     await this.dhcp?.close();
+    await this.portRelay?.close();
     this.watch?.close();
     this.requests?.close();
     this.controls?.close();
@@ -662,6 +671,14 @@ export class VmRunner {
   private guestRuns(): void {
     this.guestRan = true;
     this.runningSince = new Date();
+  }
+
+  /** The guest runs in this pod now (its readiness): let run here, neither stopping nor moved away. */
+  servesGuest(): boolean {
+    // Asked from the first moment the pod runs: before the config is read there is no store yet.
+    if (this.runningSince === undefined || this.migratedAway) return false;
+    const { phase } = this.store.snapshot;
+    return phase === 'booting' || phase === 'running';
   }
 
   /** What the VM uses now (for /metrics); undefined while QEMU does not run the guest. */

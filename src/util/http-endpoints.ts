@@ -18,7 +18,13 @@ export async function serveHttpEndpoints(
     const path = (request.url ?? '/').split('?')[0];
     if (path === '/healthz') return void response.writeHead(200).end('ok\n');
     if (path === '/readyz') {
-      const ready = isReady();
+      // A question the process cannot answer yet is a no, never its end.
+      let ready = false;
+      try {
+        ready = isReady();
+      } catch {
+        ready = false;
+      }
       return void response.writeHead(ready ? 200 : 503).end(ready ? 'ready\n' : 'not ready\n');
     }
     if (path === '/metrics') {

@@ -10,7 +10,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { useDevBed } from '../support/beds.js';
 import { placedOn, testGuestManifest, type ClusterVms, type Vm } from '../support/cluster-vms.js';
 import { eventually } from '../support/eventually.js';
-import { expectUnbroken, startNodePod, startTcpStream } from '../support/tcp-stream.js';
+import { expectUnbroken, startNodePod, startServiceProbe, startTcpStream } from '../support/tcp-stream.js';
 import { snapshotRedisKey } from '../../src/api/runner-snapshot.js';
 import { ROUTED_NIC_ANNOTATION, VM_ROUTE_PROTOCOL } from '../../src/api/vm-network.js';
 import { openRedis } from '../../src/queue/connection.js';
@@ -31,7 +31,7 @@ describe("a VM's own address on the network", () => {
     vms.apply(
       testGuestManifest(name, NAMESPACE, { extraSpec: placedOn(node) }).replace(
         '    networks: []\n',
-        '    networks: [{user: {}}]\n',
+        `    networks: [{user: {ports: [{port: ${ECHO_PORT}}]}}]\n`,
       ),
     );
   /** Running on `node` with its own address on its NIC (the guest agent reports it). */
@@ -61,8 +61,8 @@ describe("a VM's own address on the network", () => {
   /** A plain pod (no tap of its own) on `node`, with node: the runner image `vmPod` runs. */
   const startPlainPod = (name: string, node: string, vmPod: string) =>
     startNodePod(vms.kubectl, { name, namespace: NAMESPACE, vmPod, node });
-  /** One line to the echo server from `pod`: what came back, or the error's code. */
-  const echoOnce = async (pod: string, address: string) =>
+  /** One line to the echo server from `pod` (at `port` of `address`): what came back, or the error's code. */
+  const echoOnce = async (pod: string, address: string, port = ECHO_PORT) =>
     (
       await kubectl(
         'exec',
@@ -70,7 +70,7 @@ describe("a VM's own address on the network", () => {
         '--',
         'node',
         '-e',
-        `const s = require('net').connect(${ECHO_PORT}, process.argv[1], () => s.write('hello\\n'));
+        `const s = require('net').connect(${port}, process.argv[1], () => s.write('hello\\n'));
        s.setTimeout(10000, () => { console.log('TIMEOUT'); process.exit(0); });
        s.on('data', (d) => { console.log(String(d).trim()); process.exit(0); });
        s.on('error', (e) => { console.log(e.code); process.exit(0); });`,
@@ -111,9 +111,24 @@ describe("a VM's own address on the network", () => {
     await startPlainPod('neighbour', one, servedPod);
     expect(await echoOnce('neighbour', address)).toBe('hello');
 
-    // From a pod on the other node: a TCP connection, kept open through the move to that node.
+    // A Service on the VM (its runner relays the guest port from its pod to the guest's address)
+    // reaches the guest from a pod on each node.
     const clientPod = await runnerPodOf('client');
+    await run(
+      'bin/vmop',
+      ['vm', 'expose', 'served', '--port', '7007', '--target-port', String(ECHO_PORT), '-n', NAMESPACE],
+      {
+        env: bed.env(NAMESPACE),
+      },
+    );
+    const service = `served.${NAMESPACE}.svc.cluster.local`;
+    for (const pod of ['neighbour', clientPod])
+      await eventually(async () => expect(await echoOnce(pod, service, 7007)).toBe('hello'), 60_000, 1_000);
+
+    // From a pod on the other node: a TCP connection, kept open through the move to that node; and
+    // new connections through the Service all the while.
     const connection = startTcpStream((args) => vms.kubectl(args), clientPod, 'runner', address, ECHO_PORT);
+    const serviceProbe = startServiceProbe((args) => vms.kubectl(args), 'neighbour', service, 7007);
     await sleep(2_000);
     const opName = `served-migrate-${Date.now()}`;
     await vms.apply(`apiVersion: vmoperator.jdrupes.org/v1
@@ -136,9 +151,12 @@ spec: {virtualMachineName: served, type: Migrate}
     await sleep(2_000);
     const seen = await connection.stop();
     expectUnbroken(seen);
+    const throughService = await serviceProbe.stop();
     console.log(
-      `TCP through the move: ${seen.sent} lines, longest gap ${seen.longestGapMs} ms; QEMU's downtime ${moved.status?.migrationState?.downtimeMs} ms`,
+      `TCP through the move: ${seen.sent} lines, longest gap ${seen.longestGapMs} ms; QEMU's downtime ${moved.status?.migrationState?.downtimeMs} ms; ` +
+        `new connections through the Service: ${throughService.answered} of ${throughService.attempts} answered, longest outage ${throughService.longestOutageMs} ms`,
     );
+    expect(throughService.answered).toBeGreaterThan(0);
 
     // The routes followed: node 2 to the target pod, node 1 to node 2.
     const targetPod = moved.status!.runnerPod!.name;
@@ -154,6 +172,27 @@ spec: {virtualMachineName: served, type: Migrate}
     );
     await vms.waitForConsole('client', `\nreached-again-${address}\r`);
     expect(await echoOnce('neighbour', address)).toBe('hello');
+    // The Service follows the guest: only the target pod is its endpoint, from both nodes.
+    const endpoints = await kubectl(
+      'get',
+      'endpointslices',
+      '-l',
+      'kubernetes.io/service-name=served',
+      '-o',
+      'json',
+    );
+    const ready = (
+      JSON.parse(endpoints) as {
+        items: Array<{
+          endpoints?: Array<{ targetRef?: { name: string }; conditions?: { ready?: boolean } }>;
+        }>;
+      }
+    ).items
+      .flatMap((slice) => slice.endpoints ?? [])
+      .filter((endpoint) => endpoint.conditions?.ready)
+      .map((endpoint) => endpoint.targetRef?.name);
+    expect(ready).toEqual([targetPod]);
+    for (const pod of ['neighbour', clientPod]) expect(await echoOnce(pod, service, 7007)).toBe('hello');
   }, 900_000);
 
   it("a tenant cannot take another VM's address: her pod's annotation, her VM's claim and her runner credential's word route nothing to her", async () => {

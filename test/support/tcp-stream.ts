@@ -79,13 +79,15 @@ export function startTcpStream(
 }
 
 /**
- * Starts a plain pod (no tap of its own) that idles with node, for streams and echoes: the runner
- * image a VM's pod runs (`vmPod`), Pod Security restricted; on `node` where given. Resolves when Ready.
+ * Starts a plain pod (no tap of its own) that idles with node (or runs `script` with it), for
+ * streams and echoes: the runner image a VM's pod runs (`vmPod`), Pod Security restricted; on
+ * `node` where given. Resolves when Ready.
  */
 export async function startNodePod(
   kubectl: (args: string[], input?: string) => Promise<string>,
-  options: { name: string; namespace: string; vmPod: string; node?: string },
+  options: { name: string; namespace: string; vmPod: string; node?: string; script?: string },
 ): Promise<void> {
+  const script = options.script ?? 'setInterval(() => {}, 1 << 30)';
   const image = await kubectl(['get', 'pod', options.vmPod, '-o', 'jsonpath={.spec.containers[0].image}']);
   await kubectl(
     ['apply', '-f', '-'],
@@ -97,7 +99,7 @@ ${options.node ? `  nodeName: ${options.node}\n` : ''}  containers:
   - name: node
     image: ${image}
     imagePullPolicy: Never
-    command: [node, -e, "setInterval(() => {}, 1 << 30)"]
+    command: [node, -e, ${JSON.stringify(script)}]
     securityContext:
       runAsNonRoot: true
       runAsUser: 65532
@@ -107,4 +109,60 @@ ${options.node ? `  nodeName: ${options.node}\n` : ''}  containers:
 `,
   );
   await kubectl(['wait', '--for=condition=Ready', `pod/${options.name}`, '--timeout=120s']);
+}
+
+/** Runs in the pod: `node -e PROBE host port stopFile`; a new connection every 100 ms, one line echoed. */
+const PROBE = `
+const net = require('net'); const fs = require('fs');
+const [host, port, stopFile] = process.argv.slice(1);
+const seen = { attempts: 0, answered: 0, longestOutageMs: 0 };
+const once = () => new Promise((resolve) => {
+  const socket = net.connect(Number(port), host, () => socket.write('hello\\n'));
+  const timer = setTimeout(() => socket.destroy(), 2000);
+  const end = (ok) => { clearTimeout(timer); socket.destroy(); resolve(ok); };
+  socket.on('data', (data) => end(String(data).trim() === 'hello'));
+  socket.on('error', () => end(false));
+  socket.on('close', () => end(false));
+});
+(async () => {
+  let lastAnswer = Date.now();
+  while (!fs.existsSync(stopFile)) {
+    seen.attempts++;
+    if (await once()) {
+      const now = Date.now();
+      seen.answered++; seen.longestOutageMs = Math.max(seen.longestOutageMs, now - lastAnswer); lastAnswer = now;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  console.log(JSON.stringify(seen));
+})();
+`;
+
+export interface ServiceSeen {
+  attempts: number;
+  /** Connections whose line came back. */
+  answered: number;
+  /** The longest time between two answered connections. */
+  longestOutageMs: number;
+}
+
+/**
+ * Opens a new connection to `host:port` (a Service) from `pod` every 100 ms until stopped, as
+ * clients of a Service do through a move: each sends a line to an echo server and waits 2 s at most.
+ */
+export function startServiceProbe(
+  kubectl: (args: string[]) => Promise<string>,
+  pod: string,
+  host: string,
+  port: number,
+): { stop(): Promise<ServiceSeen> } {
+  const stopFile = `/tmp/service-probe-${process.pid}-${++streams}`;
+  const inPod = (...command: string[]) => kubectl(['exec', pod, '--', ...command]);
+  const ended = inPod('node', '-e', PROBE, host, String(port), stopFile);
+  return {
+    async stop() {
+      await inPod('touch', stopFile);
+      return JSON.parse((await ended).trim().split('\n').pop()!) as ServiceSeen;
+    },
+  };
 }

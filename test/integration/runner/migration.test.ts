@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunnerConfigInput } from '../../../src/api/runner-config.js';
 import { MIGRATION_ANNOTATION } from '../../../src/runner/migration/request.js';
 import { listenForTarget, readPsk, type ChannelMessage } from '../../../src/runner/migration/channel.js';
+import { freePort } from '../../../src/util/free-port.js';
 import { eventually } from '../../support/eventually.js';
 import type { SerialConsole } from '../../support/qemu.js';
 import { PCR16_AFTER_EXTEND, PCR16_EXTEND } from '../../support/tpm.js';
@@ -66,8 +67,13 @@ describe('runner: live migration between two runners', () => {
     );
     return listening.migration!.port!;
   };
+  /** Each runner's /metrics and /readyz (its pod's readiness probe). */
+  const metricsPorts = new Map<string, number>();
+  const readiness = async (who: string) =>
+    (await fetch(`http://127.0.0.1:${metricsPorts.get(who)}/readyz`)).status;
   const runnerEnv = (who: string) => ({
     ...process.env,
+    VMOP_METRICS_PORT: String(metricsPorts.get(who)),
     VMOP_POD_NAME: who,
     VMOP_POD_INFO: podInfo(who),
     VMOP_MIGRATION_KEYS: path.join(tmp, 'keys'),
@@ -78,6 +84,7 @@ describe('runner: live migration between two runners', () => {
     await mkdir(path.join(tmp, 'keys'));
     await writeFile(path.join(tmp, 'keys', 'keys.psk'), `vmop:${randomBytes(32).toString('hex')}\n`);
     for (const who of RUNNERS) {
+      metricsPorts.set(who, await freePort());
       await mkdir(runtimeOf(who), { recursive: true });
       await writeFile(podInfo(who), '');
       await makeEmptyDisk(path.join(runtimeOf(who), 'local.img'), 16 * 1024 * 1024);
@@ -175,6 +182,7 @@ describe('runner: live migration between two runners', () => {
         .join('')
         .trim();
     const uptimeBefore = Number(await answer('cut -d" " -f1 /proc/uptime'));
+    expect(await readiness('source')).toBe(200); // the guest runs there
     const port = await sourceListening('m1');
     await annotate('target', { id: 'm1', role: 'target', source: `127.0.0.1:${port}` });
     target = await startRunner(path.join(tmp, 'target.yaml'), { env: runnerEnv('target') });
@@ -190,6 +198,9 @@ describe('runner: live migration between two runners', () => {
     // The source's qemu is gone; its runner stays (a restarted one would not boot the guest).
     await source.waitForLog((l) => l.msg === 'the guest migrated to another pod: waiting to be stopped');
     expect(source.running(), 'the source runner stays').toBe(true);
+    // A Service's endpoint moves with the guest: the target's pod is ready, the source's no more.
+    expect(await readiness('target')).toBe(200);
+    expect(await readiness('source')).toBe(503);
 
     guest.close();
     guest = await openConsole(

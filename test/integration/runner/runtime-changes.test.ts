@@ -132,6 +132,8 @@ describe('runner: a running VM follows its config', () => {
       path.join(tmp, 'console-client.log'),
     );
     expect(await guestConsole.run('true')).toBe(0);
+    // Ready (the pod's readiness probe): the guest runs here.
+    expect((await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).status).toBe(200);
   });
 
   it('hot-plugs a CPU the guest onlines, and unplugs it again', async () => {

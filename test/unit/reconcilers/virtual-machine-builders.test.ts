@@ -197,6 +197,16 @@ describe('desiredRunnerPod', () => {
     expect(tap.metadata!.annotations?.['prometheus.io/scrape']).toBeUndefined();
   });
 
+  it('is Ready only while the guest runs in it (the runner says so on its metrics port), so Services follow the guest', () => {
+    const runner = podOf(vmFrom()).spec!.containers[0]!;
+    expect(runner.readinessProbe).toMatchObject({
+      httpGet: { path: '/readyz', port: 9110 },
+      periodSeconds: 1,
+    });
+    const tap = podOf(vmFrom((raw) => (raw.spec.vm.networks = [{ tap: { bridge: 'br0' } }])));
+    expect(tap.spec!.containers[0]!.readinessProbe).toBeUndefined();
+  });
+
   it('asks for /dev/kvm by its limit when nodes give it', () => {
     expect(runnerOf(vmFrom(), { kvm: true }).resources?.limits).toEqual({
       'devices.vmop.jdrupes.org/kvm': '1',

@@ -118,6 +118,8 @@ export function desiredRunnerConfig(vm: VirtualMachine, options: RunnerConfigOpt
               device: network.user!.device,
               mac: routed.mac,
               address: routed.address,
+              // The runner relays these TCP ports from the pod's address to the guest's.
+              ...(network.user!.ports?.length && { ports: network.user!.ports }),
             };
           return {
             type: 'user' as const,

@@ -35,6 +35,16 @@ import { RESTRICTED_CONTAINER_SECURITY, RESTRICTED_POD_SECURITY } from '../pod-s
 
 /** Where a runner serves its VM's metrics (pods on the host network do not: VMs would share it). */
 export const RUNNER_METRICS_PORT = 9110;
+/**
+ * Ready while the guest runs in this pod (the runner's /readyz): a Service selecting the VM's pods
+ * reaches neither a QEMU that has not let the guest run yet, nor a migration's target before
+ * the guest arrived, nor its source after the guest left.
+ */
+const GUEST_RUNS_HERE_PROBE = {
+  httpGet: { path: '/readyz', port: RUNNER_METRICS_PORT },
+  periodSeconds: 1,
+  failureThreshold: 1,
+};
 /** The annotations by which a plain Prometheus finds a pod's metrics (the chart's PodMonitor goes by the port's name). */
 export const SCRAPE_ANNOTATION_PREFIX = 'prometheus.io/';
 const SCRAPE_ANNOTATIONS = {
@@ -293,7 +303,10 @@ export function desiredRunnerPod(vm: VirtualMachine, options: RunnerPodOptions):
           ...(pullPolicy && { imagePullPolicy: pullPolicy }),
           args: ['runner', '--config', `${CONFIG_DIR}/config.yaml`],
           env,
-          ...(!hostNetwork && { ports: [{ name: 'metrics', containerPort: RUNNER_METRICS_PORT }] }),
+          ...(!hostNetwork && {
+            ports: [{ name: 'metrics', containerPort: RUNNER_METRICS_PORT }],
+            readinessProbe: GUEST_RUNS_HERE_PROBE,
+          }),
           volumeMounts,
           volumeDevices: options.claims
             .filter((claim) => claim.block)
