@@ -4,7 +4,6 @@
 // pods in the cluster (a VM's `source.http`, say) can fetch with the token, until it expires.
 import type { CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { open } from 'node:fs/promises';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { API_VERSION, GROUP, PLURAL, VERSION } from '../api/virtual-machine.js';
 import {
   EXPORT_KIND,
@@ -21,6 +20,7 @@ import { SparseWriter } from '../export/sparse-writer.js';
 import { CliFailure, fail } from './failure.js';
 import { mustExist } from './vm-snapshots.js';
 import { formatDuration } from '../util/table.js';
+import { phaseAndMessage, pollUntil } from './follow-status.js';
 
 export interface ExportCliOptions {
   snapshot?: string;
@@ -36,23 +36,18 @@ export interface ExportCliOptions {
 /** A download that breaks off resumes where it stopped (a Range request), this often. */
 const RESUMES = 5;
 
+/** The export once it serves; fails, saying why, when it ended without serving. */
 async function waitUntilServing(
+  name: string,
   read: () => Promise<VirtualMachineExport>,
   timeoutMs: number,
 ): Promise<VirtualMachineExport> {
-  const deadline = Date.now() + timeoutMs;
-  let said = '';
-  for (;;) {
-    const vmExport = await read();
-    const { phase = 'Pending', message = '' } = vmExport.status ?? {};
-    if (phase === 'Ready') return vmExport;
-    if (isExportDone(vmExport)) fail(`${vmExport.metadata.name}: ${phase}${message ? ` (${message})` : ''}`);
-    if (message && message !== said) console.error(`${vmExport.metadata.name}: ${phase}: ${message}`);
-    said = message;
-    if (Date.now() > deadline)
-      fail(`${vmExport.metadata.name}: still ${phase} after ${formatDuration(timeoutMs)} (${message})`);
-    await sleep(500);
-  }
+  const ready = (vmExport: VirtualMachineExport) => vmExport.status?.phase === 'Ready';
+  const vmExport = await pollUntil(name, read, (e) => ready(e) || isExportDone(e), timeoutMs, {
+    narrate: true,
+  });
+  if (!ready(vmExport)) fail(phaseAndMessage(name, vmExport));
+  return vmExport;
 }
 
 async function download(
@@ -137,6 +132,7 @@ export async function exportDisks(
   const remove = () => api.deleteNamespacedCustomObject({ ...ref, name }).catch(() => undefined);
   try {
     const ready = await waitUntilServing(
+      name,
       async () => VirtualMachineExport.parse(await api.getNamespacedCustomObject({ ...ref, name })),
       options.timeout,
     );

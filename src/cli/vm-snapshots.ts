@@ -1,7 +1,6 @@
 // `vmop vm snapshot NAME`, `vmop vm restore NAME --snapshot S` and `vmop vm clone NAME --name NEW`:
 // make a VirtualMachineSnapshot, VirtualMachineRestore or VirtualMachineClone and follow it.
 import type { CustomObjectsApi } from '@kubernetes/client-node';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { API_VERSION, GROUP, PLURAL, VERSION } from '../api/virtual-machine.js';
 import { isNotFound } from '../kube/clients.js';
 import {
@@ -18,7 +17,7 @@ import {
 } from '../api/virtual-machine-restore.js';
 import { CLONE_KIND, CLONE_PLURAL, VirtualMachineClone, isCloneDone } from '../api/virtual-machine-clone.js';
 import { fail } from './failure.js';
-import { formatDuration } from '../util/table.js';
+import { phaseAndMessage, pollUntil } from './follow-status.js';
 
 export interface SnapshotCliOptions {
   /** The snapshot's name; `<vm>-<random>` when absent. */
@@ -43,19 +42,9 @@ async function follow<T extends { status?: { phase?: string; message?: string } 
   summary: (object: T) => string,
   timeoutMs: number,
 ): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const object = await read();
-    const { phase = 'Pending', message } = object.status ?? {};
-    const why = message ? ` (${message})` : '';
-    if (done(object)) {
-      if (phase === 'Failed') fail(`${name}: Failed${why}`);
-      console.log(`${name}: ${summary(object)}`);
-      return;
-    }
-    if (Date.now() > deadline) fail(`${name}: still ${phase} after ${formatDuration(timeoutMs)}${why}`);
-    await sleep(500);
-  }
+  const object = await pollUntil(name, read, done, timeoutMs);
+  if (object.status?.phase === 'Failed') fail(phaseAndMessage(name, object));
+  console.log(`${name}: ${summary(object)}`);
 }
 
 /**

@@ -34,7 +34,7 @@ export function isConflict(err: unknown): boolean {
 }
 
 /** Runs a write; whether it was done (false when it failed as `benign` allows: made, or gone, already). */
-async function doneUnless(
+export async function doneUnless(
   write: () => Promise<unknown>,
   benign: (err: unknown) => boolean,
 ): Promise<boolean> {

@@ -2,7 +2,14 @@
 // migration requests (on pods, and sent to their runners), the target pod and its claims, and the tidying up. Each is safe to
 // repeat: creates that find their object made are fine, deletes are by uid.
 import { type V1PersistentVolumeClaim, type V1Pod } from '@kubernetes/client-node';
-import { deletePodByUid, isConflict, isNotFound, type KubeClients } from '../../../kube/clients.js';
+import {
+  createUnlessExists,
+  deletePodByUid,
+  doneUnless,
+  isConflict,
+  isNotFound,
+  type KubeClients,
+} from '../../../kube/clients.js';
 import type { ObjectCache } from '../../../kube/object-cache.js';
 import type { VirtualMachine } from '../../../api/virtual-machine.js';
 import { ensureVmKey } from '../vm-key.js';
@@ -11,12 +18,6 @@ import { LABEL_MIGRATION } from './request.js';
 import { migrationAnnotation } from './target.js';
 import { mergePatch } from '../../../kube/merge-patch.js';
 import type { SendRunnerRequest } from '../vm-state.js';
-
-const ignoring =
-  (...benign: Array<(err: unknown) => boolean>) =>
-  (err: unknown) => {
-    if (!benign.some((is) => is(err))) throw err;
-  };
 
 /** The writes of `plan` (after its state was written), as lines for the reconcile's log. */
 export async function carryOutMigration(
@@ -53,17 +54,16 @@ export async function carryOutMigration(
   }
   if (plan.createTarget) {
     for (const claim of plan.createTarget.claims) {
-      await clients.core
-        .createNamespacedPersistentVolumeClaim({ namespace, body: claim })
-        .then(
-          () => writes.push(`PersistentVolumeClaim ${claim.metadata!.name} (migration)`),
-          ignoring(isConflict),
-        );
+      if (
+        await createUnlessExists(() =>
+          clients.core.createNamespacedPersistentVolumeClaim({ namespace, body: claim }),
+        )
+      )
+        writes.push(`PersistentVolumeClaim ${claim.metadata!.name} (migration)`);
     }
     const pod: V1Pod = plan.createTarget.pod;
-    await clients.core
-      .createNamespacedPod({ namespace, body: pod })
-      .then(() => writes.push(`Pod ${pod.metadata!.name} (migration target)`), ignoring(isConflict));
+    if (await createUnlessExists(() => clients.core.createNamespacedPod({ namespace, body: pod })))
+      writes.push(`Pod ${pod.metadata!.name} (migration target)`);
   }
   for (const pod of plan.deletePods) {
     const { name, uid } = pod.metadata!;
@@ -73,26 +73,25 @@ export async function carryOutMigration(
   }
   const claimRef = (claim: V1PersistentVolumeClaim) => ({ name: claim.metadata!.name!, namespace });
   for (const claim of plan.deleteClaims) {
-    await clients.core
-      .deleteNamespacedPersistentVolumeClaim({
-        ...claimRef(claim),
-        body: { preconditions: { uid: claim.metadata!.uid! } },
-      })
-      .then(
-        () => writes.push(`PersistentVolumeClaim ${claim.metadata!.name} deleted (migration)`),
-        ignoring(isNotFound, isConflict),
-      );
+    const deleted = await doneUnless(
+      () =>
+        clients.core.deleteNamespacedPersistentVolumeClaim({
+          ...claimRef(claim),
+          body: { preconditions: { uid: claim.metadata!.uid! } },
+        }),
+      // Gone, or replaced by another of its name (the uid precondition failed).
+      (err) => isNotFound(err) || isConflict(err),
+    );
+    if (deleted) writes.push(`PersistentVolumeClaim ${claim.metadata!.name} deleted (migration)`);
   }
   for (const claim of plan.keepClaims) {
-    await clients.core
-      .patchNamespacedPersistentVolumeClaim(
+    const patch = () =>
+      clients.core.patchNamespacedPersistentVolumeClaim(
         { ...claimRef(claim), body: { metadata: { labels: { [LABEL_MIGRATION]: null } } } },
         mergePatch,
-      )
-      .then(
-        () => writes.push(`PersistentVolumeClaim ${claim.metadata!.name} (now the VM's)`),
-        ignoring(isNotFound),
       );
+    if (await doneUnless(patch, isNotFound))
+      writes.push(`PersistentVolumeClaim ${claim.metadata!.name} (now the VM's)`);
   }
   return writes;
 }
