@@ -2,6 +2,7 @@
 // migration, hot-plugged disks and the runner config. Each part is its concern's planner; the
 // order here is the order they build on each other.
 import { runnerImageErrors } from './runner-pod/allowed-image.js';
+import { guestPortErrors } from './runner-pod/guest-ports.js';
 import { hostNetworkErrors } from './runner-pod/host-network.js';
 import { runnerImage, type RunnerImage } from './runner-pod/pod.js';
 import { runsOutdatedRunner } from './runner-pod/update.js';
@@ -68,9 +69,12 @@ export interface Plan {
 function semanticErrors(vm: VirtualMachine): string[] {
   const { currentCpus } = vm.spec.vm;
   const maximum = maximumCpus(vm.spec.vm);
-  return currentCpus !== undefined && currentCpus > maximum
-    ? [`spec.vm.currentCpus: ${currentCpus} exceeds the ${maximum} CPUs of spec.vm.cpuTopology`]
-    : [];
+  return [
+    ...(currentCpus !== undefined && currentCpus > maximum
+      ? [`spec.vm.currentCpus: ${currentCpus} exceeds the ${maximum} CPUs of spec.vm.cpuTopology`]
+      : []),
+    ...guestPortErrors(vm),
+  ];
 }
 
 export function planVm(

@@ -3,6 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { VirtualMachineSpec } from '../../../src/api/virtual-machine.js';
 import { desiredRunnerConfig } from '../../../src/reconcilers/virtual-machine/runner-config/config.js';
+import { guestPortErrors } from '../../../src/reconcilers/virtual-machine/runner-pod/guest-ports.js';
 import { testRunnerPod, testVm } from './vm-steps/vm-state-fixture.js';
 
 const podOf = testRunnerPod;
@@ -23,6 +24,21 @@ describe("a user network's guest ports", () => {
     ]);
   });
 
+  it("reach the routed network that carries the VM's own address too (the runner relays them), still absent when none", () => {
+    const network = (networks: unknown[]) =>
+      desiredRunnerConfig(testVm({ networks }), { hasDisplaySecret: false, ipAddress: '10.66.10.5' })[
+        '/Runner'
+      ].vm.network;
+    expect(network([{ user: { ports: [{ port: 7 }] } }])).toEqual([
+      expect.objectContaining({
+        type: 'routed',
+        address: '10.66.10.5',
+        ports: [{ port: 7, protocol: 'TCP' }],
+      }),
+    ]);
+    expect(network([{ user: {} }])).toEqual([expect.not.objectContaining({ ports: expect.anything() })]);
+  });
+
   it('open the lowest forwarded port below 1024 to the runner, and no more', () => {
     const sysctl = (value: string) => [{ name: 'net.ipv4.ip_unprivileged_port_start', value }];
     expect(sysctlsOf(testVm({ networks: [{ user: { ports: [{ port: 443 }, { port: 22 }] } }] }))).toEqual(
@@ -35,6 +51,22 @@ describe("a user network's guest ports", () => {
     expect(
       sysctlsOf(testVm({ networks: [{ user: {} }, { user: { ports: [{ port: 7 }] } }] }), '10.66.10.5'),
     ).toEqual(sysctl('7'));
+  });
+
+  it("may not be the runner pod's own ports (its metrics, the SPICE display): SpecValid says which and where", () => {
+    const vm = testVm({
+      networks: [
+        { user: {} },
+        { user: { ports: [{ port: 22 }, { port: 9110 }, { port: 5900 }, { port: 5900, protocol: 'UDP' }] } },
+      ],
+    });
+    expect(guestPortErrors(vm)).toEqual([
+      "spec.vm.networks[1].user.ports: TCP 9110 is the runner pod's port for the runner's metrics: forward another",
+      "spec.vm.networks[1].user.ports: TCP 5900 is the runner pod's port for the SPICE display (spec.vm.display.spice.port): forward another",
+    ]);
+    expect(
+      guestPortErrors(testVm({ networks: [{ user: { ports: [{ port: 22 }, { port: 5901 }] } }] })),
+    ).toEqual([]);
   });
 
   it('are ports: the schema refuses 0 and 65536', () => {
