@@ -17,8 +17,8 @@ DEBIAN_PACKAGES=(
   buildah mmdebstrap gcc libc6-dev
   # promtool, for the chart's alert rules and their unit tests.
   prometheus
-  # bench:migration's 10 ms ping to a VM's own address.
-  iputils-ping
+  # bench:migration's 10 ms ping to a VM's own address; bench:network's other binding.
+  iputils-ping passt
 )
 
 install_debian_packages() {
