@@ -102,3 +102,18 @@ export const EmbeddedObjectMeta = z.object({
   labels: StringMap.optional(),
   annotations: StringMap.optional(),
 });
+
+/** A NetworkPolicy peer (networking.k8s.io/v1 NetworkPolicyPeer): pods by namespace and labels, or addresses. */
+export const NetworkPolicyPeer = z
+  .object({
+    podSelector: LabelSelector.optional(),
+    namespaceSelector: LabelSelector.optional(),
+    ipBlock: z.object({ cidr: z.string().min(1), except: z.array(z.string().min(1)).optional() }).optional(),
+  })
+  .refine((peer) => peer.ipBlock === undefined || (!peer.podSelector && !peer.namespaceSelector), {
+    message: 'an ipBlock peer has no pod or namespace selector',
+  })
+  .refine((peer) => peer.ipBlock || peer.podSelector || peer.namespaceSelector, {
+    message: 'a peer names pods, namespaces or an ipBlock',
+  });
+export type NetworkPolicyPeer = z.infer<typeof NetworkPolicyPeer>;

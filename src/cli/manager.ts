@@ -145,6 +145,22 @@ export function register(program: Command): void {
       "the Services' annotations (a JSON object)",
       jsonObject,
     )
+    .option(
+      '--runner-network-policy',
+      "a NetworkPolicy for each VM's runner pods: vmop's listeners only for the VM's own pods and the peers below, the guest's ports as a pod's",
+    )
+    .option(
+      '--runner-ingress-from <json>',
+      'a NetworkPolicy peer (JSON) that reaches every listener of runner pods: the managers; repeatable',
+      (value: string, previous: unknown[]) => [...previous, jsonObject(value)],
+      [],
+    )
+    .option(
+      '--runner-metrics-from <json>',
+      "a NetworkPolicy peer (JSON) that reaches the runners' metrics port: Prometheus; repeatable",
+      (value: string, previous: unknown[]) => [...previous, jsonObject(value)],
+      [],
+    )
     .option('--resync-interval <seconds>', 'how often all VMs are reconciled anyway', Number, 600)
     .option('--web-port <port>', 'serve the web GUI on this port (0: any free port; default: no GUI)', Number)
     .option('--web-host <address>', 'address the web GUI listens on', '0.0.0.0')
@@ -234,6 +250,11 @@ export function register(program: Command): void {
           enabled: flags.loadBalancerService ?? false,
           labels: flags.loadBalancerServiceLabels,
           annotations: flags.loadBalancerServiceAnnotations,
+        },
+        runnerNetworkPolicy: {
+          enabled: flags.runnerNetworkPolicy ?? false,
+          ingressFrom: flags.runnerIngressFrom,
+          metricsFrom: flags.runnerMetricsFrom,
         },
         resyncIntervalMs: flags.resyncInterval * 1000,
         ...(flags.webPort !== undefined && {

@@ -1,6 +1,7 @@
 // What the manager's watches hold, read by reconciles instead of the apiserver. A cache may lag
 // the apiserver by the watch's delay; src/operator/watch-edge.ts says why that is safe.
 import type { KubernetesObject } from '@kubernetes/client-node';
+import { LABEL_MANAGED_BY, MANAGED_BY } from '../reconcilers/virtual-machine/naming.js';
 
 export type CachedKind =
   | 'VirtualMachine'
@@ -20,6 +21,7 @@ export type CachedKind =
   | 'Pod'
   | 'Secret'
   | 'Service'
+  | 'NetworkPolicy'
   | 'ServiceAccount'
   | 'PersistentVolumeClaim'
   | 'PodDisruptionBudget'
@@ -43,9 +45,9 @@ export function hasLabels(object: KubernetesObject, labels: Record<string, strin
 
 /**
  * Drops what no reconcile reads and what makes cached objects large: managedFields and kubectl's
- * last-applied copy of the whole object (client-go informers offer the same as a transform), and
- * of a Node all of its status but its conditions and addresses (its image list alone can be
- * hundreds of KB).
+ * last-applied copy of the whole object (client-go informers offer the same as a transform), of a
+ * Node all of its status but its conditions and addresses (its image list alone can be hundreds of
+ * KB), and of a NetworkPolicy not vmop's its rules.
  */
 export function trimForCache(object: KubernetesObject, kind = object.kind): void {
   const metadata = object.metadata;
@@ -54,6 +56,10 @@ export function trimForCache(object: KubernetesObject, kind = object.kind): void
   if (metadata.annotations?.['kubectl.kubernetes.io/last-applied-configuration'] !== undefined) {
     delete metadata.annotations['kubectl.kubernetes.io/last-applied-configuration'];
   }
+  // Of others' NetworkPolicies, only which pods they isolate counts (their rules can be long).
+  const policy = object as { spec?: { podSelector?: unknown; policyTypes?: unknown } };
+  if (kind === 'NetworkPolicy' && policy.spec && metadata.labels?.[LABEL_MANAGED_BY] !== MANAGED_BY)
+    policy.spec = { podSelector: policy.spec.podSelector, policyTypes: policy.spec.policyTypes };
   const node = object as { status?: { conditions?: unknown; addresses?: unknown } };
   if (kind === 'Node' && node.status)
     node.status = { conditions: node.status.conditions, addresses: node.status.addresses };

@@ -9,6 +9,7 @@ import { apiserverEndpoint, importDestinations } from './import-destinations.js'
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import { z } from 'zod';
 import { EvictionStrategy, KIND } from '../api/virtual-machine.js';
+import { NetworkPolicyPeer } from '../api/kubernetes-types.js';
 import { makeKubeClients, readableApiError } from '../kube/clients.js';
 import { loadKubeConfig } from '../kube/config.js';
 import {
@@ -118,6 +119,17 @@ export const ManagerOptions = z.object({
       annotations: z.record(z.string(), z.string()).default({}),
     })
     .default({ enabled: false, labels: {}, annotations: {} }),
+  /**
+   * A NetworkPolicy for each VM's runner pods: vmop's listeners only for the VM's own pods and
+   * these peers (the managers; Prometheus for metrics), the guest's ports as a pod's.
+   */
+  runnerNetworkPolicy: z
+    .object({
+      enabled: z.boolean().default(false),
+      ingressFrom: z.array(NetworkPolicyPeer).default([]),
+      metricsFrom: z.array(NetworkPolicyPeer).default([]),
+    })
+    .default({ enabled: false, ingressFrom: [], metricsFrom: [] }),
   /** Off only to measure what users would get without it (bench:changes). */
   configNudge: z.boolean().default(true),
   resyncIntervalMs: z
@@ -241,6 +253,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     runnerDataAccessMode: options.runnerDataAccessMode,
     evictionStrategy: options.evictionStrategy,
     loadBalancer: options.loadBalancerService,
+    runnerNetworkPolicy: options.runnerNetworkPolicy,
     configNudge: options.configNudge,
     onTransition: vmTransitionMetrics(registry),
     logger,

@@ -199,6 +199,8 @@ export const WATCHED: Array<{
   },
   { apiVersion: 'v1', kind: 'Service', plural: 'services', labelSelector: OWNED },
   { apiVersion: 'v1', kind: 'ServiceAccount', plural: 'serviceaccounts', labelSelector: OWNED },
+  // All of them: whether a policy of the namespace selects a VM's runner pods shapes vmop's own.
+  { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', plural: 'networkpolicies' },
   {
     apiVersion: 'v1',
     kind: 'PersistentVolumeClaim',
@@ -462,6 +464,13 @@ export function createWatchEdge(
       .filter((c) => c.metadata?.annotations?.[DEFAULT_CLASS_ANNOTATION] === 'true')
       .map((c) => classKey(c.metadata!.name!));
   };
+  /** A NetworkPolicy not vmop's may select any VM's runner pods of its namespace. */
+  const vmsOfNamespace = (policy: KubernetesObject) =>
+    policy.metadata?.labels?.[LABEL_MANAGED_BY] === MANAGED_BY
+      ? []
+      : cache
+          .list<VmView>(KIND, policy.metadata!.namespace!)
+          .map((vm) => vmKey(vm.metadata!.namespace!, vm.metadata!.name!));
   /** The classes each VM (by uid) concerned last: one it left concerns them too. */
   const lastClasses = new Map<string, string[]>();
   const vmClassKeys = (uid: string | undefined, type: WatchEventSummary['type'], vm: VmView) => {
@@ -546,6 +555,7 @@ export function createWatchEdge(
     // An image's change (Ready, say) concerns the VMs with disks filled from it.
     const imageUsers = spec.kind === IMAGE_KIND ? vmsUsingImage(object.metadata!.namespace!, name!) : [];
     const poolMembers = spec.kind === POOL_KIND ? vmsOfPool(object.metadata!.namespace!, name!) : [];
+    const policyTakers = spec.kind === 'NetworkPolicy' ? vmsOfNamespace(object) : [];
     const vmConcerned =
       spec.kind === 'Pod' ? object.metadata?.labels?.[LABEL_INSTANCE] : spec.kind === KIND ? name : undefined;
     const snapshotConcerned = spec.kind === SNAPSHOT_KIND ? name : undefined;
@@ -572,6 +582,7 @@ export function createWatchEdge(
       ...keysOfObject(typed, vmUnchanged),
       ...imageUsers,
       ...poolMembers,
+      ...policyTakers,
       ...waiting,
       ...classes,
       ...ipAddresses,

@@ -130,6 +130,9 @@ describe('the Helm chart on real nodes', () => {
       apply.child.stdin?.end(rendered);
       const { stdout: applied, stderr } = await apply;
       expect(applied).toMatch(/deployment.apps\/vmop-manager created \(server dry run\)/);
+      // Runner pods' NetworkPolicies by default, vmop's listeners open to this release's managers.
+      expect(rendered).toContain('- --runner-network-policy');
+      expect(rendered).toMatch(/--runner-ingress-from=.*kubernetes.io\/metadata.name\\":\\"vmop-system/);
       // Every pod but the node agent's is admitted under "restricted": its hostPath volumes (and
       // with routes its privilege) are the only warning.
       const warnings = stderr.split('\n').filter((line) => line.includes('would violate PodSecurity'));
@@ -323,6 +326,10 @@ describe('the Helm chart on real nodes', () => {
       ['create', 'poddisruptionbudgets.policy'],
       ['delete', 'poddisruptionbudgets.policy'],
       ['watch', 'poddisruptionbudgets.policy'],
+      // Each VM's runner NetworkPolicy; all are read (one may select a VM's runner pods).
+      ['create', 'networkpolicies.networking.k8s.io'],
+      ['patch', 'networkpolicies.networking.k8s.io'],
+      ['watch', 'networkpolicies.networking.k8s.io'],
       ['create', 'events'],
       ['patch', 'events'],
       // The web GUI's VM page shows the VM's Events.
@@ -376,6 +383,13 @@ metadata:
 type: kubernetes.io/service-account-token
 `;
     expect(await asManager(['apply', '-f', '-'], tokenSecret)).toMatch(/writes only Opaque Secrets/);
+    // A NetworkPolicy could open any namespace's pods: only VMs' ones.
+    const openAll = `apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: open-all}
+spec: {podSelector: {}, ingress: [{}]}
+`;
+    expect(await asManager(['apply', '-f', '-'], openAll)).toMatch(/writes only objects of VMs/);
     const dns = JSON.parse(
       await vms.kubectl(['get', 'pods', '-n', 'kube-system', '-l', 'k8s-app=kube-dns', '-o', 'json']),
     ).items[0].metadata.name;

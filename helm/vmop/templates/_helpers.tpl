@@ -147,6 +147,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
   # create: the runner data and disk claims of a VM (never deleted with it); patch and delete: a
   # live migration's copies of node-local disks take the place of the originals (or go, if it fails).
   verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  # All are read: one of the namespace that selects a VM's runner pods closes the guest's ports
+  # to all but what it allows. Written: each VM's own (runnerNetworkPolicy).
+  verbs: [get, list, watch{{ if .Values.runnerNetworkPolicy.enabled }}, create, patch, delete{{ end }}]
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
   # A VM that moves live on eviction has one, so a drain waits while vmop moves it.

@@ -10,6 +10,7 @@ import type {
   V1Secret,
   V1ServiceAccount,
   V1Service,
+  V1NetworkPolicy,
   V1StatefulSet,
   V1StorageClass,
 } from '@kubernetes/client-node';
@@ -99,6 +100,8 @@ export interface Observed {
     hasMigrationKeys: boolean;
     imageRepository?: V1PersistentVolumeClaim;
   };
+  /** The NetworkPolicies of the VM's namespace (vmop's and others'). */
+  networkPolicies: V1NetworkPolicy[];
   /** An operation of the VM's namespace, when it is cached and valid. */
   operation: (name: string | undefined) => VirtualMachineOperation | undefined;
   /** The pool the VM is assigned from, if it (still) exists. */
@@ -236,6 +239,7 @@ export async function observeVm(
         IMAGE_REPOSITORY_CLAIM,
       ),
     },
+    networkPolicies: cache.list<V1NetworkPolicy>('NetworkPolicy', namespace),
     operation,
     assignedPool: cachedPool ? VmPool.safeParse(cachedPool).data : undefined,
     vmClass: chooseClass(vm, cachedClasses(cache)),

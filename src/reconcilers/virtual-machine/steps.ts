@@ -18,6 +18,7 @@ import { ipAddressStep } from './address/ip-address-step.js';
 import { legacyStatefulSetStep } from './runner-pod/legacy-statefulset-step.js';
 import { loadBalancerStep } from './load-balancer/step.js';
 import { migrationStep } from './migration/step.js';
+import { networkPolicyStep } from './network-policy/step.js';
 import { provisioningSecretsStep } from './runner-config/provisioning-secrets-step.js';
 import { runPolicyStep } from './lifecycle/run-policy-step.js';
 import { runnerConfigStep } from './runner-config/step.js';
@@ -43,6 +44,7 @@ export const VM_STEPS: ReadonlyArray<Step<VmState>> = [
   diskAttachmentsStep,
   diskExpansionStep,
   loadBalancerStep,
+  networkPolicyStep,
   evictionStep,
   runnerUpdateStep,
   statusStep,

@@ -21,6 +21,7 @@ import type { PolicyStop } from './lifecycle/run-policy.js';
 import type { RunnerPodPlan } from './runner-pod/plan.js';
 import type { LoadBalancerState, ObservedState } from './status/derive.js';
 import type { LoadBalancerDefaults } from './load-balancer/service.js';
+import type { RunnerNetworkPolicySettings } from './network-policy/policy.js';
 import type { ObjectEvent } from '../events.js';
 import type { Overcommit, RunnerImage } from './runner-pod/pod.js';
 
@@ -54,6 +55,8 @@ export interface VmReconcilerOptions {
   runnerDataAccessMode?: 'ReadWriteOnce' | 'ReadWriteMany';
   /** The manager's LoadBalancer Service setting (default: none unless a VM asks for one). */
   loadBalancer?: LoadBalancerDefaults;
+  /** The NetworkPolicy of runner pods (network-policy/policy.ts); none made when absent. */
+  runnerNetworkPolicy?: RunnerNetworkPolicySettings;
   /** Nudge kubelet to refresh a changed config volume at once (default); off only to measure kubelet's own sync. */
   configNudge?: boolean;
   /** The runner's latest snapshot of a VM key (from Redis; a migration target's: `suffix`), if any. */

@@ -99,6 +99,7 @@ export function vmState(fixture: FixtureOptions = {}): { state: VmState; calls: 
     node: (name) => nodeFacts(name, readyNode),
     nodes: [nodeFacts('node-1', readyNode)],
     owned: { hasMigrationKeys: false },
+    networkPolicies: [],
     operation: () => undefined,
     vmClass: {},
     now: NOW,
