@@ -2,8 +2,8 @@
 # Builds the Go programs of vmop's local Kubernetes from the Go module proxy into a cache outside
 # the work tree, keyed by version: kube-apiserver, kube-controller-manager, kube-scheduler,
 # kubelet and kube-proxy; CoreDNS (cluster DNS); helm; an OCI registry and crane (images of disks
-# for the test bed); Dex. etcd comes unpacked from Debian 13's package. A quick no-op when the
-# binaries exist. Each build's time is logged.
+# for the test bed); Dex; kube-router (the beds' NetworkPolicies). etcd comes unpacked from
+# Debian 13's package. A quick no-op when the binaries exist. Each build's time is logged.
 #
 # k8s.io/kubernetes cannot be `go install`ed: it requires its staging modules at v0.0.0
 # with `replace => ./staging/...`. A wrapper module that replaces every staging module
@@ -16,6 +16,9 @@ DEBIAN_MIRROR="${VMOP_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 COREDNS_VERSION="${VMOP_COREDNS_VERSION:-1.12.4}"
 HELM_VERSION="${VMOP_HELM_VERSION:-3.22.0}"
 GCR_VERSION="${VMOP_GCR_VERSION:-0.22.1}"
+# The only release the Go module proxy serves (v2.6.1 is refused); security flaws are reported for
+# it: it only enforces NetworkPolicies in the local test beds, never in a user's cluster.
+KUBE_ROUTER_VERSION="${VMOP_KUBE_ROUTER_VERSION:-2.1.0}"
 # Dex has no release the Go module proxy serves as a module (its v2 tags lack /v2): the newest
 # pseudo-version the proxy has.
 DEX_VERSION="${VMOP_DEX_VERSION:-v0.0.0-20260806151424-ab64ed778070}"
@@ -26,6 +29,7 @@ COREDNS_DIR="$CACHE_ROOT/coredns/v$COREDNS_VERSION"
 HELM_DIR="$CACHE_ROOT/helm/v$HELM_VERSION"
 GCR_DIR="$CACHE_ROOT/go-containerregistry/v$GCR_VERSION"
 DEX_DIR="$CACHE_ROOT/dex/$DEX_VERSION"
+KUBE_ROUTER_DIR="$CACHE_ROOT/kube-router/v$KUBE_ROUTER_VERSION"
 K8S_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
@@ -166,6 +170,8 @@ timed go_install "helm.sh/helm/v3/cmd/helm@v$HELM_VERSION" "$HELM_DIR" helm
 timed build_own_main registry "github.com/google/go-containerregistry@v$GCR_VERSION" "$GCR_DIR" registry
 timed go_install "github.com/google/go-containerregistry/cmd/crane@v$GCR_VERSION" "$GCR_DIR" crane
 timed build_dex
+# kube-router's firewall alone: the beds' NetworkPolicy enforcer (kube-proxy keeps Services).
+timed go_install "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@v$KUBE_ROUTER_VERSION" "$KUBE_ROUTER_DIR" kube-router
 # Print where the binaries are, for scripts that need them.
 echo "K8S_BIN_DIR=$K8S_DIR"
 echo "ETCD_BIN_DIR=$ETCD_DIR"
@@ -173,3 +179,4 @@ echo "COREDNS_BIN_DIR=$COREDNS_DIR"
 echo "HELM_BIN_DIR=$HELM_DIR"
 echo "GCR_BIN_DIR=$GCR_DIR"
 echo "DEX_BIN_DIR=$DEX_DIR"
+echo "KUBE_ROUTER_BIN_DIR=$KUBE_ROUTER_DIR"

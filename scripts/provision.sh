@@ -19,6 +19,8 @@ DEBIAN_PACKAGES=(
   prometheus
   # bench:migration's 10 ms ping to a VM's own address; bench:network's other binding.
   iputils-ping passt
+  # kube-router, the beds' NetworkPolicy enforcer, keeps its address sets with ipset.
+  ipset
 )
 
 install_debian_packages() {

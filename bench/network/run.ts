@@ -9,10 +9,16 @@
 // an address of its own instead, and the targets are that address (routed through the node agent's
 // tap) and the pod's address (the runner's relay). Ratios to the baseline; the issue's goal is
 // ≥ 0.5× the pod-to-pod throughput. BENCH_RUNS throughput runs per target (default 3, the median).
+// Last, the NetworkPolicy enforcer's cost (kube-router's firewall, as the local nodes run it):
+// pod-to-pod with a policy selecting the echo pod, against the same once kube-router is stopped and
+// its rules removed (`kube-router --cleanup-config`).
+import { execFile } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { promisify } from 'node:util';
 import os from 'node:os';
 import path from 'node:path';
 import { startDevEnvironment } from '../../src/devenv/dev-environment.js';
+import { locateNodeBinaries } from '../../src/devenv/kube-binaries.js';
 import { clusterVms, testGuestManifest } from '../../test/support/cluster-vms.js';
 import { startNodePod } from '../../test/support/tcp-stream.js';
 import { ECHO_HEADER, echoRow, measureEcho } from '../support/echo-client.js';
@@ -23,6 +29,15 @@ const NAMESPACE = 'default';
 const VM = 'bench-net';
 const ECHO_PORT = 7;
 const BASELINE_PORT = 7007;
+const run = promisify(execFile);
+/** Every pod of the namespace is selected, and may be reached from every pod of the cluster. */
+const ALLOW_FROM_PODS = `apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: bench-allow-pods, namespace: ${NAMESPACE}}
+spec:
+  podSelector: {}
+  ingress: [{from: [{namespaceSelector: {}}]}]
+`;
 
 async function main() {
   const dir = await mkdtemp(path.join(os.tmpdir(), 'vmop-bench-network-'));
@@ -83,6 +98,28 @@ async function main() {
         const met = seen.mbs >= 0.5 * baseline.mbs;
         console.log(`${where}: ${echoRow(label, seen, baseline)}  (goal ≥ 0.5×: ${met ? 'MET' : 'MISSED'})`);
       }
+    }
+
+    const clients = [
+      ['client-1', 'from node 1'],
+      ['client-2', 'from node 2'],
+    ] as const;
+    const exec = (client: string) => (args: string[]) => vms.kubectl(['exec', client, '--', 'node', ...args]);
+    await vms.kubectl(['apply', '-f', '-'], ALLOW_FROM_PODS);
+    await new Promise((resolve) => setTimeout(resolve, 5_000)); // kube-router syncs the policy
+    const enforced = [];
+    for (const [client] of clients)
+      enforced.push(await measureEcho(exec(client), baselineIP, BASELINE_PORT, RUNS));
+    const { kubeRouter } = await locateNodeBinaries();
+    for (const node of env.cluster.nodes) {
+      await node.service('kube-router')?.stop(10_000);
+      await run('nsenter', [`--net=${node.network.netnsPath}`, '--', kubeRouter, '--cleanup-config']);
+    }
+    console.log(`\nthe NetworkPolicy enforcer (kube-router's firewall), pod to pod: ${ECHO_HEADER}`);
+    for (const [index, [client, where]] of clients.entries()) {
+      const open = await measureEcho(exec(client), baselineIP, BASELINE_PORT, RUNS);
+      console.log(`${where}: ${echoRow('no enforcer', open, open)}`);
+      console.log(`${where}: ${echoRow('a policy selects the server, enforced', enforced[index]!, open)}`);
     }
   } finally {
     await env.stop();

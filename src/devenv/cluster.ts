@@ -67,6 +67,8 @@ export interface StartClusterOptions {
   vmCidrs?: string[];
   /** Whether each node runs vmop's node agent as a service (default); false: the chart's DaemonSet is to. */
   nodeAgents?: boolean;
+  /** Whether the nodes enforce NetworkPolicies (kube-router's firewall on each). */
+  networkPolicies?: boolean;
   /** Called when a process of the control plane or a node's service was started again by its supervisor. */
   onRestart?: () => void;
   dir?: string;
@@ -136,6 +138,7 @@ export async function startCluster(options: StartClusterOptions = {}): Promise<C
         labels: { 'topology.kubernetes.io/zone': `zone-${i + 1}` },
         vmCidrs: options.vmCidrs,
         agent: options.nodeAgents,
+        networkPolicies: options.networkPolicies,
         onRestart: options.onRestart,
         images: [images.pause, images.coredns, ...nodeImages.map((name) => images[name])].map(
           (image) => image.archive,

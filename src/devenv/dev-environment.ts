@@ -180,6 +180,8 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
     // The managers run from this checkout and Redis on this machine: the nodes need only the runner.
     images: ['runner'],
     vmCidrs: options.vmCidrs,
+    // As a cluster whose network enforces them: vmop's runner policies hold, and tenants' do.
+    networkPolicies: true,
     onRestart: () => options.onRestart?.(),
     logger,
   });
@@ -265,6 +267,13 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
       // Any node can take a VM over: its runner data is on the shared (network) class.
       ...['--runner-data-storage-class', SHARED_STORAGE_CLASS, '--runner-data-access-mode', 'ReadWriteMany'],
       ...(options.vmCidrs ?? []).flatMap((cidr) => ['--vm-cidr', cidr]),
+      // The managers here never connect to runner pods (this machine has no route to pods); a
+      // Prometheus on a node scrapes them from that node's address.
+      '--runner-network-policy',
+      ...cluster.nodes.flatMap((node) => [
+        '--runner-metrics-from',
+        JSON.stringify({ ipBlock: { cidr: `${node.address}/32` } }),
+      ]),
       ...(options.managerArgs ?? []),
     ];
     const env = { VMOP_OIDC_CLIENT_SECRET: oidcProvider.clientSecret };

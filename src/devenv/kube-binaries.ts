@@ -20,6 +20,8 @@ export interface NodeBinaries {
   crane: string;
   /** Dex, the OpenID Connect provider people log in at (the web GUI). */
   dex: string;
+  /** kube-router, run with its firewall only: the NetworkPolicy enforcer of the nodes. */
+  kubeRouter: string;
 }
 
 const BUILD_SCRIPT = 'build-kubernetes.sh';
@@ -32,6 +34,7 @@ const BuildScriptOutput = z.object({
   HELM_BIN_DIR: z.string().min(1),
   GCR_BIN_DIR: z.string().min(1),
   DEX_BIN_DIR: z.string().min(1),
+  KUBE_ROUTER_BIN_DIR: z.string().min(1),
 });
 type BuildOutput = z.infer<typeof BuildScriptOutput>;
 
@@ -78,7 +81,7 @@ export async function locateControlPlaneBinaries(
   );
 }
 
-/** kubelet, kube-proxy, helm, the registry, crane and Dex, from the cache of scripts/build-kubernetes.sh. */
+/** kubelet, kube-proxy, helm, the registry, crane, Dex and kube-router, from the cache of scripts/build-kubernetes.sh. */
 export async function locateNodeBinaries(
   logger: Logger = createLogger('kube-binaries'),
 ): Promise<NodeBinaries> {
@@ -91,6 +94,7 @@ export async function locateNodeBinaries(
       registry: path.join(out.GCR_BIN_DIR, 'registry'),
       crane: path.join(out.GCR_BIN_DIR, 'crane'),
       dex: path.join(out.DEX_BIN_DIR, 'dex'),
+      kubeRouter: path.join(out.KUBE_ROUTER_BIN_DIR, 'kube-router'),
     },
     `scripts/${BUILD_SCRIPT}`,
   );

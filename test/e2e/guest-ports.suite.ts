@@ -2,6 +2,8 @@
 // names from its runner pod, so a Service made by `vmop vm expose`, `kubectl port-forward` and
 // `vmop vm port-forward` reach the test guest's TCP echo server, `vmop vm ssh` runs a command in it
 // (the key from cloud-init's user-data), and a port it does not name is refused with what to change.
+// The bed's nodes enforce NetworkPolicies (kube-router): vmop's own listeners on the runner pod
+// answer no other pod, the guest's ports follow the namespace's policies as a pod's would.
 import { spawn, execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { connect } from 'node:net';
@@ -16,6 +18,10 @@ import { startNodePod } from '../support/tcp-stream.js';
 
 const run = promisify(execFile);
 const NAMESPACE = 'guest-ports';
+/** What a connection the enforcer drops (or rejects) ends with. */
+const BLOCKED = /^(TIMEOUT|ECONNREFUSED|EHOSTUNREACH)$/;
+/** Another tenant's namespace. */
+const OTHER_NAMESPACE = 'guest-ports-other';
 const VM = 'ported';
 const READY = 'VMOP-GUEST-READY';
 /** The test guest's TCP echo server. */
@@ -137,4 +143,77 @@ describe("guest ports: Services and port-forwards reach a VM's guest as a pod's"
       `${VM} does not forward its guest's TCP port 23 (it forwards ${ECHO_PORT}, 22)`,
     );
   }, 600_000);
+
+  it("NetworkPolicies: vmop's listeners answer no other pod; a policy of the namespace closes the guest's ports to other namespaces", async () => {
+    const running = await vms.waitForVm(VM, (vm) => expect(vm.status?.phase).toBe('Running'));
+    const runnerPod = running.status!.runnerPod!.name;
+    const podIp = (await vms.kubectl(['get', 'pod', runnerPod, '-o', 'jsonpath={.status.podIP}'])).trim();
+    await vms.kubectl(['create', 'namespace', OTHER_NAMESPACE]).catch(() => undefined);
+    await startNodePod(vms.kubectl, { name: 'outsider', namespace: OTHER_NAMESPACE, vmPod: runnerPod });
+    /** What a TCP connection from `pod` to the runner pod's `port` gets: the echo, CONNECTED, or why not. */
+    const probe = async (pod: string, namespace: string, port: number) =>
+      (
+        await vms.kubectl([
+          ...['exec', '-n', namespace, pod, '--', 'node', '-e'],
+          `const s = require('net').connect(${port}, '${podIp}', () => { s.write('hello\\n'); setTimeout(() => { console.log('CONNECTED'); process.exit(0); }, 2000); });
+           s.setTimeout(4000, () => { console.log('TIMEOUT'); process.exit(0); });
+           s.on('data', (d) => { console.log(String(d).trim()); process.exit(0); });
+           s.on('error', (e) => { console.log(e.code); process.exit(0); });`,
+        ])
+      ).trim();
+    // The node's own traffic to its pods passes any policy (kubelet's probes): the listener is
+    // there, so what the other pods get is the policy's doing.
+    const node = (await vms.kubectl(['get', 'pod', runnerPod, '-o', 'jsonpath={.spec.nodeName}'])).trim();
+    const nodeNetns = bed.state().nodeServices.find((n) => n.node === node)!.netns;
+    const metricsFromNode = async () =>
+      (
+        await run('nsenter', [
+          `--net=${nodeNetns}`,
+          '--',
+          ...[
+            process.execPath,
+            '-e',
+            `fetch('http://${podIp}:9110/metrics').then((r) => console.log(r.status))`,
+          ],
+        ])
+      ).stdout.trim();
+
+    // Without a policy of the namespace: the guest's port answers everyone, the runner's metrics
+    // no other pod (only the VM's own, the managers' address and the nodes').
+    expect(await probe('outsider', OTHER_NAMESPACE, ECHO_PORT)).toBe('hello');
+    expect(await probe('caller', NAMESPACE, ECHO_PORT)).toBe('hello');
+    expect(await probe('outsider', OTHER_NAMESPACE, 9110)).toMatch(BLOCKED);
+    expect(await probe('caller', NAMESPACE, 9110)).toMatch(BLOCKED);
+    expect(await metricsFromNode()).toBe('200');
+
+    // The namespace's own pods only: the other namespace's pod no longer reaches the guest.
+    const sameNamespaceOnly = `apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: same-namespace-only, namespace: ${NAMESPACE}}
+spec:
+  podSelector: {}
+  ingress: [{from: [{podSelector: {}}]}]
+`;
+    await vms.kubectl(['apply', '-f', '-'], sameNamespaceOnly);
+    await eventually(
+      async () => expect(await probe('outsider', OTHER_NAMESPACE, ECHO_PORT)).toMatch(BLOCKED),
+      60_000,
+      1_000,
+    );
+    expect(await probe('caller', NAMESPACE, ECHO_PORT)).toBe('hello');
+    // vmop's listeners stay as they were to the node. (NetworkPolicies add up: the namespace's
+    // policy now opens them to its own pods; it could never close them to the managers.)
+    expect(await metricsFromNode()).toBe('200');
+    const policy = JSON.parse(await vms.kubectl(['get', 'networkpolicy', `vmop-runner-${VM}`, '-o', 'json']));
+    expect(policy.spec.ingress.filter((rule: { from?: unknown }) => rule.from === undefined)).toEqual([]);
+
+    // The policy gone, the guest's port is everyone's again.
+    await vms.kubectl(['delete', 'networkpolicy', 'same-namespace-only']);
+    await eventually(
+      async () => expect(await probe('outsider', OTHER_NAMESPACE, ECHO_PORT)).toBe('hello'),
+      60_000,
+      1_000,
+    );
+    expect(await probe('outsider', OTHER_NAMESPACE, 9110)).toMatch(BLOCKED);
+  }, 300_000);
 });

@@ -22,6 +22,10 @@ const VM = 'web';
 const SPICE_PORT = 5930;
 /** A sleep no other process on the machine runs: how the test finds dora's pod's processes. */
 const DORA_SLEEP = '3600.4040';
+/** `node -e CONNECT_PROBE host port`: CONNECTED, TIMEOUT (4 s) or the connection's error code. */
+const CONNECT_PROBE = `const s = require('net').connect(Number(process.argv[2]), process.argv[1], () => { console.log('CONNECTED'); process.exit(0); });
+s.setTimeout(4000, () => { console.log('TIMEOUT'); process.exit(0); });
+s.on('error', (e) => { console.log(e.code); process.exit(0); });`;
 
 describe('tenancy: a person with edit in one namespace cannot reach another', () => {
   const bed = useDevBed('dev', { namespaces: [TEAM_A, TEAM_B] });
@@ -123,7 +127,7 @@ describe('tenancy: a person with edit in one namespace cannot reach another', ()
     expect(await managers.ping()).toBe('PONG');
   });
 
-  it("cannot log in to team-a's SPICE display from a pod of team-b without its password, which she cannot read", async () => {
+  it("cannot reach team-a's SPICE display from a pod of team-b (vmop's NetworkPolicy), nor read its password", async () => {
     await expect(teamA.kubectl(['--as', 'dora', 'get', 'secret', `${VM}-display-secret`])).rejects.toThrow(
       /Forbidden/,
     );
@@ -160,17 +164,22 @@ describe('tenancy: a person with edit in one namespace cannot reach another', ()
     await dora('wait', '--for=condition=Ready', 'pod/probe', '--timeout=120s');
     const { stdout: pids } = await run('pgrep', ['-f', `sleep ${DORA_SLEEP}`]);
     const netns = `/proc/${pids.trim().split('\n')[0]}/ns/net`;
-    const podIP = await teamA.kubectl([
-      'get',
-      'pod',
-      (await teamA.getVm(VM)).status!.runnerPod!.name,
-      '-o',
-      'jsonpath={.status.podIP}',
+    const runnerPod = (await teamA.getVm(VM)).status!.runnerPod!.name;
+    const [podIP, node] = (
+      await teamA.kubectl(['get', 'pod', runnerPod, '-o', 'jsonpath={.status.podIP} {.spec.nodeName}'])
+    ).split(' ');
+    // A TCP connection from her pod's network: dropped (or refused) by the node's enforcer.
+    const { stdout: reached } = await run('nsenter', [
+      `--net=${netns}`,
+      '--',
+      ...[process.execPath, '-e', CONNECT_PROBE, podIP!, String(SPICE_PORT)],
     ]);
-    const login = (password: string) => spiceLoginFrom(netns, podIP, SPICE_PORT, password);
-    expect(await login('')).toBe(SPICE_LINK_PERMISSION_DENIED);
+    expect(reached.trim()).toMatch(/^(TIMEOUT|ECONNREFUSED|EHOSTUNREACH)$/);
+    // The display listens, and its password guards it where the network lets one in (a viewer on
+    // the VM's node: the node's own traffic to its pods passes).
+    const nodeNetns = bed.state().nodeServices.find((n) => n.node === node)!.netns;
+    const login = (password: string) => spiceLoginFrom(nodeNetns, podIP!, SPICE_PORT, password);
     expect(await login('guessed')).toBe(SPICE_LINK_PERMISSION_DENIED);
-    // The password team-a's owner sets opens it from there: only the password kept her out.
     const password = 'team-a-only';
     await teamA.setDisplayPassword(VM, password);
     expect(await login(password)).toBe(SPICE_LINK_OK);

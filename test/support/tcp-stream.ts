@@ -90,7 +90,7 @@ export async function startNodePod(
   const script = options.script ?? 'setInterval(() => {}, 1 << 30)';
   const image = await kubectl(['get', 'pod', options.vmPod, '-o', 'jsonpath={.spec.containers[0].image}']);
   await kubectl(
-    ['apply', '-f', '-'],
+    ['apply', '-n', options.namespace, '-f', '-'],
     `apiVersion: v1
 kind: Pod
 metadata: {name: ${options.name}, namespace: ${options.namespace}}
@@ -108,7 +108,10 @@ ${options.node ? `  nodeName: ${options.node}\n` : ''}  containers:
       seccompProfile: {type: RuntimeDefault}
 `,
   );
-  await kubectl(['wait', '--for=condition=Ready', `pod/${options.name}`, '--timeout=120s']);
+  await kubectl([
+    ...['wait', '-n', options.namespace, '--for=condition=Ready'],
+    ...[`pod/${options.name}`, '--timeout=120s'],
+  ]);
 }
 
 /** Runs in the pod: `node -e PROBE host port stopFile`; a new connection every 100 ms, one line echoed. */

@@ -1,5 +1,5 @@
-// One real Kubernetes node on this machine: containerd, kubelet, kube-proxy and vmop's node agent
-// in the node's own network namespace, running pods from locally built images. They are supervised
+// One real Kubernetes node on this machine: containerd, kubelet, kube-proxy, vmop's node agent
+// and (where NetworkPolicies are enforced) kube-router's firewall in the node's own network namespace, running pods from locally built images. They are supervised
 // as systemd would on a real node: one that dies is started again with back-off (running pods stay).
 // The node agent runs as a node service, or not at all where the chart's DaemonSet is to run
 // (`agent: false`, the cluster bed): containerd runs in the node's own mount and network
@@ -36,10 +36,10 @@ import {
 const run = promisify(execFile);
 
 /** The services that stop before containerd, kubelet first: it must not see containerd go and restart containers meanwhile. */
-const STOPPED_BEFORE_CONTAINERD = ['kubelet', 'node-agent', 'kube-proxy'] as const;
+const STOPPED_BEFORE_CONTAINERD = ['kubelet', 'node-agent', 'kube-proxy', 'kube-router'] as const;
 
 /** The node's own processes, in the order they start. */
-export const NODE_SERVICES = ['containerd', 'kubelet', 'kube-proxy', 'node-agent'] as const;
+export const NODE_SERVICES = ['containerd', 'kubelet', 'kube-proxy', 'kube-router', 'node-agent'] as const;
 export type NodeService = (typeof NODE_SERVICES)[number];
 
 export interface LocalNode {
@@ -78,6 +78,8 @@ export interface StartNodeOptions {
   vmCidrs?: string[];
   /** Whether vmop's node agent runs as a service of the node (default); false: the chart's DaemonSet gives devices. */
   agent?: boolean;
+  /** Whether the node enforces NetworkPolicies (kube-router's firewall, as a service of the node). */
+  networkPolicies?: boolean;
   /** Called when a service was started again by its supervisor. */
   onRestart?: () => void;
   /** docker-archive tars to import before kubelet starts. */
@@ -97,6 +99,8 @@ const DEFAULT_STOP_GRACE_MS = 30_000;
 export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
   const { network, credentials, logger } = options;
   const agent = options.agent ?? true;
+  const runs = (name: NodeService) =>
+    (agent || name !== 'node-agent') && (options.networkPolicies === true || name !== 'kube-router');
   const binaries = await locateNodeBinaries(logger);
   const ownsDir = options.dir === undefined;
   const dir = options.dir ?? (await mkdtemp(path.join(os.tmpdir(), 'vmop-node-')));
@@ -170,6 +174,19 @@ export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
         : []),
     ],
     'kube-proxy': [...inNode, binaries.kubeProxy, `--config=${file('kube-proxy.yaml')}`],
+    // Its firewall alone: pod networking is the CNI bridge's, Services kube-proxy's. It reads
+    // pods, namespaces and NetworkPolicies (the node agent's kubeconfig is the cluster admin's).
+    'kube-router': [
+      ...inNode,
+      binaries.kubeRouter,
+      `--kubeconfig=${file('node-agent.kubeconfig')}`,
+      `--hostname-override=${credentials.name}`,
+      '--run-firewall=true',
+      '--run-router=false',
+      '--run-service-proxy=false',
+      '--enable-cni=false',
+      '--health-port=0',
+    ],
     // It routes the VMs' own addresses on this node: it watches pods and VMs of the whole cluster.
     'node-agent': [
       ...inNode,
@@ -240,7 +257,7 @@ export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
 
     const kubelet = await launch('kubelet');
     await launch('kube-proxy');
-    if (agent) await launch('node-agent');
+    if (runs('node-agent')) await launch('node-agent');
     const core = options.kubeConfig.makeApiClient(CoreV1Api);
     // Ready, with /dev/net/tun and (where this machine has it) /dev/kvm to give: runner pods ask for them.
     const kvm = existsSync('/dev/kvm');
@@ -253,6 +270,8 @@ export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
       };
       return ready && (!agent || ((!kvm || offered(KVM_DEVICE)) && offered(TUN_DEVICE)));
     });
+    // Once its Node exists: kube-router finds its node by name at start, or exits.
+    if (runs('kube-router')) await launch('kube-router');
     logger.info({ node: credentials.name, dir, ms: Date.now() - startedAt }, 'node ready');
     let stopping: Promise<void> | undefined;
     return {
@@ -265,8 +284,7 @@ export async function startNode(options: StartNodeOptions): Promise<LocalNode> {
       service: (name) => services.get(name),
       stopServices,
       async startServices() {
-        for (const name of NODE_SERVICES)
-          if (!services.has(name) && (agent || name !== 'node-agent')) await launch(name);
+        for (const name of NODE_SERVICES) if (!services.has(name) && runs(name)) await launch(name);
       },
       async powerOff() {
         await stopServices();
