@@ -90,6 +90,9 @@ while [ $i -le $nodes ]; do
   ip -n $ns route add default via ${SUBNET_PREFIX}.$n.1
   # Pods route through the node, and bridged pod-to-service replies must pass kube-proxy's NAT.
   nsenter --net=/run/netns/$ns -- sysctl -q -w net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1
+  # Pods keep their addresses towards the other nodes' pods, as a cluster's network must (a
+  # NetworkPolicy names pods by them); the rest they reach through the node's address.
+  nsenter --net=/run/netns/$ns -- iptables -t nat -A POSTROUTING -s 10.244.$i.0/24 ! -d ${CLUSTER_POD_CIDR} -j MASQUERADE
   j=1
   while [ $j -le $nodes ]; do
     [ $j -eq $i ] || ip -n $ns route add 10.244.$j.0/24 via ${SUBNET_PREFIX}.$n.$((j + 1))

@@ -69,8 +69,9 @@ disabled_plugins = [
 }
 
 /**
- * A bridge with masquerading (pods reach this machine's addresses through the node), portmap,
- * loopback; the node's pods get addresses from `podCidr`.
+ * A bridge, portmap, loopback; the node's pods get addresses from `podCidr`. No masquerading of
+ * the bridge's own: it would hide pods from the other nodes' pods; the node's network masquerades
+ * what leaves the pod network (network.ts).
  */
 export function cniConfig(networkName: string, podCidr: string, paths: NodePaths): string {
   return JSON.stringify(
@@ -82,7 +83,7 @@ export function cniConfig(networkName: string, podCidr: string, paths: NodePaths
           type: 'bridge',
           bridge: 'cni0',
           isGateway: true,
-          ipMasq: true,
+          ipMasq: false,
           hairpinMode: true,
           ipam: {
             type: 'host-local',
