@@ -8,6 +8,7 @@ import { ConsoleView } from './console.js';
 import { ResourceInput, VmActions } from './vm-actions.js';
 import { UsageChart } from './usage-chart.js';
 import { VmPage } from './vm-page.js';
+import { choicesOf, selectVms } from './vm-list.js';
 
 const html = htm.bind(h);
 
@@ -64,7 +65,8 @@ function VmCard({ vm, onError }) {
       <span class=${phaseClass(vm.phase)} data-phase>${vm.phase}</span>
     </header>
     <p class="detail">
-      ${vm.os?.prettyName ?? vm.namespace}${vm.assignment ? html` · from pool ${vm.assignment.pool}` : ''}
+      <span data-namespace>${vm.namespace}</span
+      >${vm.os?.prettyName ? ` · ${vm.os.prettyName}` : ''}${vm.assignment ? html` · from pool ${vm.assignment.pool}` : ''}
     </p>
     ${vm.ipAddress && html`<p class="detail">Address: <span data-address>${vm.ipAddress}</span></p>`}
     ${vm.loggedInUser && html`<p class="detail">Logged in: <strong data-logged-in>${vm.loggedInUser}</strong></p>`}
@@ -161,8 +163,35 @@ function AdminRow({ vm, index, onError }) {
  * Every VM the person may see, in a table that draws only the rows in view (and a few around):
  * a thousand VMs cost as little to show and to update as a screenful.
  */
+/** A picker of one of the list's choices ("" for all). */
+function Picker({ label, all, value, options, onPick }) {
+  return html`<select aria-label=${label} value=${value} onChange=${(e) => onPick(e.target.value)}>
+    <option value="">${all}</option>
+    ${options.map((option) => html`<option value=${option}>${option}</option>`)}
+  </select>`;
+}
+
+/** A column header that sorts the table by its column, and again the other way. */
+function SortHeader({ label, column, list, setList }) {
+  const sorted = list.sortBy === column;
+  const sort = () => setList({ ...list, sortBy: column, descending: sorted && !list.descending });
+  return html`<th aria-sort=${sorted ? (list.descending ? 'descending' : 'ascending') : 'none'}>
+    <button type="button" class="sort" data-sort=${column} onClick=${sort}>
+      ${label}${sorted ? (list.descending ? ' ▼' : ' ▲') : ''}
+    </button>
+  </th>`;
+}
+
 function AdminView({ me, live, onError }) {
-  const [filter, setFilter] = useState('');
+  const [list, setList] = useState({
+    text: '',
+    namespace: '',
+    phase: '',
+    node: '',
+    sortBy: 'name',
+    descending: false,
+  });
+  const pick = (field) => (value) => setList({ ...list, [field]: value });
   const [view, setView] = useState({ top: 0, height: window.innerHeight });
   const [rowHeight, setRowHeight] = useState(ROW_HEIGHT_GUESS);
   const rows = useRef(null);
@@ -171,11 +200,11 @@ function AdminView({ me, live, onError }) {
     const drawn = rows.current?.querySelector('tr[data-vm]')?.getBoundingClientRect().height;
     if (drawn > 0 && Math.abs(drawn - rowHeight) >= 0.5) setRowHeight(drawn);
   });
-  const all = [...live.vms.values()].sort((a, b) => keyOf(a).localeCompare(keyOf(b)));
+  const all = [...live.vms.values()];
   const running = all.filter((vm) => vm.phase === 'Running');
   const cpus = running.reduce((sum, vm) => sum + vm.cpus, 0);
-  const wanted = filter.trim().toLowerCase();
-  const vms = wanted ? all.filter((vm) => keyOf(vm).toLowerCase().includes(wanted)) : all;
+  const choices = choicesOf(all);
+  const vms = selectVms(all, list);
   const first = Math.max(0, Math.floor(view.top / rowHeight) - OVERSCAN);
   const last = Math.min(vms.length, Math.ceil((view.top + view.height) / rowHeight) + OVERSCAN);
   const spacer = (count) =>
@@ -199,24 +228,47 @@ function AdminView({ me, live, onError }) {
           </p>`
     }
     ${all.length === 0 && html`<p data-admin-empty>There are no VMs to list.</p>`}
-    <input
-      type="search"
-      class="filter"
-      aria-label="Filter VMs by namespace or name"
-      placeholder="Filter by namespace/name"
-      value=${filter}
-      onInput=${(e) => setFilter(e.target.value)}
-    />
+    <div class="finders">
+      <input
+        type="search"
+        class="filter"
+        aria-label="Filter VMs by namespace or name"
+        placeholder="Filter by namespace/name or address"
+        value=${list.text}
+        onInput=${(e) => setList({ ...list, text: e.target.value })}
+      />
+      <${Picker}
+        label="Namespace"
+        all="All namespaces"
+        value=${list.namespace}
+        options=${choices.namespaces}
+        onPick=${pick('namespace')}
+      />
+      <${Picker}
+        label="Phase"
+        all="All phases"
+        value=${list.phase}
+        options=${choices.phases}
+        onPick=${pick('phase')}
+      />
+      <${Picker}
+        label="Node"
+        all="All nodes"
+        value=${list.node}
+        options=${choices.nodes}
+        onPick=${pick('node')}
+      />
+    </div>
     <div class="table-wrap admin-rows" onScroll=${onScroll}>
       <table aria-rowcount=${vms.length + 1}>
         <thead>
           <tr>
-            <th>VM</th>
-            <th>Namespace</th>
-            <th>Phase</th>
-            <th>CPUs</th>
-            <th>RAM</th>
-            <th>Node</th>
+            <${SortHeader} label="VM" column="name" list=${list} setList=${setList} />
+            <${SortHeader} label="Namespace" column="namespace" list=${list} setList=${setList} />
+            <${SortHeader} label="Phase" column="phase" list=${list} setList=${setList} />
+            <${SortHeader} label="CPUs" column="cpus" list=${list} setList=${setList} />
+            <${SortHeader} label="RAM" column="ram" list=${list} setList=${setList} />
+            <${SortHeader} label="Node" column="node" list=${list} setList=${setList} />
             <th>Address</th>
             <th>Actions</th>
           </tr>
