@@ -41,6 +41,26 @@ export function VmActions({ vm, onError, every }) {
   </div>`;
 }
 
+/** Deletes the VM once the person confirms, then goes to their VMs. */
+export function DeleteButton({ vm, onError }) {
+  const [busy, setBusy] = useState(false);
+  const remove = async () => {
+    if (!confirm(`Delete VM ${vm.name} in ${vm.namespace}? Its pod goes now; its disks' claims are kept.`))
+      return;
+    setBusy(true);
+    try {
+      await api('DELETE', `/api/vms/${encodeURIComponent(vm.namespace)}/${encodeURIComponent(vm.name)}`);
+      location.assign('/');
+    } catch (err) {
+      onError(err.message);
+      setBusy(false);
+    }
+  };
+  return html`<button type="button" class="danger" data-action="delete" disabled=${busy} onClick=${remove}>
+    Delete
+  </button>`;
+}
+
 /** A field that changes the VM's CPUs or RAM now (Enter sends it). */
 export function ResourceInput({ vm, field, onError }) {
   const current =

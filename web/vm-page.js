@@ -7,7 +7,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import htm from 'htm';
 import { api } from './client.js';
 import { usePlot } from './plot.js';
-import { ResourceInput, VmActions } from './vm-actions.js';
+import { DeleteButton, ResourceInput, VmActions } from './vm-actions.js';
 
 const html = htm.bind(h);
 const MIB = 1024 ** 2;
@@ -266,6 +266,7 @@ export function VmPage({ namespace, name, live }) {
           html`<${ResourceInput} vm=${summary} field="currentCpus" onError=${setActionError} />
             <${ResourceInput} vm=${summary} field="currentRam" onError=${setActionError} />`
         }
+        ${summary.may.includes('delete') && html`<${DeleteButton} vm=${summary} onError=${setActionError} />`}
       </div>`
     }
     ${

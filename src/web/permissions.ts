@@ -19,6 +19,8 @@ export const ACTIONS = [
   'snapshot',
   'restore',
   'clone',
+  // Deleting the VM, by RBAC alone too.
+  'delete',
 ] as const;
 export type Action = (typeof ACTIONS)[number];
 
@@ -78,6 +80,8 @@ export function rbacRequestOf(action: Action | 'see'): {
       return { verb: 'create', resource: 'virtualmachinerestores' };
     case 'clone':
       return { verb: 'create', resource: 'virtualmachineclones' };
+    case 'delete':
+      return { verb: 'delete', resource: 'vms' };
     default:
       return { verb: 'create', resource: 'virtualmachineoperations' };
   }

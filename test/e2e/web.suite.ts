@@ -745,7 +745,32 @@ spec:
       body: JSON.stringify({ message: 'you may not snapshot alices' }),
     });
     expect((await callApi(alice, 'POST', `/api/vms/${NAMESPACE}/secret/snapshots`)).status).toBe(404);
-    await vms.kubectl(['delete', 'vm', 'secret-copy', '--wait']);
+    // Nor may she delete hers: no Delete on her page, and the API refuses and keeps it.
+    expect(await alice.locator('[data-action="delete"]').count()).toBe(0);
+    expect(await callApi(alice, 'DELETE', `/api/vms/${NAMESPACE}/alices`)).toEqual({
+      status: 403,
+      body: JSON.stringify({ message: 'you may not delete alices' }),
+    });
+    expect(await vms.kubectl(['get', 'vm', 'alices', '-o', 'jsonpath={.metadata.deletionTimestamp}'])).toBe(
+      '',
+    );
+
+    // The admin deletes the clone on its page, once asked to confirm; the page goes to her VMs.
+    await page.goto(`${url}/vm/${NAMESPACE}/secret-copy`);
+    const asked: string[] = [];
+    page.once('dialog', (dialog) => {
+      asked.push(dialog.message());
+      void dialog.accept();
+    });
+    await page.locator(`[data-vm-page="${NAMESPACE}/secret-copy"] [data-action="delete"]`).click();
+    await page.waitForURL(`${url}/`);
+    expect(asked).toEqual([
+      `Delete VM secret-copy in ${NAMESPACE}? Its pod goes now; its disks' claims are kept.`,
+    ]);
+    await expect
+      .poll(() => vms.kubectl(['get', 'vm', '--ignore-not-found', '-o', 'name']), { timeout: 60_000 })
+      .not.toContain('secret-copy');
+    expect(await vms.eventMessages('secret-copy')).toContain('RequestedInWebGui: admin asked to delete it');
   });
 
   it('reads on a phone without sideways scrolling, and works with the keyboard alone', async () => {

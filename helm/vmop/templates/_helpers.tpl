@@ -46,8 +46,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "vmop.managerRules" -}}
 - apiGroups: [vmoperator.jdrupes.org]
   resources: [vms]
-  # create: a VirtualMachineClone's new VM (in the clone's namespace, made from its snapshot).
-  verbs: [get, list, watch, create, patch]
+  # create: a VirtualMachineClone's new VM (in the clone's namespace, made from its snapshot);
+  # delete: the web GUI's Delete, for a person a SubjectAccessReview says may delete it.
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [vmoperator.jdrupes.org]
   resources: [vms/status]
   verbs: [patch]

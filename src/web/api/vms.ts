@@ -107,6 +107,22 @@ export function vmsRouter(deps: ApiDeps): Router {
     res.status(202).json({ operation: (created as { metadata: { name: string } }).metadata.name });
   });
 
+  // The VM goes as with `kubectl delete vm`: its pod and ConfigMap with it, its disks' claims kept.
+  router.delete('/vms/:namespace/:name', async (req, res) => {
+    const { namespace, name } = req.params;
+    const vm = await vmThePersonMay(access, res, namespace, name, 'delete');
+    if (!vm) return;
+    await recordRequest(deps, vm, `${sessionOf(res).person.user} asked to delete it`);
+    try {
+      await clients.customObjects.deleteNamespacedCustomObject(vmApiRef(namespace, name));
+    } catch (err) {
+      const rejection = apiserverRejection(err);
+      if (rejection === undefined) throw err;
+      return refuse(res, 422, rejection);
+    }
+    res.status(204).end();
+  });
+
   router.patch('/vms/:namespace/:name/resources', async (req, res) => {
     const { namespace, name } = req.params;
     const body = Resources.safeParse(req.body);

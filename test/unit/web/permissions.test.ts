@@ -46,5 +46,6 @@ describe("who may do what: VM-Operator's grants", () => {
     expect(rbacRequestOf('snapshot')).toEqual({ verb: 'create', resource: 'virtualmachinesnapshots' });
     expect(rbacRequestOf('restore')).toEqual({ verb: 'create', resource: 'virtualmachinerestores' });
     expect(rbacRequestOf('clone')).toEqual({ verb: 'create', resource: 'virtualmachineclones' });
+    expect(rbacRequestOf('delete')).toEqual({ verb: 'delete', resource: 'vms' });
   });
 });
