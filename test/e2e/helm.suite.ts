@@ -299,6 +299,8 @@ describe('the Helm chart on real nodes', () => {
     const manager = MANAGER;
     const allowed = [
       ['watch', 'vms.vmoperator.jdrupes.org'],
+      // The web GUI's Delete, for a person a SubjectAccessReview lets.
+      ['delete', 'vms.vmoperator.jdrupes.org'],
       ['patch', 'vms.vmoperator.jdrupes.org/status'],
       ['delete', 'statefulsets.apps'], // vmop 0.1's, retired
       ['create', 'pods'],
@@ -342,7 +344,6 @@ describe('the Helm chart on real nodes', () => {
       ['create', 'statefulsets.apps'],
       ['delete', 'secrets'],
       ['delete', 'persistentvolumes'],
-      ['delete', 'vms.vmoperator.jdrupes.org'],
       ['create', 'rolebindings.rbac.authorization.k8s.io'],
       ['bind', 'clusterroles.rbac.authorization.k8s.io'],
       ['create', 'serviceaccounts/token'],
