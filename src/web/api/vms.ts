@@ -114,7 +114,11 @@ export function vmsRouter(deps: ApiDeps): Router {
     if (!vm) return;
     await recordRequest(deps, vm, `${sessionOf(res).person.user} asked to delete it`);
     try {
-      await clients.customObjects.deleteNamespacedCustomObject(vmApiRef(namespace, name));
+      // Exactly the VM the person was allowed, not one made since under the same name.
+      await clients.customObjects.deleteNamespacedCustomObject({
+        ...vmApiRef(namespace, name),
+        body: { preconditions: { uid: vm.metadata.uid } },
+      });
     } catch (err) {
       const rejection = apiserverRejection(err);
       if (rejection === undefined) throw err;
