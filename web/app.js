@@ -8,7 +8,7 @@ import { ConsoleView } from './console.js';
 import { ResourceInput, VmActions } from './vm-actions.js';
 import { UsageChart } from './usage-chart.js';
 import { VmPage } from './vm-page.js';
-import { choicesOf, selectVms } from './vm-list.js';
+import { choicesOf, keyOf, selectVms } from './vm-list.js';
 
 const html = htm.bind(h);
 
@@ -22,7 +22,6 @@ const OS_ICONS = {
   rhel: '🎩',
 };
 const osIcon = (os) => (os?.id && OS_ICONS[os.id]) ?? '🖥️';
-const keyOf = (vm) => `${vm.namespace}/${vm.name}`;
 const pageOf = (vm) => `/vm/${encodeURIComponent(vm.namespace)}/${encodeURIComponent(vm.name)}`;
 
 /** The person's VMs and pools, kept live. */
@@ -159,10 +158,6 @@ function AdminRow({ vm, index, onError }) {
   </tr>`;
 }
 
-/**
- * Every VM the person may see, in a table that draws only the rows in view (and a few around):
- * a thousand VMs cost as little to show and to update as a screenful.
- */
 /** A picker of one of the list's choices ("" for all). */
 function Picker({ label, all, value, options, onPick }) {
   return html`<select aria-label=${label} value=${value} onChange=${(e) => onPick(e.target.value)}>
@@ -182,6 +177,26 @@ function SortHeader({ label, column, list, setList }) {
   </th>`;
 }
 
+/** The pickers over the table: the list's field each sets, its label, and the choice for all. */
+const PICKERS = [
+  ['namespace', 'Namespace', 'All namespaces', 'namespaces'],
+  ['phase', 'Phase', 'All phases', 'phases'],
+  ['node', 'Node', 'All nodes', 'nodes'],
+];
+/** The columns the table sorts by (selectVms' sortBy), with their headers. */
+const SORTED_COLUMNS = [
+  ['name', 'VM'],
+  ['namespace', 'Namespace'],
+  ['phase', 'Phase'],
+  ['cpus', 'CPUs'],
+  ['ram', 'RAM'],
+  ['node', 'Node'],
+];
+
+/**
+ * Every VM the person may see, in a table that draws only the rows in view (and a few around):
+ * a thousand VMs cost as little to show and to update as a screenful.
+ */
 function AdminView({ me, live, onError }) {
   const [list, setList] = useState({
     text: '',
@@ -191,7 +206,6 @@ function AdminView({ me, live, onError }) {
     sortBy: 'name',
     descending: false,
   });
-  const pick = (field) => (value) => setList({ ...list, [field]: value });
   const [view, setView] = useState({ top: 0, height: window.innerHeight });
   const [rowHeight, setRowHeight] = useState(ROW_HEIGHT_GUESS);
   const rows = useRef(null);
@@ -237,38 +251,32 @@ function AdminView({ me, live, onError }) {
         value=${list.text}
         onInput=${(e) => setList({ ...list, text: e.target.value })}
       />
-      <${Picker}
-        label="Namespace"
-        all="All namespaces"
-        value=${list.namespace}
-        options=${choices.namespaces}
-        onPick=${pick('namespace')}
-      />
-      <${Picker}
-        label="Phase"
-        all="All phases"
-        value=${list.phase}
-        options=${choices.phases}
-        onPick=${pick('phase')}
-      />
-      <${Picker}
-        label="Node"
-        all="All nodes"
-        value=${list.node}
-        options=${choices.nodes}
-        onPick=${pick('node')}
-      />
+      ${PICKERS.map(
+        ([field, label, forAll, options]) =>
+          html`<${Picker}
+            key=${field}
+            label=${label}
+            all=${forAll}
+            value=${list[field]}
+            options=${choices[options]}
+            onPick=${(value) => setList({ ...list, [field]: value })}
+          />`,
+      )}
     </div>
     <div class="table-wrap admin-rows" onScroll=${onScroll}>
       <table aria-rowcount=${vms.length + 1}>
         <thead>
           <tr>
-            <${SortHeader} label="VM" column="name" list=${list} setList=${setList} />
-            <${SortHeader} label="Namespace" column="namespace" list=${list} setList=${setList} />
-            <${SortHeader} label="Phase" column="phase" list=${list} setList=${setList} />
-            <${SortHeader} label="CPUs" column="cpus" list=${list} setList=${setList} />
-            <${SortHeader} label="RAM" column="ram" list=${list} setList=${setList} />
-            <${SortHeader} label="Node" column="node" list=${list} setList=${setList} />
+            ${SORTED_COLUMNS.map(
+              ([column, label]) =>
+                html`<${SortHeader}
+                  key=${column}
+                  label=${label}
+                  column=${column}
+                  list=${list}
+                  setList=${setList}
+                />`,
+            )}
             <th>Address</th>
             <th>Actions</th>
           </tr>

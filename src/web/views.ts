@@ -1,4 +1,5 @@
 // What the GUI shows of a VM and of a pool: small, flat, and only what the person may know. Pure.
+import { parseMemorySize } from '../api/runner-config.js';
 import { maximumCpus } from '../reconcilers/virtual-machine/runner-config/config.js';
 import type { VirtualMachine } from '../api/virtual-machine.js';
 import type { VmPool } from '../api/vm-pool.js';
@@ -13,6 +14,8 @@ export interface VmView {
   message?: string;
   cpus: number;
   ram: string;
+  /** `ram` in bytes (0 when unknown), so the page sorts by it without parsing quantities. */
+  ramBytes: number;
   currentCpus?: number;
   maximumCpus: number;
   currentRam?: string;
@@ -57,6 +60,7 @@ export function vmView(vm: VirtualMachine, may: Iterable<Action>): VmView {
     ...(running?.message && { message: running.message }),
     cpus: status?.cpus ?? 0,
     ram: status?.ram ?? '0',
+    ramBytes: (status?.ram && parseMemorySize(status.ram)) || 0,
     ...(vm.spec.vm.currentCpus !== undefined && { currentCpus: vm.spec.vm.currentCpus }),
     maximumCpus: maximumCpus(vm.spec.vm),
     ...(vm.spec.vm.currentRam !== undefined && { currentRam: String(vm.spec.vm.currentRam) }),

@@ -1,15 +1,25 @@
 // The admin table's search, pickers and sort (web/vm-list.js, run in the browser as it is).
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { bytesOf, choicesOf, selectVms } from '../../../web/vm-list.js';
+import { parse } from 'yaml';
+import { VirtualMachine } from '../../../src/api/virtual-machine.js';
+import { vmView } from '../../../src/web/views.js';
+import { choicesOf, selectVms } from '../../../web/vm-list.js';
 
-const vm = (namespace: string, name: string, more: Record<string, unknown> = {}) => ({
-  namespace,
-  name,
-  phase: 'Running',
-  cpus: 1,
-  ram: '1Gi',
-  ...more,
-});
+/** A VM as the GUI gets it: the server's view of a VM with that status. */
+const viewOf = (status: Record<string, unknown>) =>
+  vmView(
+    VirtualMachine.parse({
+      ...parse(readFileSync('test/fixtures/vm-operator/dev-example-test-vm01.yaml', 'utf8')),
+      status,
+    }),
+    [],
+  );
+
+const vm = (namespace: string, name: string, more: Record<string, unknown> = {}) => {
+  const { ram = '1Gi', ...rest } = more;
+  return { namespace, name, phase: 'Running', cpus: 1, ram, ramBytes: viewOf({ ram }).ramBytes, ...rest };
+};
 const names = (vms: Array<{ namespace: string; name: string }>) => vms.map((v) => `${v.namespace}/${v.name}`);
 
 const fleet = [
@@ -66,10 +76,11 @@ describe('the admin table list', () => {
     });
   });
 
-  it('reads RAM quantities in bytes, binary and decimal', () => {
-    expect(bytesOf('512Mi')).toBe(512 * 2 ** 20);
-    expect(bytesOf('2G')).toBe(2e9);
-    expect(bytesOf('1073741824')).toBe(2 ** 30);
-    expect(bytesOf('lots')).toBe(0);
+  it("gets each VM's RAM in bytes from the server's view, binary and decimal", () => {
+    expect(viewOf({ ram: '512Mi' }).ramBytes).toBe(512 * 2 ** 20);
+    expect(viewOf({ ram: '2G' }).ramBytes).toBe(2e9);
+    expect(viewOf({ ram: '1073741824' }).ramBytes).toBe(2 ** 30);
+    expect(viewOf({ ram: 'lots' }).ramBytes).toBe(0);
+    expect(viewOf({}).ramBytes).toBe(0);
   });
 });
