@@ -683,7 +683,7 @@ metadata: {name: posing, labels: {app.kubernetes.io/name: vm-runner, app.kuberne
       expect(ready).toHaveLength(2);
       expect(ready.map((pod) => pod.metadata.name)).not.toContain(victim!.metadata.name);
       return ready.find((pod) => pod.metadata.name !== survivor!.metadata.name)!;
-    }, 60_000);
+    }, 180_000); // a pod requesting 50m CPU starts slowly beside a whole run's VMs (CI failed at 60 s)
     // The survivor wrote the new config before the replacement was up.
     const logOf = async (pod: string) => parseManagerLog(await system.kubectl(['logs', pod]));
     const replacementStarted = startedAfter(await logOf(replacement.metadata.name), deletedAt);
