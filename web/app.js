@@ -7,6 +7,7 @@ import { api, loadMe } from './client.js';
 import { ConsoleView } from './console.js';
 import { ResourceInput, VmActions } from './vm-actions.js';
 import { UsageChart } from './usage-chart.js';
+import { NodesPage } from './nodes-page.js';
 import { VmPage } from './vm-page.js';
 import { choicesOf, keyOf, selectVms } from './vm-list.js';
 
@@ -300,6 +301,7 @@ function App({ me }) {
   const live = useLive();
   const [error, setError] = useState('');
   const admin = location.pathname === '/admin';
+  const nodes = location.pathname === '/nodes';
   const consoleRoute = /^\/console\/([^/]+)\/([^/]+)$/.exec(location.pathname);
   const vmRoute = /^\/vm\/([^/]+)\/([^/]+)$/.exec(location.pathname);
   const logout = async () => {
@@ -309,8 +311,9 @@ function App({ me }) {
   return html`<div>
     <nav>
       <strong class="brand">vmop</strong>
-      <a href="/" aria-current=${admin ? undefined : 'page'}>My VMs</a>
+      <a href="/" aria-current=${admin || nodes ? undefined : 'page'}>My VMs</a>
       <a href="/admin" aria-current=${admin ? 'page' : undefined}>All VMs</a>
+      ${me.seesNodes && html`<a href="/nodes" aria-current=${nodes ? 'page' : undefined}>Nodes</a>`}
       <span class="me" data-user>${me.name ?? me.user}</span>
       <span class=${live.connected ? 'live on' : 'live off'} title=${live.connected ? 'live' : 'reconnecting'}
         >●</span
@@ -333,7 +336,9 @@ function App({ me }) {
             />`
           : admin
             ? html`<${AdminView} me=${me} live=${live} onError=${setError} />`
-            : html`<${UserView} live=${live} onError=${setError} />`
+            : nodes
+              ? html`<${NodesPage} live=${live} />`
+              : html`<${UserView} live=${live} onError=${setError} />`
     }
   </div>`;
 }

@@ -445,7 +445,10 @@ async function loseRedis(redis: SupervisedProcess, timeoutMs = 60_000): Promise<
   }
 }
 
-/** The test bed's administrators (group vmop-admins at Dex) may do everything with vmop's objects. */
+/**
+ * The test bed's administrators (group vmop-admins at Dex) may do everything with vmop's objects,
+ * and see the nodes (the GUI's nodes page).
+ */
 function devAdminRbac() {
   const name = 'vmop-dev-admins';
   return [
@@ -453,7 +456,10 @@ function devAdminRbac() {
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'ClusterRole',
       metadata: { name },
-      rules: [{ apiGroups: [GROUP], resources: ['*'], verbs: ['*'] }],
+      rules: [
+        { apiGroups: [GROUP], resources: ['*'], verbs: ['*'] },
+        { apiGroups: [''], resources: ['nodes'], verbs: ['get', 'list', 'watch'] },
+      ],
     },
     {
       apiVersion: 'rbac.authorization.k8s.io/v1',

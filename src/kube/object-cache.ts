@@ -46,8 +46,8 @@ export function hasLabels(object: KubernetesObject, labels: Record<string, strin
 /**
  * Drops what no reconcile reads and what makes cached objects large: managedFields and kubectl's
  * last-applied copy of the whole object (client-go informers offer the same as a transform), of a
- * Node all of its status but its conditions and addresses (its image list alone can be hundreds of
- * KB), and of a NetworkPolicy not vmop's its rules.
+ * Node all of its status but its conditions, addresses and allocatable resources (its image list
+ * alone can be hundreds of KB), and of a NetworkPolicy not vmop's its rules.
  */
 export function trimForCache(object: KubernetesObject, kind = object.kind): void {
   const metadata = object.metadata;
@@ -60,9 +60,13 @@ export function trimForCache(object: KubernetesObject, kind = object.kind): void
   const policy = object as { spec?: { podSelector?: unknown; policyTypes?: unknown } };
   if (kind === 'NetworkPolicy' && policy.spec && metadata.labels?.[LABEL_MANAGED_BY] !== MANAGED_BY)
     policy.spec = { podSelector: policy.spec.podSelector, policyTypes: policy.spec.policyTypes };
-  const node = object as { status?: { conditions?: unknown; addresses?: unknown } };
+  const node = object as { status?: { conditions?: unknown; addresses?: unknown; allocatable?: unknown } };
   if (kind === 'Node' && node.status)
-    node.status = { conditions: node.status.conditions, addresses: node.status.addresses };
+    node.status = {
+      conditions: node.status.conditions,
+      addresses: node.status.addresses,
+      allocatable: node.status.allocatable,
+    };
 }
 
 /**

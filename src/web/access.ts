@@ -1,6 +1,6 @@
 // Who sees what, and may do what, in the GUI: VM-Operator's grants from the cached VMs and pools,
 // joined with RBAC (rbac.ts). Reads the manager's watch cache; asks the apiserver only RBAC.
-import type { KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesObject, V1Node } from '@kubernetes/client-node';
 import { KIND, VirtualMachine } from '../api/virtual-machine.js';
 import { POOL_KIND, VmPool } from '../api/vm-pool.js';
 import { SNAPSHOT_KIND, VirtualMachineSnapshot } from '../api/virtual-machine-snapshot.js';
@@ -8,7 +8,7 @@ import type { ObjectCache } from '../kube/object-cache.js';
 import { ACTIONS, granted, grantedOnVm, rbacRequestOf, type Action } from './permissions.js';
 import type { RbacCheck } from './rbac.js';
 import type { Person } from './sessions.js';
-import { poolView, vmView, type PoolView, type VmView } from './views.js';
+import { nodeViews, poolView, vmView, type NodeView, type PoolView, type VmView } from './views.js';
 
 const made = (object: { metadata: { creationTimestamp?: string | Date } }) =>
   new Date(object.metadata.creationTimestamp ?? 0).getTime();
@@ -112,6 +112,17 @@ export function createAccess(cache: ObjectCache, rbac: RbacCheck) {
     /** Whether the person may see every VM of the cluster (and so the cluster's totals). */
     async seesCluster(person: Person): Promise<boolean> {
       return rbac(person, { namespace: '', ...rbacRequestOf('see'), verb: 'list' });
+    },
+    /** Whether the person may see the nodes with every VM on them: nodes and VMs of all namespaces. */
+    async seesNodes(person: Person): Promise<boolean> {
+      const [nodes, vms] = await Promise.all([
+        rbac(person, { group: '', namespace: '', verb: 'list', resource: 'nodes' }),
+        this.seesCluster(person),
+      ]);
+      return nodes && vms;
+    },
+    nodeViews(): NodeView[] {
+      return nodeViews(cache.list<V1Node>('Node', undefined), allVms());
     },
     async mayUsePool(person: Person, target: VmPool): Promise<boolean> {
       return (await onPool(person, target)).visible;

@@ -6,6 +6,8 @@ import { GROUP } from '../api/virtual-machine.js';
 import type { Person } from './sessions.js';
 
 export interface RbacQuestion {
+  /** vmop's API group unless named ('' for the core group). */
+  group?: string;
   namespace: string;
   verb: string;
   resource: string;

@@ -262,7 +262,7 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
   app.get('/vendor/spice/ticket.js', (_req, res) => void res.type('text/javascript').send(spiceTicket));
   app.use('/vendor/spice', express.static(SPICE_DIR, { index: false }));
   app.get(
-    ['/', '/admin', '/console/:namespace/:name', '/vm/:namespace/:name'],
+    ['/', '/admin', '/nodes', '/console/:namespace/:name', '/vm/:namespace/:name'],
     (_req, res) => void res.type('html').send(page),
   );
   app.use(express.static(PAGES_DIR, { index: false }));

@@ -1,4 +1,6 @@
-// What the GUI shows of a VM and of a pool: small, flat, and only what the person may know. Pure.
+// What the GUI shows of a VM, a pool and a node: small, flat, and only what the person may know. Pure.
+import type { V1Node } from '@kubernetes/client-node';
+import { KVM_DEVICE } from '../api/node-devices.js';
 import { parseMemorySize } from '../api/runner-config.js';
 import { maximumCpus } from '../reconcilers/virtual-machine/runner-config/config.js';
 import type { VirtualMachine } from '../api/virtual-machine.js';
@@ -98,4 +100,57 @@ export function poolView(
     assigned: assigned.length,
     may: [...may].sort(),
   };
+}
+
+export interface NodeView {
+  name: string;
+  ready: boolean;
+  /** False when cordoned: no new VM starts there, running ones stay until moved. */
+  schedulable: boolean;
+  /** What the node offers pods (allocatable). */
+  cpus: number;
+  ramBytes: number;
+  /** How many VMs the node can run at once: its KVM device slots; absent without vmop's agent. */
+  vmSlots?: number;
+  /** VMs placed on the node (not stopped), how many of them run, and what they hold. */
+  vms: number;
+  running: number;
+  cpusHeld: number;
+  ramHeldBytes: number;
+}
+
+/** A CPU quantity ("2", "1900m") in cores; 0 when it is none. */
+function cores(quantity: string | undefined): number {
+  const match = /^(\d+(?:\.\d+)?)(m?)$/.exec(quantity ?? '');
+  if (!match) return 0;
+  return match[2] ? Number(match[1]) / 1000 : Number(match[1]);
+}
+
+/** Each node with the VMs on it, by name. */
+export function nodeViews(nodes: V1Node[], vms: VirtualMachine[]): NodeView[] {
+  return nodes
+    .map((node) => {
+      const name = node.metadata!.name!;
+      const allocatable = node.status?.allocatable ?? {};
+      const placed = vms.filter(
+        (vm) => vm.status?.node === name && (vm.status.phase ?? 'Stopped') !== 'Stopped',
+      );
+      const slots = allocatable[KVM_DEVICE];
+      return {
+        name,
+        ready: node.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false,
+        schedulable: !node.spec?.unschedulable,
+        cpus: cores(allocatable.cpu),
+        ramBytes: (allocatable.memory && parseMemorySize(allocatable.memory)) || 0,
+        ...(slots !== undefined && { vmSlots: Number(slots) }),
+        vms: placed.length,
+        running: placed.filter((vm) => vm.status!.phase === 'Running').length,
+        cpusHeld: placed.reduce((sum, vm) => sum + (vm.status!.cpus ?? 0), 0),
+        ramHeldBytes: placed.reduce(
+          (sum, vm) => sum + ((vm.status!.ram && parseMemorySize(vm.status!.ram)) || 0),
+          0,
+        ),
+      };
+    })
+    .sort((a, b) => a.name.localeCompare(b.name));
 }

@@ -12,8 +12,13 @@ export function sessionRouter(deps: ApiDeps): Router {
 
   router.get('/me', async (_req, res) => {
     const { person, csrf } = sessionOf(res);
-    // Whether the All VMs page lists the cluster's VMs or only this person's (it says which).
-    res.json({ ...person, csrf, seesCluster: await access.seesCluster(person) });
+    // Whether the All VMs page lists the cluster's VMs or only this person's (it says which), and
+    // whether the Nodes page is theirs.
+    const [seesCluster, seesNodes] = await Promise.all([
+      access.seesCluster(person),
+      access.seesNodes(person),
+    ]);
+    res.json({ ...person, csrf, seesCluster, seesNodes });
   });
 
   // The cluster's CPUs and RAM in use over 24 h: for people who may see every VM.
