@@ -8,6 +8,7 @@ import htm from 'htm';
 import { api } from './client.js';
 import { usePlot } from './plot.js';
 import { DeleteButton, ResourceInput, VmActions } from './vm-actions.js';
+import { VmYaml } from './vm-yaml.js';
 
 const html = htm.bind(h);
 const MIB = 1024 ** 2;
@@ -346,6 +347,7 @@ export function VmPage({ namespace, name, live }) {
         </p>`
     }
     <${Snapshots} vm=${vm} snapshots=${snapshots} reload=${() => loadNow.current()} />
+    <${VmYaml} vm=${vm} />
     <h3>Events</h3>
     <ul class="events">
       ${events.map(

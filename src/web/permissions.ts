@@ -19,8 +19,9 @@ export const ACTIONS = [
   'snapshot',
   'restore',
   'clone',
-  // Deleting the VM, by RBAC alone too.
+  // Deleting the VM and editing its YAML, by RBAC alone too.
   'delete',
+  'edit',
 ] as const;
 export type Action = (typeof ACTIONS)[number];
 
@@ -82,6 +83,8 @@ export function rbacRequestOf(action: Action | 'see'): {
       return { verb: 'create', resource: 'virtualmachineclones' };
     case 'delete':
       return { verb: 'delete', resource: 'vms' };
+    case 'edit':
+      return { verb: 'update', resource: 'vms' };
     default:
       return { verb: 'create', resource: 'virtualmachineoperations' };
   }

@@ -8,6 +8,7 @@ import { Redis } from 'ioredis';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseMemorySize } from '../../src/api/runner-config.js';
 import { DEV_PASSWORD } from '../../src/devenv/oidc-provider.js';
 import { testGuestManifest } from '../support/cluster-vms.js';
 import { useDevBed, type DevBed } from '../support/beds.js';
@@ -60,6 +61,7 @@ async function openSerial(context: BrowserContext): Promise<Page> {
   await page.locator('[data-terminal] .xterm-helper-textarea').waitFor();
   return page;
 }
+const MiB = 1024 ** 2;
 /** SPICE one-time passwords the GUI handed out (recorded from its answers): in no log or URL. */
 const displayPasswords: string[] = [];
 /** A page with the VM's SPICE display open, as `who` sees it; the display's canvas drawn. */
@@ -605,6 +607,59 @@ spec:
     expect(await page.locator('[data-admin-scope]').count()).toBe(0);
   });
 
+  it('lists the nodes with what the VMs on them hold, live, for administrators, and for nobody else', async () => {
+    const { page } = people.admin!;
+    const vms = bed.vms(NAMESPACE);
+    await page.goto(`${url}/admin`);
+    await page.getByRole('link', { name: 'Nodes' }).click();
+    expect(new URL(page.url()).pathname).toBe('/nodes');
+    const [node] = JSON.parse(await vms.kubectl(['get', 'nodes', '-o', 'json'])).items;
+    const row = page.locator(`tr[data-node="${node.metadata.name}"]`);
+    await expect.poll(() => row.locator('[data-node-state]').textContent()).toBe('Ready');
+    expect(Number(await row.locator('[data-node-cpus]').textContent())).toBe(
+      Number(node.status.allocatable.cpu),
+    );
+    // What the cluster says runs there, as the page says it.
+    const placed = async () => {
+      const all = JSON.parse(await vms.kubectl(['get', 'vms', '-A', '-o', 'json'])).items as Array<{
+        status?: { phase?: string; node?: string; cpus?: number; ram?: string };
+      }>;
+      const running = all.filter(
+        (vm) => vm.status?.node === node.metadata.name && vm.status?.phase === 'Running',
+      );
+      return {
+        running: running.length,
+        cpus: running.reduce((sum, vm) => sum + (vm.status!.cpus ?? 0), 0),
+        ramBytes: running.reduce((sum, vm) => sum + (parseMemorySize(vm.status!.ram ?? '0') ?? 0), 0),
+      };
+    };
+    const shown = async () => ({
+      running: Number(await row.locator('[data-node-running]').textContent()),
+      cpus: Number(await row.locator('[data-node-cpus-held]').textContent()),
+      ramBytes: Number(await row.locator('[data-node-ram-held]').getAttribute('data-bytes')),
+    });
+    const before = await placed();
+    expect(before.running).toBeGreaterThan(0);
+    await expect.poll(shown, { timeout: 30_000 }).toEqual(await placed());
+    // A VM's balloon gives 64 MiB back: the node's row follows without a reload.
+    const ram = (await vms.getVm('alices')).status!.ram!;
+    await vms.patchVm('alices', { currentRam: `${parseMemorySize(ram)! / MiB - 64}Mi` });
+    await expect
+      .poll(shown, { timeout: 30_000 })
+      .toEqual({ ...before, ramBytes: before.ramBytes - 64 * MiB });
+    await vms.patchVm('alices', { currentRam: ram });
+    await vms.waitForVm('alices', (vm) => expect(vm.status?.ram).toBe(ram), 30_000);
+    // alice may not list nodes: no link, and the API says no.
+    const alice = people.alice!.page;
+    await alice.goto(`${url}/admin`);
+    await alice.locator('[data-summary="vms"]').waitFor();
+    expect(await alice.getByRole('link', { name: 'Nodes' }).count()).toBe(0);
+    expect(await callApi(alice, 'GET', '/api/nodes')).toEqual({
+      status: 403,
+      body: JSON.stringify({ message: 'only people who may list the nodes and every VM see the nodes' }),
+    });
+  });
+
   it("shows a VM's own page: its conditions, Events, and its CPU, memory, disk and network use over the last hour; nobody else's", async () => {
     const { page } = people.alice!;
     await page.goto(url);
@@ -672,6 +727,56 @@ spec:
     await expect
       .poll(() => admins.locator('[data-size]').textContent(), { timeout: 60_000 })
       .toMatch(/^1 CPU, /);
+  });
+
+  it("shows a VM's YAML to who sees it, and saves an edit the apiserver accepted in a dry run; a refused one changes nothing", async () => {
+    const { page } = people.admin!;
+    const vms = bed.vms(NAMESPACE);
+    const timeout = async () =>
+      Number(await vms.kubectl(['get', 'vm', 'teams', '-o', 'jsonpath={.spec.vm.powerdownTimeout}']));
+    await page.goto(`${url}/vm/${NAMESPACE}/teams`);
+    const yaml = page.locator('[data-yaml]');
+    await yaml.locator('summary').click();
+    const editor = yaml.getByLabel('YAML of teams');
+    await expect.poll(() => editor.inputValue()).toContain('powerdownTimeout: 60');
+    const loaded = await editor.inputValue();
+    const message = yaml.locator('[data-yaml-message]');
+    // The CRD's schema refuses a word for seconds: the apiserver's reason, at the editor.
+    await editor.fill(loaded.replace('powerdownTimeout: 60', 'powerdownTimeout: soon'));
+    await yaml.locator('[data-action="yaml-check"]').click();
+    await expect.poll(() => message.textContent()).toContain('spec.vm.powerdownTimeout');
+    await yaml.locator('[data-action="yaml-save"]').click();
+    await expect.poll(() => message.textContent()).toContain('spec.vm.powerdownTimeout');
+    expect(await timeout()).toBe(60);
+    // Checked, nothing changes; saved, it does, and the VM's Events say who.
+    await editor.fill(loaded.replace('powerdownTimeout: 60', 'powerdownTimeout: 45'));
+    await yaml.locator('[data-action="yaml-check"]').click();
+    await expect.poll(() => message.textContent()).toContain('The apiserver accepts it.');
+    expect(await timeout()).toBe(60);
+    await yaml.locator('[data-action="yaml-save"]').click();
+    await expect.poll(() => message.textContent()).toContain('Saved.');
+    expect(await timeout()).toBe(45);
+    expect(await vms.eventMessages('teams')).toContain('RequestedInWebGui: admin edited its YAML');
+    // An edit of a version someone else changed since is refused, theirs kept.
+    const stale = await editor.inputValue();
+    await vms.patchVm('teams', { powerdownTimeout: 50 });
+    await editor.fill(stale.replace('powerdownTimeout: 45', 'powerdownTimeout: 40'));
+    await yaml.locator('[data-action="yaml-save"]').click();
+    await expect.poll(() => message.textContent()).toContain('teams changed since you loaded it');
+    expect(await timeout()).toBe(50);
+    await vms.patchVm('teams', { powerdownTimeout: 60 });
+    // Alice sees her VM's YAML, may not change it: no Save, and the API refuses.
+    const alice = people.alice!.page;
+    await alice.goto(`${url}/vm/${NAMESPACE}/alices`);
+    await alice.locator('[data-yaml] summary').click();
+    await expect.poll(() => alice.getByLabel('YAML of alices').inputValue()).toContain('name: alices');
+    expect(await alice.getByLabel('YAML of alices').getAttribute('readonly')).not.toBeNull();
+    expect(await alice.locator('[data-action="yaml-save"]').count()).toBe(0);
+    expect(
+      await callApi(alice, 'PUT', `/api/vms/${NAMESPACE}/alices/yaml`, {
+        body: { yaml: await alice.getByLabel('YAML of alices').inputValue() },
+      }),
+    ).toEqual({ status: 403, body: JSON.stringify({ message: 'you may not edit alices' }) });
   });
 
   it("takes, restores and clones a VM's snapshots on its page, for a person RBAC lets; nobody else", async () => {

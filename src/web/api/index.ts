@@ -3,9 +3,11 @@
 // a patch by the manager, after checking the person may, and an Event on the VM names who asked.
 import { Router } from 'express';
 import type { ApiDeps } from './common.js';
+import { nodesRouter } from './nodes.js';
 import { poolsRouter } from './pools.js';
 import { sessionRouter } from './session.js';
 import { snapshotsRouter } from './snapshots.js';
+import { vmYamlRouter } from './vm-yaml.js';
 import { vmsRouter } from './vms.js';
 
 export type { ApiDeps } from './common.js';
@@ -16,7 +18,9 @@ export function apiRouter(deps: ApiDeps): Router {
       .use(sessionRouter(deps))
       // Before the VMs' `/vms/:namespace/:name/:operation`, which would take `snapshots` for one.
       .use(snapshotsRouter(deps))
+      .use(vmYamlRouter(deps))
       .use(vmsRouter(deps))
       .use(poolsRouter(deps))
+      .use(nodesRouter(deps))
   );
 }
