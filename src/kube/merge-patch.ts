@@ -9,7 +9,7 @@ export function statusPatch<T extends object>(before: T | undefined, after: T): 
   return mergePatchOf((before ?? {}) as Record<string, unknown>, JSON.parse(JSON.stringify(after)));
 }
 
-const isPlainObject = (value: unknown): value is Record<string, unknown> =>
+export const isPlainObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 
 function mergePatchOf(

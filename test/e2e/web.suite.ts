@@ -765,6 +765,10 @@ spec:
     await expect.poll(() => message.textContent()).toContain('teams changed since you loaded it');
     expect(await timeout()).toBe(50);
     await vms.patchVm('teams', { powerdownTimeout: 60 });
+    for (const yaml of ['', '- a list', 'kind: [unclosed'])
+      expect(
+        (await callApi(page, 'PUT', `/api/vms/${NAMESPACE}/teams/yaml`, { body: { yaml } })).status,
+      ).toBe(400);
     // Alice sees her VM's YAML, may not change it: no Save, and the API refuses.
     const alice = people.alice!.page;
     await alice.goto(`${url}/vm/${NAMESPACE}/alices`);

@@ -6,7 +6,7 @@ import { Router, type Response } from 'express';
 import { parse, stringify } from 'yaml';
 import { z } from 'zod';
 import { apiserverRejection } from '../../kube/clients.js';
-import { mergePatch, statusPatch } from '../../kube/merge-patch.js';
+import { isPlainObject, mergePatch, statusPatch } from '../../kube/merge-patch.js';
 import { vmApiRef } from '../../reconcilers/virtual-machine/naming.js';
 import { recordRequest, refuse, sessionOf, vmThePersonMay, visibleVm, type ApiDeps } from './common.js';
 
@@ -55,15 +55,15 @@ export function vmYamlRouter(deps: ApiDeps): Router {
     if (!body.success) return refuse(res, 400, 'send {"yaml": "..."} of at most 256 KiB');
     const vm = await vmThePersonMay(access, res, namespace, name, 'edit');
     if (!vm) return;
-    let edited: Record<string, unknown>;
+    let edited: unknown;
     try {
-      edited = parse(body.data.yaml) as Record<string, unknown>;
+      edited = parse(body.data.yaml);
     } catch (err) {
       return refuse(res, 400, `not YAML: ${(err as Error).message}`);
     }
-    const metadata = (edited?.metadata ?? {}) as Record<string, unknown>;
+    if (!isPlainObject(edited)) return refuse(res, 400, 'the YAML is not one VirtualMachine');
+    const metadata = isPlainObject(edited.metadata) ? edited.metadata : {};
     if (
-      typeof edited !== 'object' ||
       edited.apiVersion !== vm.apiVersion ||
       edited.kind !== vm.kind ||
       metadata.name !== name ||
