@@ -882,10 +882,12 @@ spec: {virtualMachineName: ${name}, type: Migrate}
       600_000,
       500,
     );
-    for (const name of names) {
-      const op = JSON.parse(await vms.kubectl(['get', 'vmop', `${name}-move`, '-o', 'json']));
-      expect(op.status).toMatchObject({ phase: 'Completed', live: true });
-    }
+    // The operations' own status follows their VMs' (another reconcile writes it).
+    for (const name of names)
+      await eventually(async () => {
+        const op = JSON.parse(await vms.kubectl(['get', 'vmop', `${name}-move`, '-o', 'json']));
+        expect(op.status).toMatchObject({ phase: 'Completed', live: true });
+      }, 60_000);
     expect(mostAtOnce).toBe(1);
     expect(waitedBy.size).toBeGreaterThan(0);
     // Each began (its slot granted) when the one before had ended.

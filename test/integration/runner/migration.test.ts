@@ -37,11 +37,21 @@ const highestTick = (text: string) =>
  */
 async function liveTick(guest: SerialConsole, logFile: string): Promise<number> {
   const logged = highestTick((await readFile(logFile, 'utf8')).replaceAll('\r', ''));
-  return eventually(() => {
-    const now = highestTick(guest.output);
-    expect(now).toBeGreaterThan(logged + 2);
-    return now;
-  }, 30_000);
+  try {
+    return await eventually(() => {
+      const now = highestTick(guest.output);
+      expect(now).toBeGreaterThan(logged + 2);
+      return now;
+    }, 30_000);
+  } catch (err) {
+    // Seen twice under a whole run's load, never alone: say what the console and the log held.
+    const tail = (text: string) => JSON.stringify(text.replaceAll('\r', '').slice(-400));
+    const log = await readFile(logFile, 'utf8');
+    throw new Error(
+      `no live tick past ${logged + 2}: the console shows ${tail(guest.output)}; the log file ends ${tail(log)}`,
+      { cause: err },
+    );
+  }
 }
 
 describe('runner: live migration between two runners', () => {
