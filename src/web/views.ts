@@ -49,6 +49,9 @@ export interface PoolView {
   may: Action[];
 }
 
+/** A memory quantity in bytes; 0 when there is none or it is not one. */
+const bytesOf = (quantity: string | undefined) => (quantity && parseMemorySize(quantity)) || 0;
+
 export function vmView(vm: VirtualMachine, may: Iterable<Action>): VmView {
   const { status } = vm;
   const running = status?.conditions?.find((c) => c.type === 'Running');
@@ -62,7 +65,7 @@ export function vmView(vm: VirtualMachine, may: Iterable<Action>): VmView {
     ...(running?.message && { message: running.message }),
     cpus: status?.cpus ?? 0,
     ram: status?.ram ?? '0',
-    ramBytes: (status?.ram && parseMemorySize(status.ram)) || 0,
+    ramBytes: bytesOf(status?.ram),
     ...(vm.spec.vm.currentCpus !== undefined && { currentCpus: vm.spec.vm.currentCpus }),
     maximumCpus: maximumCpus(vm.spec.vm),
     ...(vm.spec.vm.currentRam !== undefined && { currentRam: String(vm.spec.vm.currentRam) }),
@@ -141,15 +144,12 @@ export function nodeViews(nodes: V1Node[], vms: VirtualMachine[]): NodeView[] {
         ready: node.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false,
         schedulable: !node.spec?.unschedulable,
         cpus: cores(allocatable.cpu),
-        ramBytes: (allocatable.memory && parseMemorySize(allocatable.memory)) || 0,
+        ramBytes: bytesOf(allocatable.memory),
         ...(slots !== undefined && { vmSlots: Number(slots) }),
         vms: placed.length,
         running: placed.filter((vm) => vm.status!.phase === 'Running').length,
         cpusHeld: placed.reduce((sum, vm) => sum + (vm.status!.cpus ?? 0), 0),
-        ramHeldBytes: placed.reduce(
-          (sum, vm) => sum + ((vm.status!.ram && parseMemorySize(vm.status!.ram)) || 0),
-          0,
-        ),
+        ramHeldBytes: placed.reduce((sum, vm) => sum + bytesOf(vm.status!.ram), 0),
       };
     })
     .sort((a, b) => a.name.localeCompare(b.name));

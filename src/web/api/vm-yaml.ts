@@ -83,7 +83,7 @@ export function vmYamlRouter(deps: ApiDeps): Router {
       );
     try {
       await patchVm('All');
-      if (req.query.dryRun === 'true') return res.json({ yaml: body.data.yaml, checked: true });
+      if (req.query.dryRun === 'true') return res.status(204).end();
       const saved = (await patchVm()) as Record<string, unknown>;
       await recordRequest(deps, vm, `${sessionOf(res).person.user} edited its YAML`);
       res.json({ yaml: stringify(editable(saved)) });
