@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
 # Builds the Go programs of vmop's local Kubernetes from the Go module proxy into a cache outside
 # the work tree, keyed by version: kube-apiserver, kube-controller-manager, kube-scheduler,
-# kubelet and kube-proxy; CoreDNS (cluster DNS); helm; an OCI registry and crane (images of disks
-# for the test bed); Dex; kube-router (the beds' NetworkPolicies). etcd comes unpacked from
+# kubelet and kube-proxy; CoreDNS (cluster DNS); helm; kube-router (the beds' NetworkPolicies);
+# an OCI registry and crane (images of disks for the test bed); Dex. etcd comes unpacked from
 # Debian 13's package. A quick no-op when the binaries exist. Each build's time is logged.
 #
 # k8s.io/kubernetes cannot be `go install`ed: it requires its staging modules at v0.0.0
 # with `replace => ./staging/...`. A wrapper module that replaces every staging module
-# with its published v0.<minor>.<patch> twin builds the commands.
+# with its published v0.<minor>.<patch> twin builds the commands. CoreDNS, helm and kube-router
+# are built in the same module: one version of every dependency, so the packages they share with
+# Kubernetes (client-go, apimachinery, the API types, gRPC: 82-92 % of theirs) compile once.
 set -euo pipefail
 
 K8S_VERSION="${VMOP_K8S_VERSION:-1.34.4}"
 ETCD_SUITE="${VMOP_ETCD_SUITE:-trixie}"
 DEBIAN_MIRROR="${VMOP_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 COREDNS_VERSION="${VMOP_COREDNS_VERSION:-1.12.4}"
-HELM_VERSION="${VMOP_HELM_VERSION:-3.22.0}"
+# The newest helm 3 built on this Kubernetes' client libraries (v0.34): it shares their compile.
+HELM_VERSION="${VMOP_HELM_VERSION:-3.19.5}"
 GCR_VERSION="${VMOP_GCR_VERSION:-0.22.1}"
 # The only release the Go module proxy serves (v2.6.1 is refused); security flaws are reported for
 # it: it only enforces NetworkPolicies in the local test beds, never in a user's cluster.
@@ -23,14 +26,19 @@ KUBE_ROUTER_VERSION="${VMOP_KUBE_ROUTER_VERSION:-2.1.0}"
 # pseudo-version the proxy has.
 DEX_VERSION="${VMOP_DEX_VERSION:-v0.0.0-20260806151424-ab64ed778070}"
 CACHE_ROOT="${VMOP_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/vmop}"
-K8S_DIR="$CACHE_ROOT/k8s/v$K8S_VERSION"
+COREDNS_MAIN="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/coredns/main.go"
+# One directory for what one module builds, named by everything that goes into it.
+K8S_DIR="$CACHE_ROOT/k8s/v$K8S_VERSION-coredns$COREDNS_VERSION-helm$HELM_VERSION-kube-router$KUBE_ROUTER_VERSION-$(sha256sum "$COREDNS_MAIN" | cut -c1-12)"
 ETCD_DIR="$CACHE_ROOT/etcd/debian-$ETCD_SUITE"
-COREDNS_DIR="$CACHE_ROOT/coredns/v$COREDNS_VERSION"
-HELM_DIR="$CACHE_ROOT/helm/v$HELM_VERSION"
 GCR_DIR="$CACHE_ROOT/go-containerregistry/v$GCR_VERSION"
 DEX_DIR="$CACHE_ROOT/dex/$DEX_VERSION"
-KUBE_ROUTER_DIR="$CACHE_ROOT/kube-router/v$KUBE_ROUTER_VERSION"
 K8S_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+# What the module builds besides Kubernetes' commands: package => binary.
+declare -A OTHER_COMMANDS=(
+  [./coredns]=coredns
+  [helm.sh/helm/v3/cmd/helm]=helm
+  [github.com/cloudnativelabs/kube-router/v2/cmd/kube-router]=kube-router
+)
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 # The compiler collects garbage less often: 9-25 % less CPU for a compile of client-go and the
@@ -52,11 +60,11 @@ all_present() {
 
 # Each build runs in a subshell: it changes directory into a work dir it removes on exit.
 build_k8s() (
-  all_present "$K8S_DIR" "${K8S_COMMANDS[@]}" && exit 0
+  all_present "$K8S_DIR" "${K8S_COMMANDS[@]}" "${OTHER_COMMANDS[@]}" && exit 0
   require_go
   work="$(mktemp -d)"; trap 'rm -rf "$work"' EXIT
   staging_version="v0.${K8S_VERSION#1.}"
-  log "building Kubernetes v$K8S_VERSION (staging modules at $staging_version) in $work"
+  log "building Kubernetes v$K8S_VERSION (staging modules at $staging_version), CoreDNS, helm and kube-router in $work"
   cd "$work"
   go mod init vmop.local/k8s-build >/dev/null 2>&1
   go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" >/dev/null
@@ -66,16 +74,22 @@ build_k8s() (
     go mod edit -replace "$module=$module@$staging_version"
   done
   go mod edit -require "k8s.io/kubernetes@v$K8S_VERSION"
+  mkdir coredns && cp "$COREDNS_MAIN" coredns/
   packages=()
   for command in "${K8S_COMMANDS[@]}"; do packages+=("k8s.io/kubernetes/cmd/$command"); done
-  go get "${packages[@]/%/@v$K8S_VERSION}"
+  go get "${packages[@]/%/@v$K8S_VERSION}" "github.com/coredns/coredns@v$COREDNS_VERSION" \
+    "helm.sh/helm/v3/cmd/helm@v$HELM_VERSION" \
+    "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@v$KUBE_ROUTER_VERSION"
   pkg=k8s.io/component-base/version
   ldflags="-s -w -X $pkg.gitVersion=v$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$(cut -d. -f2 <<<"$K8S_VERSION")"
   ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+  # helm and kube-router print their own versions from these.
+  ldflags+=" -X helm.sh/helm/v3/internal/version.version=v$HELM_VERSION"
+  ldflags+=" -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=v$KUBE_ROUTER_VERSION"
   mkdir -p "$work/out" "$K8S_DIR"
-  go build -trimpath -ldflags "$ldflags" -o "$work/out/" "${packages[@]}"
-  for command in "${K8S_COMMANDS[@]}"; do mv "$work/out/$command" "$K8S_DIR/"; done
-  log "installed ${K8S_COMMANDS[*]} in $K8S_DIR"
+  go build -trimpath -ldflags "$ldflags" -o "$work/out/" "${packages[@]}" "${!OTHER_COMMANDS[@]}"
+  for binary in "${K8S_COMMANDS[@]}" "${OTHER_COMMANDS[@]}"; do mv "$work/out/$binary" "$K8S_DIR/"; done
+  log "installed ${K8S_COMMANDS[*]} ${OTHER_COMMANDS[*]} in $K8S_DIR"
 )
 
 # etcd from Debian 13's etcd-server (3.5: Debian 12 has only 3.4, too old for this Kubernetes),
@@ -161,22 +175,18 @@ mkdir -p "$CACHE_ROOT"
 exec 9>"$CACHE_ROOT/.build.lock"
 flock 9
 timed install_etcd
+# CoreDNS is built with the plugins the local cluster's Corefile uses (scripts/coredns/main.go):
+# its own main links every plugin and the cloud SDKs of three of them.
 timed build_k8s
-# CoreDNS with the plugins the local cluster's Corefile uses (scripts/coredns/main.go): its own
-# main links every plugin and the cloud SDKs of three of them.
-timed build_own_main coredns "github.com/coredns/coredns@v$COREDNS_VERSION" "$COREDNS_DIR" coredns
-timed go_install "helm.sh/helm/v3/cmd/helm@v$HELM_VERSION" "$HELM_DIR" helm
 # go-containerregistry's in-memory registry (its own command listens on localhost only).
 timed build_own_main registry "github.com/google/go-containerregistry@v$GCR_VERSION" "$GCR_DIR" registry
 timed go_install "github.com/google/go-containerregistry/cmd/crane@v$GCR_VERSION" "$GCR_DIR" crane
 timed build_dex
-# kube-router's firewall alone: the beds' NetworkPolicy enforcer (kube-proxy keeps Services).
-timed go_install "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@v$KUBE_ROUTER_VERSION" "$KUBE_ROUTER_DIR" kube-router
 # Print where the binaries are, for scripts that need them.
 echo "K8S_BIN_DIR=$K8S_DIR"
 echo "ETCD_BIN_DIR=$ETCD_DIR"
-echo "COREDNS_BIN_DIR=$COREDNS_DIR"
-echo "HELM_BIN_DIR=$HELM_DIR"
+echo "COREDNS_BIN_DIR=$K8S_DIR"
+echo "HELM_BIN_DIR=$K8S_DIR"
 echo "GCR_BIN_DIR=$GCR_DIR"
 echo "DEX_BIN_DIR=$DEX_DIR"
-echo "KUBE_ROUTER_BIN_DIR=$KUBE_ROUTER_DIR"
+echo "KUBE_ROUTER_BIN_DIR=$K8S_DIR"
