@@ -45,12 +45,11 @@ install_npm_packages() {
   npm ci --no-audit --no-fund
 }
 
-# The CLI transpiled into dist/ (esbuild, well under a second; no type check: that is npm run
-# typecheck's): bin/vmop runs it while no source is newer than its stamp.
+# The CLI bundled into dist/cli/ (scripts/build-cli.mjs, a second or two): bin/vmop runs it while
+# no source is newer than its stamp.
 build_cli() {
   rm -rf dist
-  find src -name '*.ts' -print0 | xargs -0 node_modules/.bin/esbuild --outdir=dist --outbase=src \
-    --format=esm --platform=node --target=node20 --log-level=warning
+  node scripts/build-cli.mjs
   touch dist/.from-src
 }
 
