@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 const checkout = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
 /**
- * The vmop launcher of this checkout (bin/vmop: one node process, the transpiled CLI while it is
+ * The vmop launcher of this checkout (bin/vmop: one node process, the bundled CLI while it is
  * fresh, else the source through tsx): what the local beds and the tests run for vmop's processes.
  */
 export const VMOP_BIN = join(checkout, 'bin/vmop');
