@@ -279,9 +279,7 @@ stringData:
         await vms.typeOnConsole('cd', readCd);
         await vms.waitForConsole('cd', 'label-of-cd-b', 2_000);
       },
-      // Only against a hang: on a slow machine under a whole run the change took over 30 s to reach
-      // the guest (patch, manager, queue, runner, QMP), each try a console round trip.
-      120_000,
+      30_000,
       0,
     );
     await vms.kubectl(['delete', 'vm', 'cd', '--wait=false']);
