@@ -177,7 +177,8 @@ describe('the Helm chart with Redis Sentinel on two nodes', () => {
     await vms.apply(testGuestManifest(VM, VM_NAMESPACE));
     // Booted: the runner's snapshots reached the status through the Sentinels' master.
     await vms.waitForVm(VM, (vm) => expect(vms.condition(vm, 'Booted')?.status).toBe('True'), 300_000);
-  });
+    // An install that waits up to 10 min and a boot up to 5 min: not the suite's 300 s.
+  }, 900_000);
 
   it('the master frozen until the Sentinels fail it over, then SIGKILLed: managers and runners carry on with the new master, and the old one comes back as its replica', async () => {
     await converged();

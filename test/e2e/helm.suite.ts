@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { RESTRICTED_LABEL, useClusterBed } from '../support/beds.js';
 import { clusterVms, placedOn, testGuestManifest, tickOf, type ClusterVms } from '../support/cluster-vms.js';
@@ -53,10 +53,19 @@ describe('the Helm chart on real nodes', () => {
   let helmBinary: string;
   let vms: ClusterVms;
   let system: ClusterVms;
+  // A helm still running when its test ends (timed out) is stopped: left alone it holds the
+  // release "pending" and the next test's upgrade fails with "another operation is in progress"
+  // (CI saw that cascade); stopped with SIGTERM, helm marks the release failed and frees it.
+  let helmRuns = new AbortController();
+  afterEach(() => {
+    helmRuns.abort();
+    helmRuns = new AbortController();
+  });
   const helm = async (...args: string[]) =>
     (
       await run(helmBinary, ['--kubeconfig', bed.kubeconfig, ...args], {
         maxBuffer: 32 * 1024 * 1024,
+        signal: helmRuns.signal,
       })
     ).stdout;
   const imageValues = () => chartImageValues(bed.state());
@@ -832,7 +841,8 @@ metadata: {name: posing, labels: {app.kubernetes.io/name: vm-runner, app.kuberne
     expect(stayed.status?.runnerPod).toMatchObject({ image: oldImage, uid: stay.status?.runnerPod?.uid });
     expect(await qemuProcess(VM, cgroupOf(stay.status!.node!))).toEqual(stayingQemu);
     await vms.kubectl(['delete', 'vm', MOVER, '--wait=false']);
-  });
+    // A boot, an upgrade that rolls the managers (up to 5 min) and a live move (up to 3 min).
+  }, 900_000);
 
   it('three migrations asked for at once, with a limit of one in the cluster, run one after another, the waiting ones saying so', async () => {
     const names = ['at-once-1', 'at-once-2', 'at-once-3'];

@@ -172,5 +172,6 @@ describe('VMs on two nodes: drain, placement, node loss', () => {
     await sleep(10_000);
     expect(await qemuProcess('lost', cgroupRoot)).toBeUndefined();
     expect((await vms.getVm('lost')).status?.node).toBe(one);
-  });
+    // Two boots, a node lost, a boot elsewhere and the node back: its waits add up past 300 s.
+  }, 600_000);
 });

@@ -96,7 +96,8 @@ describe('Redis with Sentinel in `vmop dev` under running VMs', () => {
       env: { ...process.env, REDIS_URL: redisUrl, VMOP_LOG_LEVEL: 'warn' },
     });
     expect(JSON.parse(stdout)).toMatchObject({ queue: 'vmop', keys: expect.any(Object) });
-  });
+    // Four boots on two busy cores, each allowed 600 s: not the suite's 300 s.
+  }, 900_000);
 
   it('the master SIGKILLed while every VM is changed: each change reaches its guest and its status, and no VM is ever shown other than Running', async () => {
     const watch = watchStatuses(kubeconfig);
