@@ -309,7 +309,7 @@ spec: {virtualMachineName: mover, type: Migrate}
       await sleep(500);
     expect((await podsOf('mover')).map((pod) => pod.metadata.name)).toEqual([before.status?.runnerPod?.name]);
     // The guest still answers.
-    await vms.typeOnConsole('mover', 'echo still-here');
+    await vms.typeOnConsole('mover', "echo still''-here");
     await vms.waitForConsole('mover', 'still-here\r');
     expect(await vms.eventReasons('mover')).toContain('MigrationFailed');
   });
@@ -361,7 +361,7 @@ spec: {virtualMachineName: mover, type: Migrate}
     for (let waited = 0; (await podsOf('mover')).length > 1 && waited < 30_000; waited += 500)
       await sleep(500);
     expect((await podsOf('mover')).map((pod) => pod.spec.nodeName)).toEqual([two]);
-    await vms.typeOnConsole('mover', 'echo after-the-managers-died');
+    await vms.typeOnConsole('mover', "echo after-the-managers''-died");
     await vms.waitForConsole('mover', 'after-the-managers-died\r');
     // Back to where the next tests expect it.
     expect((await operate('mover', 'Migrate')).status).toMatchObject({ phase: 'Completed' });

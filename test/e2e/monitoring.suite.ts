@@ -52,12 +52,12 @@ describe('Prometheus scrapes vmop: a VM at work, a migration, an operation', () 
     const writtenBefore = await queried(written, (value) => expect(value).toBeGreaterThanOrEqual(0));
 
     // Costs the vCPU some seconds under TCG; then N MiB written through to the disk.
-    await vms.typeOnConsole(VM, 'i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; echo work-done');
+    await vms.typeOnConsole(VM, "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; echo work''-done");
     await vms.waitForConsole(VM, 'work-done\r');
     await queried(cpu, (value) => expect(value).toBeGreaterThan(cpuBefore + 2));
     await vms.typeOnConsole(
       VM,
-      `dd if=/dev/zero of=/dev/vda bs=1M count=${WRITTEN_MIB} conv=fsync 2>/dev/null; echo write-done`,
+      `dd if=/dev/zero of=/dev/vda bs=1M count=${WRITTEN_MIB} conv=fsync 2>/dev/null; echo write''-done`,
     );
     await vms.waitForConsole(VM, 'write-done\r');
     await queried(written, (value) =>

@@ -108,7 +108,7 @@ describe('VMs on two nodes: drain, placement, node loss', () => {
     await runsOn('lost-manual', two);
     const data = `before-the-node-was-lost-${process.pid}`;
     await vms.waitForConsole('lost', READY);
-    await vms.typeOnConsole('lost', `echo ${data} | dd of=/dev/vda conv=fsync 2>/dev/null; echo written`);
+    await vms.typeOnConsole('lost', `echo ${data} | dd of=/dev/vda conv=fsync 2>/dev/null; echo writ''ten`);
     await vms.waitForConsole('lost', 'written');
     const { cgroupRoot } = bed.state().nodeServices.find((node) => node.node === two)!;
     const qemu = await qemuProcess('lost', cgroupRoot);

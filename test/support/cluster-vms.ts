@@ -272,7 +272,10 @@ export function clusterVms(kubeconfig: string, namespace: string) {
         await sleep(500);
       }
     },
-    /** Types a line on the guest's serial console, as a user logged in there would. */
+    /**
+     * Types a line on the guest's serial console, as a user logged in there would. The guest's
+     * terminal echoes it: a text a test then waits for must not be typed as is (`echo don''e`).
+     */
     typeOnConsole: (name: string, line: string) =>
       exec(name, [
         'node',

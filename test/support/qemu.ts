@@ -229,7 +229,10 @@ export class SerialConsole {
   async capture(command: string): Promise<string[]> {
     const token = `vmop-out-${++this.commands}`;
     const from = this.text.length;
-    this.type(`echo ${token}-begin; ${command}; echo ${token}-end`);
+    // The markers are typed split by quotes: the terminal's echo of the typed line, broken by a
+    // line the guest printed meanwhile, once left `vmop-out-3-end` alone on a line, and the
+    // command's output was taken before it came.
+    this.type(`echo ${token}-''begin; ${command}; echo ${token}-''end`);
     await this.waitForLine(`${token}-end`, { from });
     const lines = this.text.slice(from).split('\n');
     return lines.slice(lines.indexOf(`${token}-begin`) + 1, lines.indexOf(`${token}-end`));
