@@ -175,9 +175,9 @@ describe('snapshots: VMs copied on storage without CSI snapshots', () => {
   it('a clone of the snapshot is a VM of its own that finds what the VM had written before it', async () => {
     // Stopped after the test, passed or not (its disks stay): a clone left running slowed the next
     // tests past their timeouts.
-    onTestFinished(() =>
-      vms.kubectl(['delete', 'vm', 'from-snapshot', '--wait=false', '--ignore-not-found']),
-    );
+    onTestFinished(async () => {
+      await vms.kubectl(['delete', 'vm', 'from-snapshot', '--wait=false', '--ignore-not-found']);
+    });
     const { stdout } = await vmop(
       'clone',
       VM,
