@@ -177,6 +177,34 @@ describe('folding the runner snapshot into status', () => {
     expect(nextRun.lastShutdown).toEqual(afterShutdown.lastShutdown);
   });
 
+  it("a runner's last words after its pod is gone say how the guest stopped; another run's do not", () => {
+    const stopping = vmWith(
+      { vm: { state: 'Stopped' } },
+      { phase: 'Stopping', runner: { runId: 'run-1', seq: 5, podUid: 'pod-uid' } },
+    );
+    const lastShutdown = { guest: true, reason: 'guest-shutdown', at: '2026-01-01T00:00:00Z' };
+    const stopped = deriveStatus(stopping, {
+      snapshot: snapshot({ seq: 6, phase: 'stopped', stopRequested: true, lastShutdown }),
+      specErrors: [],
+      now,
+    });
+    expect(stopped).toMatchObject({
+      phase: 'Stopped',
+      lastShutdown: {
+        guestInitiated: true,
+        reason: 'guest-shutdown',
+        time: lastShutdown.at,
+        requested: true,
+      },
+    });
+    // A snapshot of another run (or one already folded in) says nothing of this stop.
+    for (const other of [
+      snapshot({ seq: 6, runId: 'run-0', lastShutdown }),
+      snapshot({ seq: 5, lastShutdown }),
+    ])
+      expect(deriveStatus(stopping, { snapshot: other, specErrors: [], now }).lastShutdown).toBeUndefined();
+  });
+
   const containerStarted = '2026-01-01T00:00:00Z';
   const podWith = (container: Record<string, unknown>) => ({
     ...runningPod,

@@ -104,6 +104,22 @@ export function currentSnapshot(
   return snapshot;
 }
 
+/**
+ * The last snapshot of the run the status folded last, once its pod is gone. The runner says how
+ * the guest stopped and exits; its pod can be gone from the cache before that snapshot's reconcile
+ * runs (CI saw a VM Stopped with no lastShutdown), and only these last words say how it stopped.
+ */
+export function lastWords(
+  snapshot: RunnerSnapshot | undefined,
+  pod: V1Pod | undefined,
+  status: VirtualMachineStatus | undefined,
+): RunnerSnapshot | undefined {
+  const folded = status?.runner;
+  if (pod || !snapshot || !folded) return undefined;
+  if (snapshot.runId !== folded.runId || snapshot.podUid !== folded.podUid) return undefined;
+  return snapshot.seq > folded.seq ? snapshot : undefined;
+}
+
 /** Keeps lastTransitionTime while a condition's status stays the same. */
 function condition(
   previous: Condition[] | undefined,
@@ -506,22 +522,27 @@ function guestConditions(
   return [running, booted, agentConnected, reporting];
 }
 
-/** What the runner reports of the guest and its qemu (none while no qemu runs), over what was known. */
+/**
+ * What the runner reports of the guest and its qemu (none while no qemu runs), over what was known;
+ * `last`, the last words of a runner whose pod is gone, count for how its guest stopped.
+ */
 function reportedFields(
   snapshot: RunnerSnapshot | undefined,
   previous: VirtualMachineStatus | undefined,
   phase: PhaseFacts,
+  last?: RunnerSnapshot,
 ): Partial<VirtualMachineStatus> {
   const guestRuns = phase.phase === 'Running' || phase.phase === 'Migrating';
   const agent = guestRuns ? snapshot?.guestAgent : undefined;
   const noQemu = phase.phase === 'Stopped' || phase.phase === 'Failed';
-  const lastShutdown = snapshot?.lastShutdown
+  const stopSaid = snapshot?.lastShutdown ? snapshot : last?.lastShutdown ? last : undefined;
+  const lastShutdown = stopSaid?.lastShutdown
     ? {
-        guestInitiated: snapshot.lastShutdown.guest,
-        reason: snapshot.lastShutdown.reason,
-        time: snapshot.lastShutdown.at,
-        ...(snapshot.stopRequested && { requested: true }),
-        ...(snapshot.lastShutdown.qemuSays && { qemuSays: snapshot.lastShutdown.qemuSays }),
+        guestInitiated: stopSaid.lastShutdown.guest,
+        reason: stopSaid.lastShutdown.reason,
+        time: stopSaid.lastShutdown.at,
+        ...(stopSaid.stopRequested && { requested: true }),
+        ...(stopSaid.lastShutdown.qemuSays && { qemuSays: stopSaid.lastShutdown.qemuSays }),
       }
     : previous?.lastShutdown;
   const lastReset = snapshot?.lastReset
@@ -565,7 +586,7 @@ export function deriveStatus(vm: VirtualMachine, observed: ObservedState): Virtu
   const phase = vmPhase(vm, observed, { stoppedContainer, ownSnapshot, snapshot }, startFailure);
   const awaiting = restartAwaitingChanges(observed.runnerVm ?? vm, pod, snapshot);
   const folded = snapshot ?? ownSnapshot;
-  const reported = reportedFields(snapshot, previous, phase);
+  const reported = reportedFields(snapshot, previous, phase, lastWords(observed.snapshot, pod, previous));
   // A VM with an address of its own has only that one: what its guest (or a snapshot its
   // namespace's runner credential wrote) says never stands in for it (routes follow leases).
   const ipAddress = observed.ipAddress?.name ? observed.ipAddress.address : reported.ipAddresses?.[0];
