@@ -306,7 +306,8 @@ stringData:
     expect(vm.status?.lastShutdown).toMatchObject({ guestInitiated: false });
     expect(await vms.eventMessages('pdt')).toContain('StoppedByRequest: the VM was stopped (host-qmp-quit)');
     await vms.kubectl(['delete', 'vm', 'pdt', '--wait=false']);
-  });
+    // Its waits add up past the suite's 300 s on a slow machine (CI's took 2.5× this one's time).
+  }, 600_000);
 
   it('guestShutdownStops false: a guest that powers itself off boots again', async () => {
     await applyVm('reboots');

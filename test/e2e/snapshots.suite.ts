@@ -170,7 +170,8 @@ describe('snapshots: VMs copied on storage without CSI snapshots', () => {
     expect(Date.parse(podMade)).toBeGreaterThanOrEqual(Math.floor(Date.parse(ready.readyAt!) / 1000) * 1000);
     // The runner data's copy has the serial log of the run before the snapshot.
     expect(await fileOfClaim('first-runner-data', 'console.log')).toContain(READY);
-  });
+    // Its waits add up past the suite's 300 s on a slow machine (CI's took 2.5× this one's time).
+  }, 600_000);
 
   it('a clone of the snapshot is a VM of its own that finds what the VM had written before it', async () => {
     // Stopped after the test, passed or not (its disks stay): a clone left running slowed the next
@@ -298,7 +299,8 @@ describe('snapshots: VMs copied on storage without CSI snapshots', () => {
     await vms.typeOnConsole(VM, 'echo still-$(echo running)');
     await vms.waitForConsole(VM, 'still-running');
     await vms.kubectl(['delete', 'vmsnapshot', 'killed']);
-  });
+    // Its waits add up past the suite's 300 s on a slow machine (CI's took 2.5× this one's time).
+  }, 600_000);
 
   it("a snapshot's disk exported: downloaded through the apiserver as a sparse qcow2 that holds what the VM wrote, and imported over HTTPS from the export's URL by a new VM that trusts its certificate", async () => {
     const dir = await mkdtemp(join(tmpdir(), 'vmop-export-'));
@@ -394,7 +396,8 @@ spec: {source: {virtualMachineName: ${VM}}}
     expect((await readFile(own)).subarray(0, 29).toString()).toBe('written-by-the-importer-s-vm\n');
     await rm(dir, { recursive: true, force: true });
     await vms.kubectl(['delete', 'vm', 'from-export', '--wait=false']);
-  });
+    // Its waits add up past the suite's 300 s on a slow machine (CI's took 2.5× this one's time).
+  }, 600_000);
 
   it('a snapshot that is deleted takes its copies with it; the VM keeps its own', async () => {
     await vms.kubectl(['delete', 'vmsnapshot', 'first']);
