@@ -105,17 +105,17 @@ export function currentSnapshot(
 }
 
 /**
- * The last snapshot of the run the status folded last, once its pod is gone. The runner says how
- * the guest stopped and exits; its pod can be gone from the cache before that snapshot's reconcile
- * runs (CI saw a VM Stopped with no lastShutdown), and only these last words say how it stopped.
+ * The last snapshot of the run the status folded last, once its pod is gone, if it says how the
+ * guest stopped. The runner says so and exits; its pod can be gone from the cache before that
+ * snapshot's reconcile runs (a whole run saw a VM Stopped with no lastShutdown).
  */
-export function lastWords(
+function lastWords(
   snapshot: RunnerSnapshot | undefined,
   pod: V1Pod | undefined,
   status: VirtualMachineStatus | undefined,
 ): RunnerSnapshot | undefined {
   const folded = status?.runner;
-  if (pod || !snapshot || !folded) return undefined;
+  if (pod || !snapshot?.lastShutdown || !folded) return undefined;
   if (snapshot.runId !== folded.runId || snapshot.podUid !== folded.podUid) return undefined;
   return snapshot.seq > folded.seq ? snapshot : undefined;
 }
@@ -524,7 +524,7 @@ function guestConditions(
 
 /**
  * What the runner reports of the guest and its qemu (none while no qemu runs), over what was known;
- * `last`, the last words of a runner whose pod is gone, count for how its guest stopped.
+ * `last`, the last words of a runner whose pod is gone, say how its guest stopped.
  */
 function reportedFields(
   snapshot: RunnerSnapshot | undefined,
@@ -535,7 +535,7 @@ function reportedFields(
   const guestRuns = phase.phase === 'Running' || phase.phase === 'Migrating';
   const agent = guestRuns ? snapshot?.guestAgent : undefined;
   const noQemu = phase.phase === 'Stopped' || phase.phase === 'Failed';
-  const stopSaid = snapshot?.lastShutdown ? snapshot : last?.lastShutdown ? last : undefined;
+  const stopSaid = snapshot?.lastShutdown ? snapshot : last;
   const lastShutdown = stopSaid?.lastShutdown
     ? {
         guestInitiated: stopSaid.lastShutdown.guest,
