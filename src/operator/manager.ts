@@ -279,6 +279,7 @@ export async function startManager(input: ManagerOptions): Promise<RunningManage
     clients,
     cache: watches.cache,
     defaultRunnerImage: runnerImage,
+    fenceExports: options.runnerNetworkPolicy.enabled,
     logger,
   });
   const reconcileRestore = createRestoreReconciler({

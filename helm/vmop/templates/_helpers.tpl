@@ -151,7 +151,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
   # All are read: one of the namespace that selects a VM's runner pods closes the guest's ports
-  # to all but what it allows. Written: each VM's own (runnerNetworkPolicy).
+  # to all but what it allows. Written: each VM's own and each disk export pod's (runnerNetworkPolicy).
   verbs: [get, list, watch{{ if .Values.runnerNetworkPolicy.enabled }}, create, patch, delete{{ end }}]
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]

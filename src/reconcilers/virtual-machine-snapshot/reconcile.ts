@@ -33,6 +33,7 @@ import {
   snapshotLabels,
 } from '../virtual-machine/naming.js';
 import { nbdExportPod, onNodeAffinity } from '../virtual-machine/disks/attach-pod.js';
+import { deleteNbdExportPolicy, ensureNbdExportPolicy } from '../virtual-machine/disks/nbd-export-policy.js';
 import { ensureVmKey } from '../virtual-machine/vm-key.js';
 import { migrationSecretName } from '../virtual-machine/runner-pod/pod.js';
 import { EXPORT_COMPONENT, exportPodName } from './running.js';
@@ -44,6 +45,8 @@ export interface SnapshotReconcilerOptions {
   cache: ObjectCache;
   /** The copies are made by `vmop import` in the runner image. */
   defaultRunnerImage: RunnerImage;
+  /** Each export pod gets a NetworkPolicy that lets only the VM's runner pods in. */
+  fenceExports: boolean;
   logger: Logger;
   now?: () => Date;
 }
@@ -116,6 +119,8 @@ export function createSnapshotReconciler(options: SnapshotReconcilerOptions) {
         image: options.defaultRunnerImage,
         ...(vm?.spec.tolerations && { tolerations: vm.spec.tolerations }),
       });
+      if (options.fenceExports && (await ensureNbdExportPolicy(clients, body, vmName)))
+        writes.push(`NetworkPolicy ${body.metadata!.name}`);
       if (await createUnlessExists(() => clients.core.createNamespacedPod({ namespace, body })))
         writes.push(`Pod ${body.metadata!.name} (exports the copy of ${volume.name})`);
     }
@@ -144,6 +149,9 @@ export function createSnapshotReconciler(options: SnapshotReconcilerOptions) {
       const { name: podName, uid } = pod.metadata!;
       if (await deletePodByUid(clients.core, { name: podName!, namespace, uid: uid! }))
         writes.push(`Pod ${podName} (deleted)`);
+      if (options.fenceExports && pod.metadata?.labels?.[LABEL_COMPONENT] === EXPORT_COMPONENT)
+        if (await deleteNbdExportPolicy(clients, namespace, podName!))
+          writes.push(`NetworkPolicy ${podName} (deleted)`);
     }
     let status = plan.status;
     // At the cut, in the same look: the VM's provisioning Secrets as they are now.

@@ -35,7 +35,13 @@ export const diskAttachmentsStep: Step<VmState> = {
   name: 'hot-plugged disks',
   owned: true,
   run: async ({ seen, plan, io }) => ({
-    writes: await carryOutAttachments(io.clients, seen.vm, plan.attachments, io.options.defaultRunnerImage),
+    writes: await carryOutAttachments(
+      io.clients,
+      seen.vm,
+      plan.attachments,
+      io.options.defaultRunnerImage,
+      io.options.runnerNetworkPolicy?.enabled ?? false,
+    ),
   }),
 };
 

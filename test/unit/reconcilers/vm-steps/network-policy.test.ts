@@ -11,6 +11,8 @@ import {
   type RunnerNetworkPolicy,
 } from '../../../../src/reconcilers/virtual-machine/network-policy/policy.js';
 import { networkPolicyStep } from '../../../../src/reconcilers/virtual-machine/network-policy/step.js';
+import { desiredAttachPod } from '../../../../src/reconcilers/virtual-machine/disks/attach-pod.js';
+import { nbdExportPolicy } from '../../../../src/reconcilers/virtual-machine/disks/nbd-export-policy.js';
 import { callNames, testRunnerPod, testVm, vmState } from './vm-state-fixture.js';
 
 const managers = { ipBlock: { cidr: '10.250.1.1/32' } };
@@ -140,5 +142,35 @@ describe('step: network policy', () => {
     });
     expect(await networkPolicyStep.run(state)).toEqual({ writes: ['NetworkPolicy (deleted)'] });
     expect(callNames(calls)).toEqual(['objects.delete']);
+  });
+});
+
+describe("a disk export pod's NetworkPolicy", () => {
+  const image = { image: 'runner:1', pullPolicy: 'IfNotPresent' as const };
+  const attachPod = desiredAttachPod(withPorts, { volume: 'extra', claimName: 'vm-extra' }, 'node-1', image);
+  const policy = nbdExportPolicy(attachPod, 'vm');
+
+  it('is named as its pod, goes with what owns the pod, and selects that pod alone', () => {
+    expect(policy.metadata).toMatchObject({ name: 'vm-attach-extra', namespace: 'ns' });
+    expect(policy.metadata!.ownerReferences).toEqual(attachPod.metadata!.ownerReferences);
+    const selector = policy.spec.podSelector;
+    expect(matchesLabelSelector(selector, attachPod.metadata!.labels)).toBe(true);
+    const otherVolume = desiredAttachPod(withPorts, { volume: 'other', claimName: 'vm-other' }, 'node-1', image);
+    expect(matchesLabelSelector(selector, otherVolume.metadata!.labels)).toBe(false);
+    expect(matchesLabelSelector(selector, testRunnerPod(withPorts).metadata!.labels)).toBe(false);
+  });
+
+  it("lets only the VM's runner pods reach the NBD port", () => {
+    expect(policy.spec.policyTypes).toEqual(['Ingress']);
+    expect(policy.spec.ingress).toHaveLength(1);
+    const [rule] = policy.spec.ingress;
+    expect(rule!.ports).toEqual([{ port: 10809, protocol: 'TCP' }]);
+    const [peer] = rule!.from!;
+    expect(rule!.from).toHaveLength(1);
+    expect(matchesLabelSelector(peer!.podSelector!, testRunnerPod(withPorts).metadata!.labels)).toBe(true);
+    const other = testVm({}, { metadata: { name: 'other', namespace: 'ns', uid: 'other-uid' } });
+    expect(matchesLabelSelector(peer!.podSelector!, testRunnerPod(other).metadata!.labels)).toBe(false);
+    // Another export pod of the same VM is no client.
+    expect(matchesLabelSelector(peer!.podSelector!, attachPod.metadata!.labels)).toBe(false);
   });
 });
