@@ -9,6 +9,8 @@ import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { snapshotRedisKey } from '../../src/api/runner-snapshot.js';
+import { attachPodName, NBD_PORT } from '../../src/reconcilers/virtual-machine/disks/attach-pod.js';
+import { RUNNER_METRICS_PORT } from '../../src/reconcilers/virtual-machine/runner-pod/pod.js';
 import { useDevBed } from '../support/beds.js';
 import { eventually } from '../support/eventually.js';
 import { testGuestManifest, type ClusterVms } from '../support/cluster-vms.js';
@@ -26,6 +28,19 @@ const DORA_SLEEP = '3600.4040';
 const CONNECT_PROBE = `const s = require('net').connect(Number(process.argv[2]), process.argv[1], () => { console.log('CONNECTED'); process.exit(0); });
 s.setTimeout(4000, () => { console.log('TIMEOUT'); process.exit(0); });
 s.on('error', (e) => { console.log(e.code); process.exit(0); });`;
+/** `node -e LISTENING_PORTS`: the TCP ports a pod listens on, on any address but loopback. */
+const LISTENING_PORTS = `const fs = require('fs');
+const ports = new Set();
+for (const file of ['/proc/net/tcp', '/proc/net/tcp6'])
+  for (const line of fs.readFileSync(file, 'utf8').split('\\n').slice(1)) {
+    const [local, , state] = line.trim().split(/\\s+/).slice(1, 4);
+    if (state !== '0A') continue;
+    const [address, port] = local.split(':');
+    if (!/7F$|^0{24}01000000$/.test(address)) ports.add(parseInt(port, 16));
+  }
+console.log([...ports].join(' '));`;
+/** What a connection the enforcer drops (or rejects) ends with. */
+const BLOCKED = /^(TIMEOUT|ECONNREFUSED|EHOSTUNREACH)$/;
 
 describe('tenancy: a person with edit in one namespace cannot reach another', () => {
   const bed = useDevBed('dev', { namespaces: [TEAM_A, TEAM_B] });
@@ -55,6 +70,53 @@ describe('tenancy: a person with edit in one namespace cannot reach another', ()
   afterAll(async () => {
     for (const client of redisClients) client.disconnect();
   });
+
+  /** Her pod, as `restricted` admits it, with the runner image (one the nodes have): its network namespace. */
+  let doraPod: Promise<string> | undefined;
+  const doraNetns = () =>
+    (doraPod ??= (async () => {
+      await dora(
+        'run',
+        'probe',
+        '--image',
+        bed.state().cluster.runnerImage,
+        '--image-pull-policy',
+        'Never',
+        '--restart',
+        'Never',
+        '--overrides',
+        JSON.stringify({
+          spec: {
+            securityContext: {
+              runAsNonRoot: true,
+              runAsUser: 65532,
+              seccompProfile: { type: 'RuntimeDefault' },
+            },
+            containers: [
+              {
+                name: 'probe',
+                image: bed.state().cluster.runnerImage,
+                imagePullPolicy: 'Never',
+                command: ['sleep', DORA_SLEEP],
+                securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
+              },
+            ],
+          },
+        }),
+      );
+      await dora('wait', '--for=condition=Ready', 'pod/probe', '--timeout=120s');
+      const { stdout: pids } = await run('pgrep', ['-f', `sleep ${DORA_SLEEP}`]);
+      return `/proc/${pids.trim().split('\n')[0]}/ns/net`;
+    })());
+  /** What a TCP connection from her pod to `host:port` gets: CONNECTED, TIMEOUT or the error's code. */
+  const connectFromDora = async (host: string, port: number) =>
+    (
+      await run('nsenter', [
+        `--net=${await doraNetns()}`,
+        '--',
+        ...[process.execPath, '-e', CONNECT_PROBE, host, String(port)],
+      ])
+    ).stdout.trim();
 
   const redisAs = (url: string) => {
     const client = new Redis(url, { maxRetriesPerRequest: 0 });
@@ -131,50 +193,12 @@ describe('tenancy: a person with edit in one namespace cannot reach another', ()
     await expect(teamA.kubectl(['--as', 'dora', 'get', 'secret', `${VM}-display-secret`])).rejects.toThrow(
       /Forbidden/,
     );
-    // Her pod, as `restricted` admits it, with the runner image (one the nodes have).
-    await dora(
-      'run',
-      'probe',
-      '--image',
-      bed.state().cluster.runnerImage,
-      '--image-pull-policy',
-      'Never',
-      '--restart',
-      'Never',
-      '--overrides',
-      JSON.stringify({
-        spec: {
-          securityContext: {
-            runAsNonRoot: true,
-            runAsUser: 65532,
-            seccompProfile: { type: 'RuntimeDefault' },
-          },
-          containers: [
-            {
-              name: 'probe',
-              image: bed.state().cluster.runnerImage,
-              imagePullPolicy: 'Never',
-              command: ['sleep', DORA_SLEEP],
-              securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } },
-            },
-          ],
-        },
-      }),
-    );
-    await dora('wait', '--for=condition=Ready', 'pod/probe', '--timeout=120s');
-    const { stdout: pids } = await run('pgrep', ['-f', `sleep ${DORA_SLEEP}`]);
-    const netns = `/proc/${pids.trim().split('\n')[0]}/ns/net`;
     const runnerPod = (await teamA.getVm(VM)).status!.runnerPod!.name;
     const [podIP, node] = (
       await teamA.kubectl(['get', 'pod', runnerPod, '-o', 'jsonpath={.status.podIP} {.spec.nodeName}'])
     ).split(' ');
     // A TCP connection from her pod's network: dropped (or refused) by the node's enforcer.
-    const { stdout: reached } = await run('nsenter', [
-      `--net=${netns}`,
-      '--',
-      ...[process.execPath, '-e', CONNECT_PROBE, podIP!, String(SPICE_PORT)],
-    ]);
-    expect(reached.trim()).toMatch(/^(TIMEOUT|ECONNREFUSED|EHOSTUNREACH)$/);
+    expect(await connectFromDora(podIP!, SPICE_PORT)).toMatch(BLOCKED);
     // The display listens, and its password guards it where the network lets one in (a viewer on
     // the VM's node: the node's own traffic to its pods passes).
     const nodeNetns = bed.state().nodeServices.find((n) => n.node === node)!.netns;
@@ -184,4 +208,49 @@ describe('tenancy: a person with edit in one namespace cannot reach another', ()
     await teamA.setDisplayPassword(VM, password);
     expect(await login(password)).toBe(SPICE_LINK_OK);
   });
+
+  it("cannot open a TCP connection to any listener of team-a's runner pod, nor to the NBD export of a disk attached at runtime", async () => {
+    const runnerPod = (await teamA.getVm(VM)).status!.runnerPod!.name;
+    const podIP = (await teamA.kubectl(['get', 'pod', runnerPod, '-o', 'jsonpath={.status.podIP}'])).trim();
+    // Every port the pod listens on beyond its loopback, as its own network namespace says: the
+    // runner's metrics and readiness, SPICE, and whatever else the runner or QEMU opens.
+    const listening = (await teamA.kubectl(['exec', runnerPod, '--', 'node', '-e', LISTENING_PORTS]))
+      .trim()
+      .split(/\s+/)
+      .map(Number);
+    expect(listening).toEqual(expect.arrayContaining([RUNNER_METRICS_PORT, SPICE_PORT]));
+    for (const port of listening)
+      expect({ port, reached: await connectFromDora(podIP, port) }).toEqual({
+        port,
+        reached: expect.stringMatching(BLOCKED),
+      });
+
+    // A disk attached while the VM runs is served by a pod of its own over NBD: its QEMU attaches
+    // it (so the runner reaches the export), her pod does not reach it.
+    await teamA.kubectl([
+      ...['patch', 'vm', VM, '--type', 'json', '-p'],
+      JSON.stringify([
+        {
+          op: 'add',
+          path: '/spec/vm/disks',
+          value: [
+            {
+              volumeClaimTemplate: {
+                metadata: { name: 'extra' },
+                spec: { resources: { requests: { storage: '16Mi' } } },
+              },
+            },
+          ],
+        },
+      ]),
+    ]);
+    await teamA.waitForVm(VM, (vm) =>
+      expect(vm.status?.disks?.find((disk) => disk.name === 'extra')?.attachment?.phase).toBe('Attached'),
+    );
+    const exportPod = attachPodName(VM, 'extra');
+    const exportIP = (
+      await teamA.kubectl(['get', 'pod', exportPod, '-o', 'jsonpath={.status.podIP}'])
+    ).trim();
+    expect(await connectFromDora(exportIP, NBD_PORT)).toMatch(BLOCKED);
+  }, 600_000);
 });

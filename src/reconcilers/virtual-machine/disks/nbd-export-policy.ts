@@ -24,7 +24,11 @@ export function nbdExportPolicy(pod: V1Pod, vmName: string): RunnerNetworkPolicy
           from: [
             {
               podSelector: {
-                matchLabels: { [LABEL_NAME]: APP_NAME, [LABEL_INSTANCE]: vmName, [LABEL_COMPONENT]: RUNNER_COMPONENT },
+                matchLabels: {
+                  [LABEL_NAME]: APP_NAME,
+                  [LABEL_INSTANCE]: vmName,
+                  [LABEL_COMPONENT]: RUNNER_COMPONENT,
+                },
               },
             },
           ],
@@ -42,5 +46,9 @@ export const ensureNbdExportPolicy = (clients: KubeClients, pod: V1Pod, vmName: 
 /** Deletes the policy of the export pod `name`; whether it deleted one. */
 export const deleteNbdExportPolicy = (clients: KubeClients, namespace: string, name: string) =>
   deleteUnlessGone(() =>
-    clients.objects.delete({ apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { name, namespace } }),
+    clients.objects.delete({
+      apiVersion: 'networking.k8s.io/v1',
+      kind: 'NetworkPolicy',
+      metadata: { name, namespace },
+    }),
   );

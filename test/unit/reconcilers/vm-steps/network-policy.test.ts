@@ -155,7 +155,12 @@ describe("a disk export pod's NetworkPolicy", () => {
     expect(policy.metadata!.ownerReferences).toEqual(attachPod.metadata!.ownerReferences);
     const selector = policy.spec.podSelector;
     expect(matchesLabelSelector(selector, attachPod.metadata!.labels)).toBe(true);
-    const otherVolume = desiredAttachPod(withPorts, { volume: 'other', claimName: 'vm-other' }, 'node-1', image);
+    const otherVolume = desiredAttachPod(
+      withPorts,
+      { volume: 'other', claimName: 'vm-other' },
+      'node-1',
+      image,
+    );
     expect(matchesLabelSelector(selector, otherVolume.metadata!.labels)).toBe(false);
     expect(matchesLabelSelector(selector, testRunnerPod(withPorts).metadata!.labels)).toBe(false);
   });
