@@ -7,7 +7,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { useClusterBed } from '../support/beds.js';
 import { testGuestManifest, type ClusterVms } from '../support/cluster-vms.js';
-import { chartImageValues, makeReleaseNamespace, helmBinary as locateHelm } from '../support/helm-bed.js';
+import { chartImageValues, helmOfTheSuite, makeReleaseNamespace } from '../support/helm-bed.js';
 import { eventually } from '../support/eventually.js';
 import { processRef, type ProcessRef } from '../../src/util/process.js';
 import { signalRecorded } from '../support/qemu-process.js';
@@ -82,7 +82,7 @@ function writeEvery200ms(pid: number, managerPassword: string) {
 
 describe('the Helm chart with Redis Sentinel on two nodes', () => {
   const bed = useClusterBed({ namespaces: [VM_NAMESPACE], madeByTests: [RELEASE_NAMESPACE] });
-  let helmBinary: string;
+  const helm = helmOfTheSuite(() => bed.kubeconfig);
   let vms: ClusterVms;
   let system: ClusterVms;
 
@@ -133,28 +133,20 @@ describe('the Helm chart with Redis Sentinel on two nodes', () => {
     );
 
   beforeAll(async () => {
-    helmBinary = await locateHelm();
     vms = bed.vms(VM_NAMESPACE);
     system = bed.vms(RELEASE_NAMESPACE);
   });
   // Before the bed deletes the namespaces: what the release made outside them goes too.
   afterAll(() =>
-    run(helmBinary, [
-      ...['--kubeconfig', bed.kubeconfig, 'uninstall', RELEASE],
-      ...['--namespace', RELEASE_NAMESPACE, '--ignore-not-found', '--wait'],
-    ]),
+    helm('uninstall', RELEASE, '--namespace', RELEASE_NAMESPACE, '--ignore-not-found', '--wait'),
   );
 
   it('installs 3 Redis with their Sentinels over both nodes, one master; a VM runs through it', async () => {
     await makeReleaseNamespace((args) => system.kubectl(args), RELEASE_NAMESPACE);
-    await run(
-      helmBinary,
-      [
-        ...['--kubeconfig', bed.kubeconfig, 'install', RELEASE, 'helm/vmop'],
-        ...['--namespace', RELEASE_NAMESPACE, ...chartImageValues(bed.state())],
-        ...['--set', 'redis.sentinel.enabled=true', '--wait', '--timeout', '10m'],
-      ],
-      { maxBuffer: 32 * 1024 * 1024 },
+    await helm(
+      ...['install', RELEASE, 'helm/vmop', '--namespace', RELEASE_NAMESPACE],
+      ...chartImageValues(bed.state()),
+      ...['--set', 'redis.sentinel.enabled=true', '--wait', '--timeout', '10m'],
     );
     const pods = JSON.parse(
       await system.kubectl(['get', 'pods', '-l', 'app.kubernetes.io/component=redis', '-o', 'json']),

@@ -8,12 +8,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { RESTRICTED_LABEL, useClusterBed } from '../support/beds.js';
 import { clusterVms, placedOn, testGuestManifest, tickOf, type ClusterVms } from '../support/cluster-vms.js';
 import { expectUnbroken, startNodePod, startTcpStream } from '../support/tcp-stream.js';
-import { chartImageValues, helmBinary as locateHelm, makeReleaseNamespace } from '../support/helm-bed.js';
+import { chartImageValues, helmOfTheSuite, makeReleaseNamespace } from '../support/helm-bed.js';
 import { eventually } from '../support/eventually.js';
 import { qemuProcess } from '../support/qemu-process.js';
 import { firstWrite, parseManagerLog, startedAfter } from '../support/manager-logs.js';
@@ -50,24 +50,9 @@ describe('the Helm chart on real nodes', () => {
     namespaces: [],
     madeByTests: [RELEASE_NAMESPACE, 'team-a', 'vmop-demo', 'team-b'],
   });
-  let helmBinary: string;
   let vms: ClusterVms;
   let system: ClusterVms;
-  // A helm still running when its test ends (timed out) is stopped: left alone it holds the
-  // release "pending" and the next test's upgrade fails with "another operation is in progress"
-  // (CI saw that cascade); stopped with SIGTERM, helm marks the release failed and frees it.
-  let helmRuns = new AbortController();
-  afterEach(() => {
-    helmRuns.abort();
-    helmRuns = new AbortController();
-  });
-  const helm = async (...args: string[]) =>
-    (
-      await run(helmBinary, ['--kubeconfig', bed.kubeconfig, ...args], {
-        maxBuffer: 32 * 1024 * 1024,
-        signal: helmRuns.signal,
-      })
-    ).stdout;
+  const helm = helmOfTheSuite(() => bed.kubeconfig);
   const imageValues = () => chartImageValues(bed.state());
   /** The bed's node (its network namespace and cgroup root) that runs the test guest. */
   const vmNode = async () => {
@@ -107,7 +92,6 @@ describe('the Helm chart on real nodes', () => {
     );
 
   beforeAll(async () => {
-    helmBinary = await locateHelm();
     vms = bed.vms(VM_NAMESPACE);
     system = bed.vms(RELEASE_NAMESPACE);
   });
