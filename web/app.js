@@ -9,6 +9,7 @@ import { ResourceInput, VmActions } from './vm-actions.js';
 import { UsageChart } from './usage-chart.js';
 import { NodesPage } from './nodes-page.js';
 import { VmPage } from './vm-page.js';
+import { NewVmPage } from './new-vm-page.js';
 import { choicesOf, keyOf, selectVms } from './vm-list.js';
 
 const html = htm.bind(h);
@@ -302,6 +303,7 @@ function App({ me }) {
   const [error, setError] = useState('');
   const admin = location.pathname === '/admin';
   const nodes = location.pathname === '/nodes';
+  const newVm = location.pathname === '/new';
   const consoleRoute = /^\/console\/([^/]+)\/([^/]+)$/.exec(location.pathname);
   const vmRoute = /^\/vm\/([^/]+)\/([^/]+)$/.exec(location.pathname);
   const logout = async () => {
@@ -311,9 +313,10 @@ function App({ me }) {
   return html`<div>
     <nav>
       <strong class="brand">vmop</strong>
-      <a href="/" aria-current=${admin || nodes ? undefined : 'page'}>My VMs</a>
+      <a href="/" aria-current=${admin || nodes || newVm ? undefined : 'page'}>My VMs</a>
       <a href="/admin" aria-current=${admin ? 'page' : undefined}>All VMs</a>
       ${me.seesNodes && html`<a href="/nodes" aria-current=${nodes ? 'page' : undefined}>Nodes</a>`}
+      ${me.createsVms && html`<a href="/new" data-action="new-vm" aria-current=${newVm ? 'page' : undefined}>New VM</a>`}
       <span class="me" data-user>${me.name ?? me.user}</span>
       <span class=${live.connected ? 'live on' : 'live off'} title=${live.connected ? 'live' : 'reconnecting'}
         >●</span
@@ -338,7 +341,9 @@ function App({ me }) {
             ? html`<${AdminView} me=${me} live=${live} onError=${setError} />`
             : nodes
               ? html`<${NodesPage} live=${live} />`
-              : html`<${UserView} live=${live} onError=${setError} />`
+              : newVm
+                ? html`<${NewVmPage} />`
+                : html`<${UserView} live=${live} onError=${setError} />`
     }
   </div>`;
 }

@@ -21,6 +21,10 @@ export async function api(method, path, body) {
   });
   if (response.status === 401)
     location.href = `/auth/login?returnTo=${encodeURIComponent(location.pathname)}`;
-  if (!response.ok) throw new Error((await response.json().catch(() => ({}))).message ?? response.statusText);
+  if (!response.ok) {
+    const refusal = await response.json().catch(() => ({}));
+    // A form's refusal says, besides, what was wrong at which field.
+    throw Object.assign(new Error(refusal.message ?? response.statusText), { fields: refusal.fields ?? {} });
+  }
   return response.status === 204 ? undefined : response.json();
 }

@@ -103,6 +103,27 @@ function statusMessage(body: unknown): string | undefined {
   }
 }
 
+/** What the apiserver says of a refused request (its Status), as far as callers read it. */
+export interface RefusalStatus {
+  reason?: string;
+  message?: string;
+  details?: { causes?: Array<{ field?: string; message?: string }> };
+}
+
+/**
+ * The Status of a request the apiserver refused for what was asked (a 4xx other than an expired
+ * login): the object invalid, refused by a policy, its name taken. Undefined for anything else.
+ */
+export function refusalStatus(err: unknown): RefusalStatus | undefined {
+  if (!(err instanceof ApiException) || err.code < 400 || err.code >= 500 || err.code === 401)
+    return undefined;
+  try {
+    return ((typeof err.body === 'string' ? JSON.parse(err.body) : err.body) as RefusalStatus | null) ?? {};
+  } catch {
+    return {};
+  }
+}
+
 /** Codes a retry can fix: auth that may be renewed, a gone object, a conflict, throttling. */
 const RETRYABLE_CLIENT_ERRORS = new Set([401, 404, 408, 409, 429]);
 

@@ -4,6 +4,7 @@ import type { KubernetesObject, V1Node } from '@kubernetes/client-node';
 import { KIND, VirtualMachine } from '../api/virtual-machine.js';
 import { POOL_KIND, VmPool } from '../api/vm-pool.js';
 import { SNAPSHOT_KIND, VirtualMachineSnapshot } from '../api/virtual-machine-snapshot.js';
+import { IMAGE_KIND } from '../api/virtual-machine-image.js';
 import type { ObjectCache } from '../kube/object-cache.js';
 import { ACTIONS, granted, grantedOnVm, rbacRequestOf, type Action } from './permissions.js';
 import type { RbacCheck } from './rbac.js';
@@ -126,6 +127,24 @@ export function createAccess(cache: ObjectCache, rbac: RbacCheck) {
     },
     async mayUsePool(person: Person, target: VmPool): Promise<boolean> {
       return (await onPool(person, target)).visible;
+    },
+    /** Whether RBAC lets the person create VMs in `namespace`. */
+    mayCreateVm(person: Person, namespace: string): Promise<boolean> {
+      return rbac(person, { namespace, verb: 'create', resource: 'vms' });
+    },
+    /** Of `namespaces`, those the person may create VMs in (one question when it is all of them). */
+    async namespacesToCreateIn(person: Person, namespaces: string[]): Promise<string[]> {
+      if (await this.mayCreateVm(person, '')) return namespaces;
+      const allowed = await Promise.all(namespaces.map((namespace) => this.mayCreateVm(person, namespace)));
+      return namespaces.filter((_, i) => allowed[i]);
+    },
+    /** The names of the VirtualMachineImages of a namespace that are Ready (a new VM's disk may copy one). */
+    readyImages(namespace: string): string[] {
+      return cache
+        .list<KubernetesObject & { status?: { phase?: string } }>(IMAGE_KIND, namespace)
+        .filter((image) => image.status?.phase === 'Ready')
+        .map((image) => image.metadata!.name!)
+        .sort();
     },
   };
 }

@@ -251,6 +251,7 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
         );
       },
       sessionAlive: async (id) => (await sessions.read(id)) !== undefined,
+      namespaces: namespaceNames(deps.clients),
     }),
   );
   app.get('/vendor/:file', (req, res) => {
@@ -262,7 +263,7 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
   app.get('/vendor/spice/ticket.js', (_req, res) => void res.type('text/javascript').send(spiceTicket));
   app.use('/vendor/spice', express.static(SPICE_DIR, { index: false }));
   app.get(
-    ['/', '/admin', '/nodes', '/console/:namespace/:name', '/vm/:namespace/:name'],
+    ['/', '/admin', '/nodes', '/new', '/console/:namespace/:name', '/vm/:namespace/:name'],
     (_req, res) => void res.type('html').send(page),
   );
   app.use(express.static(PAGES_DIR, { index: false }));
@@ -310,4 +311,19 @@ function sameToken(given: string, expected: string): boolean {
   const a = Buffer.from(given);
   const b = Buffer.from(expected);
   return a.length === b.length && a.length > 0 && timingSafeEqual(a, b);
+}
+
+/** The cluster's namespaces, listed at most every 10 s (each page load asks, through /api/me). */
+function namespaceNames(clients: KubeClients): () => Promise<string[]> {
+  let listed: { names: Promise<string[]>; at: number } | undefined;
+  return () => {
+    if (!listed || Date.now() - listed.at > 10_000) {
+      const names = clients.core
+        .listNamespace()
+        .then((list) => list.items.map((namespace) => namespace.metadata!.name!).sort());
+      listed = { names, at: Date.now() };
+      names.catch(() => (listed = undefined));
+    }
+    return listed.names;
+  };
 }

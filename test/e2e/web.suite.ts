@@ -11,12 +11,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseMemorySize } from '../../src/api/runner-config.js';
 import { DEV_PASSWORD } from '../../src/devenv/oidc-provider.js';
 import { testGuestManifest } from '../support/cluster-vms.js';
+import { eventually } from '../support/eventually.js';
 import { useDevBed, type DevBed } from '../support/beds.js';
 import { launchChromium, logIn, type LoggedIn } from '../support/browser.js';
 
 const NAMESPACE = 'web-e2e';
 /** Where the admin table's many rows are (their VMs go when the test ends). */
 const ROWS_NAMESPACE = 'web-rows';
+/** Where bob may create VMs (RBAC `edit`), and nobody else of the web suite. */
+const CREATE_NAMESPACE = 'web-create';
 /** Set when the suite is collected (its describe), before any test. */
 let bed: DevBed;
 
@@ -98,7 +101,7 @@ const typeInto = async (page: Page, keys: string) => {
 const terminalText = (page: Page) => page.locator('[data-terminal] .xterm-rows').innerText();
 
 describe('web GUI: logins, live views, pools, permissions, consoles', () => {
-  bed = useDevBed('dev', { namespaces: [NAMESPACE, ROWS_NAMESPACE] });
+  bed = useDevBed('dev', { namespaces: [NAMESPACE, ROWS_NAMESPACE, CREATE_NAMESPACE] });
   let browser: Browser;
   let url: string;
   const people: Record<string, LoggedIn> = {};
@@ -881,6 +884,91 @@ spec:
       .not.toContain('secret-copy');
     expect(await vms.eventMessages('secret-copy')).toContain('RequestedInWebGui: admin asked to delete it');
   });
+
+  it('makes a VM from the New VM form for who may create VMs in a namespace, tells refusals at their fields, and offers nobody else the form', async () => {
+    const vms = bed.vms(CREATE_NAMESPACE);
+    await vms.kubectl(['create', 'rolebinding', 'bob-edit', '--clusterrole=edit', '--user=oidc:bob']);
+    const { page } = people.bob!;
+    const newVmLink = page.locator('[data-action="new-vm"]');
+    // RBAC's answers are kept 10 s: the link shows once a page load asks after that.
+    await expect
+      .poll(
+        async () => {
+          await page.goto(bed.state().web.urls[1]!);
+          return newVmLink.count();
+        },
+        { timeout: 60_000, interval: 2_000 },
+      )
+      .toBe(1);
+    const carol = people.carol!.page;
+    await carol.goto(url);
+    await carol.getByText('You have no VMs.').waitFor();
+    expect(await carol.locator('[data-action="new-vm"]').count()).toBe(0);
+
+    await newVmLink.click();
+    const form = page.locator('[data-new-vm]');
+    expect(await form.locator('#namespace option').allTextContents()).toEqual([CREATE_NAMESPACE]);
+    const errorAt = (field: string) => form.locator(`[data-error-for="${field}"]`);
+    // The form's own checks: the name's characters, its length (a runner pod's labels are made from it).
+    await form.locator('#name').fill('Not_A_Name');
+    await form.locator('[data-action="create"]').click();
+    await expect.poll(() => errorAt('name').textContent()).toContain('lower-case letters, digits and dashes');
+    expect(await form.locator('#name').getAttribute('aria-invalid')).toBe('true');
+    await form.locator('#name').fill('a'.repeat(53));
+    await form.locator('[data-action="create"]').click();
+    await expect.poll(() => errorAt('name').textContent()).toContain('at most 52 characters');
+    expect(new URL(page.url()).pathname).toBe('/new');
+
+    // What carol may not do through the form, she may not do through its API either.
+    const valid = {
+      namespace: CREATE_NAMESPACE,
+      name: 'from-form',
+      cpus: 1,
+      ram: '256Mi',
+      firmware: 'bios',
+      diskSize: '64Mi',
+      source: { kind: 'url', url: `${bed.state().imageServer.url}/test-guest.qcow2` },
+      start: true,
+    };
+    expect(await callApi(carol, 'POST', '/api/vms', { body: valid })).toMatchObject({ status: 403 });
+    expect(await vms.kubectl(['get', 'vms', '-o', 'name'])).toBe('');
+
+    // The test guest's disk from the bed's image server, booted by SeaBIOS from the disk's SYSLINUX.
+    await form.locator('#name').fill(valid.name);
+    await form.locator('#cpus').fill('1');
+    await form.locator('#ram').fill(valid.ram);
+    await form.locator('#firmware').selectOption('bios');
+    await form.locator('#diskSize').fill(valid.diskSize);
+    await form.locator('#url').fill(valid.source.url);
+    await form.locator('[data-action="create"]').click();
+    await page.waitForURL(`**/vm/${CREATE_NAMESPACE}/from-form`);
+    const before = await page.evaluate(() => performance.timeOrigin);
+    const vmPage = page.locator(`[data-vm-page="${CREATE_NAMESPACE}/from-form"]`);
+    await expect
+      .poll(() => vmPage.locator('[data-phase]').first().textContent(), { timeout: 300_000 })
+      .toBe('Running');
+    expect(await page.evaluate(() => performance.timeOrigin)).toBe(before); // seen live, never reloaded
+    const made = await vms.waitForVm('from-form', (vm) =>
+      expect(vms.condition(vm, 'Booted')?.status).toBe('True'),
+    );
+    expect(made.metadata.annotations).toMatchObject({ 'vmoperator.jdrupes.org/requested-by': 'bob' });
+    expect(await vms.eventMessages('from-form')).toContain(
+      'RequestedInWebGui: bob created it in the web GUI',
+    );
+
+    // The apiserver's refusal, told at its field too: the name is taken now.
+    await page.goto(`${bed.state().web.urls[1]!}/new`);
+    await form.locator('#name').fill(valid.name);
+    await form.locator('#url').fill(valid.source.url);
+    await form.locator('[data-action="create"]').click();
+    await expect.poll(() => errorAt('name').textContent()).toBe('a VM of this name exists in this namespace');
+
+    await page.goto(`${bed.state().web.urls[1]!}/vm/${CREATE_NAMESPACE}/from-form`);
+    page.once('dialog', (dialog) => void dialog.accept());
+    await vmPage.locator('[data-action="delete"]').click();
+    await page.waitForURL(`${bed.state().web.urls[1]!}/`);
+    await eventually(async () => expect(await vms.kubectl(['get', 'vms', '-o', 'name'])).toBe(''), 120_000);
+  }, 600_000);
 
   it('reads on a phone without sideways scrolling, and works with the keyboard alone', async () => {
     const phone = {

@@ -119,6 +119,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 - apiGroups: [""]
   resources: [pods/portforward, pods/exec]
   verbs: [create, get]
+# The New VM form offers the namespaces a SubjectAccessReview says the person may create VMs in.
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [list]
 {{- end }}
 - apiGroups: [apps]
   resources: [statefulsets]

@@ -27,6 +27,8 @@ export interface ApiDeps {
   usage: UsageHistory;
   /** The last hour of a VM's use, as its runner recorded it. */
   vmUsage: (namespace: string, name: string) => Promise<UsagePoint[]>;
+  /** The cluster's namespaces (the New VM form offers those the person may create VMs in). */
+  namespaces: () => Promise<string[]>;
   /** Whether the session still exists (a logout elsewhere ends the page's event stream). */
   sessionAlive: (id: string) => Promise<boolean>;
 }

@@ -7,6 +7,7 @@ import { nodesRouter } from './nodes.js';
 import { poolsRouter } from './pools.js';
 import { sessionRouter } from './session.js';
 import { snapshotsRouter } from './snapshots.js';
+import { vmCreateRouter } from './vm-create.js';
 import { vmYamlRouter } from './vm-yaml.js';
 import { vmsRouter } from './vms.js';
 
@@ -19,6 +20,7 @@ export function apiRouter(deps: ApiDeps): Router {
       // Before the VMs' `/vms/:namespace/:name/:operation`, which would take `snapshots` for one.
       .use(snapshotsRouter(deps))
       .use(vmYamlRouter(deps))
+      .use(vmCreateRouter(deps))
       .use(vmsRouter(deps))
       .use(poolsRouter(deps))
       .use(nodesRouter(deps))

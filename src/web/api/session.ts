@@ -14,11 +14,13 @@ export function sessionRouter(deps: ApiDeps): Router {
     const { person, csrf } = sessionOf(res);
     // Whether the All VMs page lists the cluster's VMs or only this person's (it says which), and
     // whether the Nodes page is theirs.
-    const [seesCluster, seesNodes] = await Promise.all([
+    const [seesCluster, seesNodes, createsIn] = await Promise.all([
       access.seesCluster(person),
       access.seesNodes(person),
+      deps.namespaces().then((all) => access.namespacesToCreateIn(person, all)),
     ]);
-    res.json({ ...person, csrf, seesCluster, seesNodes });
+    // Whether the page offers New VM.
+    res.json({ ...person, csrf, seesCluster, seesNodes, createsVms: createsIn.length > 0 });
   });
 
   // The cluster's CPUs and RAM in use over 24 h: for people who may see every VM.

@@ -337,6 +337,21 @@ describe('desiredRunnerPod', () => {
 });
 
 describe('desiredConfigMap / runner config', () => {
+  it("emulates (TCG) where nodes give no /dev/kvm, with the CPU model 'max' for the default 'host' (which needs KVM)", () => {
+    const emulated = desiredRunnerConfig(vmFrom(), { hasDisplaySecret: false, kvm: false })['/Runner'].vm;
+    expect(emulated).toMatchObject({ accelerator: 'tcg', cpuModel: 'max' });
+    const withKvm = desiredRunnerConfig(vmFrom(), { hasDisplaySecret: false })['/Runner'].vm;
+    expect(withKvm.accelerator).toBeUndefined();
+    expect(withKvm.cpuModel).toBeUndefined(); // the runner's default: 'host'
+    // A model the VM names is kept: TCG emulates named models.
+    const named = vmFrom((raw) => {
+      (raw.spec.vm as Record<string, unknown>).cpuModel = 'Skylake-Server';
+    });
+    expect(desiredRunnerConfig(named, { hasDisplaySecret: false, kvm: false })['/Runner'].vm.cpuModel).toBe(
+      'Skylake-Server',
+    );
+  });
+
   it('renders a config.yaml the runner accepts, derived from the spec', () => {
     const vm = vmFrom();
     const cm = desiredConfigMap(

@@ -91,7 +91,8 @@ export function desiredRunnerConfig(vm: VirtualMachine, options: RunnerConfigOpt
         firmware: def.firmware,
         bootMenu: def.bootMenu,
         powerdownTimeout: def.powerdownTimeout,
-        cpuModel: def.cpuModel,
+        // 'host' (the default) needs KVM; to an emulating QEMU the same wish is 'max'.
+        cpuModel: options.kvm === false && (def.cpuModel ?? 'host') === 'host' ? 'max' : def.cpuModel,
         maximumCpus: maximum,
         currentCpus: def.currentCpus ?? maximum,
         ...(def.cpuTopology && {
