@@ -245,9 +245,11 @@ describe('tenancy: a person with edit in one namespace cannot reach another', ()
       ]),
     ]);
     await teamA.waitForVm(VM, (vm) =>
-      expect(vm.status?.disks?.find((disk) => disk.name === 'extra')?.attachment?.phase).toBe('Attached'),
+      expect(vm.status?.disks?.find((disk) => disk.name === 'extra-disk')?.attachment?.phase).toBe(
+        'Attached',
+      ),
     );
-    const exportPod = attachPodName(VM, 'extra');
+    const exportPod = attachPodName(VM, 'extra-disk');
     const exportIP = (
       await teamA.kubectl(['get', 'pod', exportPod, '-o', 'jsonpath={.status.podIP}'])
     ).trim();
