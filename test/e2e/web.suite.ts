@@ -907,7 +907,8 @@ spec:
 
     await newVmLink.click();
     const form = page.locator('[data-new-vm]');
-    expect(await form.locator('#namespace option').allTextContents()).toEqual([CREATE_NAMESPACE]);
+    // The form once it loaded what it offers: the one namespace bob may create VMs in.
+    await expect.poll(() => form.locator('#namespace option').allTextContents()).toEqual([CREATE_NAMESPACE]);
     const errorAt = (field: string) => form.locator(`[data-error-for="${field}"]`);
     // The form's own checks: the name's characters, its length (a runner pod's labels are made from it).
     await form.locator('#name').fill('Not_A_Name');
