@@ -17,7 +17,11 @@ export function sessionRouter(deps: ApiDeps): Router {
     const [seesCluster, seesNodes, createsIn] = await Promise.all([
       access.seesCluster(person),
       access.seesNodes(person),
-      deps.namespaces().then((all) => access.namespacesToCreateIn(person, all)),
+      // Namespaces that cannot be listed now offer no New VM; the page works on (the form says why).
+      deps
+        .namespaces()
+        .then((all) => access.namespacesToCreateIn(person, all))
+        .catch(() => []),
     ]);
     // Whether the page offers New VM.
     res.json({ ...person, csrf, seesCluster, seesNodes, createsVms: createsIn.length > 0 });
