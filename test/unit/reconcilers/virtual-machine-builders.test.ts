@@ -337,9 +337,9 @@ describe('desiredRunnerPod', () => {
 });
 
 describe('desiredConfigMap / runner config', () => {
-  it("emulates (TCG) where nodes give no /dev/kvm, with the CPU model 'max' for the default 'host' (which needs KVM)", () => {
+  it("emulates (TCG) where nodes give no /dev/kvm, with QEMU's default CPU model for the default 'host' (which needs KVM)", () => {
     const emulated = desiredRunnerConfig(vmFrom(), { hasDisplaySecret: false, kvm: false })['/Runner'].vm;
-    expect(emulated).toMatchObject({ accelerator: 'tcg', cpuModel: 'max' });
+    expect(emulated).toMatchObject({ accelerator: 'tcg', cpuModel: 'qemu64' });
     const withKvm = desiredRunnerConfig(vmFrom(), { hasDisplaySecret: false })['/Runner'].vm;
     expect(withKvm.accelerator).toBeUndefined();
     expect(withKvm.cpuModel).toBeUndefined(); // the runner's default: 'host'

@@ -91,8 +91,9 @@ export function desiredRunnerConfig(vm: VirtualMachine, options: RunnerConfigOpt
         firmware: def.firmware,
         bootMenu: def.bootMenu,
         powerdownTimeout: def.powerdownTimeout,
-        // 'host' (the default) needs KVM; to an emulating QEMU the same wish is 'max'.
-        cpuModel: options.kvm === false && (def.cpuModel ?? 'host') === 'host' ? 'max' : def.cpuModel,
+        // 'host' (the default) needs KVM. Emulating, QEMU's own default model stands in: what
+        // the test guests always ran with, and it migrates ('max' does not everywhere).
+        cpuModel: options.kvm === false && (def.cpuModel ?? 'host') === 'host' ? 'qemu64' : def.cpuModel,
         maximumCpus: maximum,
         currentCpus: def.currentCpus ?? maximum,
         ...(def.cpuTopology && {
