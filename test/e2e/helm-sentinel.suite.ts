@@ -38,12 +38,26 @@ async function redisServer(podUid: string): Promise<ProcessRef> {
 }
 
 /**
- * Cuts the network namespace of `pid` (a pod's) off from everything but its node (whose kubelet
- * keeps probing it, as when the node's own link fails), or heals that. Rules inside the pod:
- * pods on the same node reach each other over the node's bridge, unfiltered there.
+ * The network namespace of `pid` (a pod's), pinned under a name of its own (`ip netns attach`): it
+ * stays reachable however often the pod's containers restart meanwhile, and no PID is reused for it.
  */
-async function isolatePod(pid: number, cut: boolean): Promise<void> {
-  const inPod = (...command: string[]) => run('nsenter', ['-t', String(pid), '-n', ...command]);
+async function pinnedNetns(pid: number, name: string) {
+  await run('ip', ['netns', 'attach', name, String(pid)]);
+  return {
+    name,
+    run: (...command: string[]) => run('ip', ['netns', 'exec', name, ...command]),
+    release: () => run('ip', ['netns', 'delete', name]),
+  };
+}
+type PinnedNetns = Awaited<ReturnType<typeof pinnedNetns>>;
+
+/**
+ * Cuts a pod's network namespace off from everything but its node (whose kubelet keeps probing it,
+ * as when the node's own link fails), or heals that. Rules inside the pod: pods on the same node
+ * reach each other over the node's bridge, unfiltered there.
+ */
+async function isolatePod(netns: PinnedNetns, cut: boolean): Promise<void> {
+  const inPod = netns.run;
   if (!cut) {
     for (const chain of ['INPUT', 'OUTPUT']) await inPod('iptables', '-F', chain);
     return;
@@ -61,13 +75,13 @@ async function isolatePod(pid: number, cut: boolean): Promise<void> {
 }
 
 /**
- * Writes a key every 200 ms with the managers' user to the Redis of `pid`'s network namespace (from
+ * Writes a key every 200 ms with the managers' user to the Redis of a pod's network namespace (from
  * inside it: nothing but that namespace is needed), each answer a line `epoch-ms answer`.
  */
-function writeEvery200ms(pid: number, managerPassword: string) {
+function writeEvery200ms(netns: PinnedNetns, managerPassword: string) {
   const loop =
     'while :; do printf "%s %s\\n" "$(date +%s%3N)" "$(redis-cli --no-auth-warning --user vmop-manager -p 6379 SET partition-probe "$(date +%s%3N)" 2>&1 | tr -d "\\n")"; sleep 0.2; done';
-  const child = spawn('nsenter', ['-t', String(pid), '-n', 'sh', '-c', loop], {
+  const child = spawn('ip', ['netns', 'exec', netns.name, 'sh', '-c', loop], {
     env: { ...process.env, REDISCLI_AUTH: managerPassword },
   });
   const answers: Array<{ at: number; answer: string }> = [];
@@ -218,7 +232,9 @@ describe('the Helm chart with Redis Sentinel on two nodes', () => {
       )![1]!,
     );
 
-    const writes = writeEvery200ms(oldPid, managerPassword);
+    // Pinned: kubelet may restart the old master's containers while it is cut off.
+    const netns = await pinnedNetns(oldPid, `vmop-test-sentinel-cut-${process.pid}`);
+    const writes = writeEvery200ms(netns, managerPassword);
     let promoted: string;
     let cutAt: number;
     let promotedAt: number;
@@ -226,7 +242,7 @@ describe('the Helm chart with Redis Sentinel on two nodes', () => {
     try {
       await eventually(() => expect(writes.answers.at(-1)?.answer).toBe('OK'), 30_000);
       // Its node keeps it (and its Sentinel): only its traffic with everything else stops.
-      await isolatePod(oldPid, true);
+      await isolatePod(netns, true);
       cutAt = Date.now();
       promoted = await promotionFrom(old, witness);
       promotedAt = Date.now();
@@ -237,7 +253,11 @@ describe('the Helm chart with Redis Sentinel on two nodes', () => {
       changedAt = Date.now();
     } finally {
       writes.stop();
-      await isolatePod(oldPid, false);
+      // Not thrown from here: it would hide why the steps above failed; a pod left cut off fails
+      // the rejoin below anyway.
+      await isolatePod(netns, false)
+        .catch((err: unknown) => console.warn(`healing the cut failed: ${(err as Error).message}`))
+        .finally(() => netns.release());
     }
     const afterCut = writes.answers.filter((write) => write.at > cutAt);
     const firstRefused = afterCut.findIndex((write) => write.answer.startsWith('NOREPLICAS'));
