@@ -1,5 +1,6 @@
-// A VM's consoles in the page: the SPICE display (spice-html5, LGPL-3.0-or-later) and the serial
-// console (xterm.js), each over a WebSocket the GUI bridges to the VM after checking the person.
+// A VM's consoles in the page: the SPICE display (spice-html5, LGPL-3.0-or-later), the VNC display
+// (noVNC, MPL-2.0) and the serial console (xterm.js), each over a WebSocket the GUI bridges to the
+// VM after checking the person.
 import { h } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import htm from 'htm';
@@ -56,6 +57,50 @@ function SpiceDisplay({ vm }) {
   </section>`;
 }
 
+function VncDisplay({ vm }) {
+  const element = useRef(null);
+  const [state, setState] = useState('connecting');
+  useEffect(() => {
+    let rfb;
+    let over = false;
+    (async () => {
+      try {
+        const { url, password } = await api('POST', `/api/vms/${vm.namespace}/${vm.name}/console/vnc`);
+        const { default: RFB } = await import('/vendor/novnc/core/rfb.js');
+        if (over) return;
+        // Not shared: QEMU drops the one before, as SPICE does (the GUI has let this person take over).
+        rfb = new RFB(element.current, socketUrl(url), {
+          credentials: { password },
+          shared: false,
+          wsProtocols: ['binary'],
+        });
+        rfb.scaleViewport = true;
+        rfb.addEventListener('connect', () => setState('connected'));
+        rfb.addEventListener('securityfailure', (e) =>
+          setState(`The display refused the password: ${e.detail.reason ?? e.detail.status}`),
+        );
+        rfb.addEventListener('disconnect', () => !over && setState(CLOSED));
+      } catch (err) {
+        if (!over) setState(err.message);
+      }
+    })();
+    return () => {
+      over = true;
+      rfb?.disconnect();
+    };
+  }, [vm.namespace, vm.name]);
+  return html`<section aria-label="VNC display">
+    ${state !== 'connected' && html`<p class="console-state" role="status" data-vnc-state>${state}</p>`}
+    <div
+      ref=${element}
+      class="vnc-screen"
+      tabindex="0"
+      aria-label=${`VNC display of ${vm.name}`}
+      data-vnc
+    ></div>
+  </section>`;
+}
+
 function SerialTerminal({ vm }) {
   const element = useRef(null);
   const [state, setState] = useState('connecting');
@@ -106,25 +151,21 @@ export function ConsoleView({ live, namespace, name }) {
     return html`<main><p role="alert">There is no VM ${name} in ${namespace} that you may see.</p></main>`;
   if (!vm.may.includes('accessConsole'))
     return html`<main><p role="alert">You may not open the console of ${name}.</p></main>`;
-  const shown = vm.spice && tab !== 'serial' ? 'display' : 'serial';
+  // The first display the VM has unless a tab was chosen (?view=display|vnc|serial).
+  const tabs = [vm.spice && 'display', vm.vnc && 'vnc', 'serial'].filter(Boolean);
+  const shown = tabs.includes(tab) ? tab : tabs[0];
+  const names = { display: 'Display', vnc: 'VNC', serial: 'Serial console' };
+  const views = { display: SpiceDisplay, vnc: VncDisplay, serial: SerialTerminal };
   return html`<main class="console">
     <h2>${vm.name} <span class=${`phase phase-${vm.phase.toLowerCase()}`} data-phase>${vm.phase}</span></h2>
     <div role="tablist" class="tabs">
-      ${
-        vm.spice &&
-        html`<button
-          type="button"
-          role="tab"
-          aria-selected=${shown === 'display'}
-          onClick=${() => setTab('display')}
-        >
-          Display
-        </button>`
-      }
-      <button type="button" role="tab" aria-selected=${shown === 'serial'} onClick=${() => setTab('serial')}>
-        Serial console
-      </button>
+      ${tabs.map(
+        (each) =>
+          html`<button type="button" role="tab" aria-selected=${shown === each} onClick=${() => setTab(each)}>
+            ${names[each]}
+          </button>`,
+      )}
     </div>
-    ${shown === 'display' ? html`<${SpiceDisplay} vm=${vm} />` : html`<${SerialTerminal} vm=${vm} />`}
+    <${views[shown]} key=${shown} vm=${vm} />
   </main>`;
 }

@@ -128,10 +128,16 @@ export const SpiceConfig = z.object({
   usbRedirects: count(2),
 });
 
+/** QEMU's VNC server on 127.0.0.1 at this port (display port - 5900), password always on. */
+export const VncConfig = z.object({
+  port: z.number().int().min(5900).max(65535).default(5901),
+});
+
 export const DisplayConfig = z.object({
   outputs: z.number().int().positive().default(1),
   loggedInUser: z.string().optional(),
   spice: SpiceConfig.optional(),
+  vnc: VncConfig.optional(),
 });
 
 export const FIRMWARE_TYPES = ['bios', 'uefi', 'uefi-4m', 'secure', 'secure-4m'] as const;

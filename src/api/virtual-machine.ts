@@ -220,6 +220,17 @@ const Spice = z.object({
   usbRedirects: z.number().int().min(0).default(2),
 });
 
+/** VNC display N listens at 5900 + N: the port picks the display. */
+export const VNC_BASE_PORT = 5900;
+
+const Vnc = z
+  .object({
+    port: z.number().int().min(VNC_BASE_PORT).max(65535).default(5901),
+  })
+  .describe(
+    "A VNC display: QEMU's VNC server on the runner pod's loopback only, reached through the Kubernetes API's port-forward (`vmop vm vnc`, the web GUI). Always locked by the display Secret's password (one is generated when there is none); VNC's authentication uses its first 8 characters.",
+  );
+
 const Display = z.object({
   outputs: z.number().int().min(0).default(1),
   loggedInUser: z
@@ -231,6 +242,7 @@ const Display = z.object({
       "VM-Operator's auto-login: the vmop agent in the guest logs this user in (and out when it goes); status.loggedInUser says who is.",
     ),
   spice: Spice.optional(),
+  vnc: Vnc.optional(),
 });
 
 /** A share of a core, e.g. `10%`. */

@@ -38,6 +38,7 @@ import {
   type SshOptions,
 } from './vm-ports.js';
 import { repeatable } from './repeatable.js';
+import { vncConsole, type VncOptions } from './vm-vnc.js';
 import { findExecutable } from '../runner/executable.js';
 import {
   createClone,
@@ -530,6 +531,30 @@ export function register(program: Command): void {
     action((name: string) => {
       const options = consoleCommand.optsWithGlobals<ConsoleOptions>();
       return options.spice ? spiceConsole(name, options) : serialConsole(name, options);
+    }),
+  );
+  const vncCommand = vm
+    .command('vnc <name>')
+    .description(
+      "A VM's VNC display on a local port through the apiserver, until Ctrl-C; its one-time password in a virt-viewer .vv file",
+    )
+    .option('-p, --port <port>', 'the local port (default: a free one)', parsePort, 0)
+    .option('-o, --file <file>', '.vv file to write (default: NAME-vnc.vv)')
+    .option('--open', 'open it with remote-viewer')
+    .addOption(
+      new Option('--validity <duration>', 'how long the password works once set (to connect, not to stay)')
+        .default(60_000, '60s')
+        .argParser(parseTimeout),
+    )
+    .addOption(
+      new Option('-t, --timeout <duration>', 'how long to wait for the runner to set it')
+        .default(60_000, '60s')
+        .argParser(parseTimeout),
+    );
+  vncCommand.action(
+    action((name: string) => {
+      const options = vncCommand.optsWithGlobals<VmCliOptions & VncOptions>();
+      return vncConsole(context(options), name, options);
     }),
   );
 }

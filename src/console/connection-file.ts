@@ -1,5 +1,5 @@
-// The virt-viewer connection file (`.vv`) for a VM's SPICE console (pure), as VM-Operator writes
-// it: remote-viewer reads it, connects, and deletes it (the password in it is a one-time one).
+// The virt-viewer connection file (`.vv`) for a VM's SPICE or VNC display (pure), as VM-Operator
+// writes it: remote-viewer reads it, connects, and deletes it (the password in it is a one-time one).
 import type { V1Pod } from '@kubernetes/client-node';
 import type { VirtualMachine } from '../api/virtual-machine.js';
 
@@ -23,10 +23,15 @@ export function spiceEndpoint(vm: VirtualMachine, pod: V1Pod | undefined): Spice
   return { host, port: spice.port, ...(spice.proxyUrl && { proxy: spice.proxyUrl }) };
 }
 
-export function connectionFile(endpoint: SpiceEndpoint, title: string, password?: string): string {
+export function connectionFile(
+  endpoint: SpiceEndpoint,
+  title: string,
+  password?: string,
+  type: 'spice' | 'vnc' = 'spice',
+): string {
   const lines = [
     '[virt-viewer]',
-    'type=spice',
+    `type=${type}`,
     `title=${title}`,
     `host=${endpoint.host}`,
     `port=${endpoint.port}`,

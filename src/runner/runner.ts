@@ -441,7 +441,8 @@ export class VmRunner {
     const controls = this.makeControls(qmp);
     await controls.cpus.setCpus(vm.currentCpus);
     await balloon(qmp, vm.currentRam ?? vm.maximumRam);
-    if (this.startedWithDisplayPassword) await controls.applyDisplayPassword(secret.password, secret.expiry);
+    // To the displays locked with one (none: a no-op).
+    await controls.applyDisplayPassword(secret.password, secret.expiry);
     const cpus = await queryCpuCount(qmp);
     const ram = await queryBalloon(qmp);
     this.checkStop();
@@ -652,10 +653,7 @@ export class VmRunner {
       dataDir: this.paths.dataDir,
       qemuExited: this.qemu!.exited,
       ...(this.options.podIP && { address: this.options.podIP }),
-      setDisplayPassword: async () => {
-        if (this.startedWithDisplayPassword)
-          await controls.applyDisplayPassword(secret.password, secret.expiry);
-      },
+      setDisplayPassword: () => controls.applyDisplayPassword(secret.password, secret.expiry),
       running: () => this.guestRuns(),
     });
     // No port event tells a migrated-in runner that the agent's port is open (it was before);

@@ -55,7 +55,12 @@ export class RuntimeControls {
     this.cdroms = new CdromController(qmp, store, paths.imageRepository, logger, (what, task) =>
       ctx.enqueue(what, task),
     );
-    this.display = new DisplayController(qmp, logger);
+    const { spice, vnc } = ctx.started['/Runner'].vm.display;
+    this.display = new DisplayController(qmp, logger, [
+      // SPICE takes a password only when it started with ticketing on.
+      ...(spice && ctx.startedWithDisplayPassword ? (['spice'] as const) : []),
+      ...(vnc ? (['vnc'] as const) : []),
+    ]);
     this.disks = new DiskController(qmp, logger);
     this.hotplug = new HotplugController(
       qmp,
@@ -215,13 +220,15 @@ export class RuntimeControls {
 
   /** The display Secret's files changed: the new password, or a restart when ticketing must switch. */
   async applyDisplaySecret(): Promise<void> {
-    if (!this.ctx.started['/Runner'].vm.display.spice) return;
+    const { spice, vnc } = this.ctx.started['/Runner'].vm.display;
+    if (!spice && !vnc) return;
     const secret = displaySecretFiles(this.ctx.paths.displaySecretDir);
     const password = await readOptional(secret.password);
-    // qemu cannot switch ticketing on or off while it runs.
-    this.displayPasswordNeedsRestart = this.ctx.startedWithDisplayPassword !== (password !== undefined);
-    if (!this.displayPasswordNeedsRestart)
-      await this.applyDisplayPassword(password, await readOptional(secret.expiry));
+    // qemu cannot switch SPICE ticketing on or off while it runs (VNC is always locked).
+    this.displayPasswordNeedsRestart =
+      spice !== undefined && this.ctx.startedWithDisplayPassword !== (password !== undefined);
+    // Only to the displays that can take it (DisplayController's protocols).
+    await this.applyDisplayPassword(password, await readOptional(secret.expiry));
     this.publishRestartChanges({ event: 'RUNNER_DISPLAY_SECRET_CHANGED' });
   }
 

@@ -1,9 +1,9 @@
-// The consoles in the page: the SPICE display (spice-html5 speaks SPICE over WebSockets, one per
-// channel) and the serial console (a terminal), bridged by the GUI to the VM's runner pod through
-// the Kubernetes API (port-forward, exec) after checking the person may. A console is opened with
-// a ticket that lives TICKET_SECONDS and only for the login that asked for it, carried by an
-// HttpOnly cookie scoped to that console's WebSocket path (never in a URL or the page's reach),
-// and SPICE with a one-time display password that expires as fast. An open console ends with the
+// The consoles in the page: the displays (spice-html5 speaks SPICE over WebSockets, one per
+// channel; noVNC speaks VNC over one) and the serial console (a terminal), bridged by the GUI to
+// the VM's runner pod through the Kubernetes API (port-forward, exec) after checking the person
+// may. A console is opened with a ticket that lives TICKET_SECONDS and only for the login that
+// asked for it, carried by an HttpOnly cookie scoped to that console's WebSocket path (never in a
+// URL or the page's reach), and a display with a one-time password that expires as fast. An open console ends with the
 // login (checked every SESSION_CHECK_MS) and with the person's permission (PERMISSION_CHECK_MS),
 // and one in use by another person is taken over only with takeConsole (VM-Operator's rule).
 import type { IncomingMessage } from 'node:http';
@@ -31,7 +31,9 @@ export const PERMISSION_CHECK_MS = 10_000;
 const HOLDER_SECONDS = 30;
 export const TICKET_COOKIE = 'vmop_console';
 /** The WebSocket path of a VM's console; its ticket cookie is scoped to it. */
-export const consolePath = (kind: 'spice' | 'serial', namespace: string, vm: string) =>
+export const CONSOLE_KINDS = ['spice', 'vnc', 'serial'] as const;
+export type ConsoleKind = (typeof CONSOLE_KINDS)[number];
+export const consolePath = (kind: ConsoleKind, namespace: string, vm: string) =>
   `/api/console/${kind}/${encodeURIComponent(namespace)}/${encodeURIComponent(vm)}`;
 
 /** Answers a WebSocket upgrade with 403 and closes the connection. */
@@ -39,7 +41,7 @@ export const refuseUpgrade = (socket: Duplex) =>
   void socket.end('HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
 const Ticket = z.object({
   session: z.string(),
-  kind: z.enum(['spice', 'serial']),
+  kind: z.enum(CONSOLE_KINDS),
   namespace: z.string(),
   vm: z.string(),
   pod: z.string(),
@@ -94,7 +96,7 @@ export function consoles(deps: ConsoleDeps) {
   const { redis, logger } = deps;
   const sockets = new WebSocketServer({
     noServer: true,
-    // spice-html5 asks for the subprotocol "binary" (websockify's).
+    // spice-html5 and noVNC ask for the subprotocol "binary" (websockify's).
     handleProtocols: (protocols) => (protocols.has('binary') ? 'binary' : false),
   });
   const open = new Set<OpenConsole>();
@@ -178,7 +180,8 @@ export function consoles(deps: ConsoleDeps) {
     const holder = await readHolder(kind, namespace, vm.metadata.name);
     if (!holder || holder.user === person.user) return undefined;
     if (await deps.may(person, namespace, vm.metadata.name, 'takeConsole')) return undefined;
-    return `${holder.user} uses the ${kind === 'spice' ? 'display' : 'serial console'} of ${vm.metadata.name}; taking it over needs the takeConsole permission`;
+    const what = { spice: 'SPICE display', vnc: 'VNC display', serial: 'serial console' }[kind];
+    return `${holder.user} uses the ${what} of ${vm.metadata.name}; taking it over needs the takeConsole permission`;
   }
 
   async function issue(ticket: Ticket): Promise<string> {
@@ -188,8 +191,8 @@ export function consoles(deps: ConsoleDeps) {
   }
 
   /**
-   * The ticket, if it is this login's and for this console; a serial one only once (SPICE opens
-   * one socket per channel).
+   * The ticket, if it is this login's and for this console; once, but SPICE's for each socket it
+   * opens (one per channel).
    */
   async function redeem(id: string, sessionId: string, path: string): Promise<Ticket | undefined> {
     const key = ticketKey(id);
@@ -198,22 +201,27 @@ export function consoles(deps: ConsoleDeps) {
     if (!ticket || ticket.session !== digest(sessionId)) return undefined;
     if (consolePath(ticket.kind, ticket.namespace, ticket.vm) !== path) return undefined;
     // Of two uses at once, one deletes it.
-    if (ticket.kind === 'serial' && (await redis.del(key)) !== 1) return undefined;
+    if (ticket.kind !== 'spice' && (await redis.del(key)) !== 1) return undefined;
     return ticket;
   }
 
   return {
-    /** A SPICE ticket and a one-time password for the VM's display; the message when there is none. */
-    async openSpice(sessionId: string, person: Person, vm: VirtualMachine) {
-      const spice = vm.spec.vm.display.spice;
-      if (!spice) return { message: `${vm.metadata.name} has no SPICE display` };
+    /**
+     * A ticket and a one-time password for the VM's SPICE or VNC display; the message when there is
+     * none. VNC is always locked: without a display Secret (yet) nobody gets in.
+     */
+    async openDisplay(sessionId: string, person: Person, vm: VirtualMachine, kind: 'spice' | 'vnc') {
+      const display = vm.spec.vm.display[kind];
+      if (!display) return { message: `${vm.metadata.name} has no ${kind.toUpperCase()} display` };
       if (!vm.status?.runnerPod || vm.status.phase !== 'Running')
         return { message: `${vm.metadata.name} does not run` };
-      const inUse = await inUseByAnother(person, 'spice', vm);
+      const inUse = await inUseByAnother(person, kind, vm);
       if (inUse) return { message: inUse };
       const { user } = person;
       const namespace = vm.metadata.namespace!;
       const secret = await displaySecretOf(deps.clients.core, namespace, vm.metadata.name);
+      if (!secret && kind === 'vnc')
+        return { message: `${vm.metadata.name}'s display Secret is not made yet: try again in a moment` };
       const password = secret
         ? await setOneTimePassword(
             {
@@ -229,14 +237,14 @@ export function consoles(deps: ConsoleDeps) {
         : undefined;
       const ticket = await issue({
         session: digest(sessionId),
-        kind: 'spice',
+        kind,
         namespace,
         vm: vm.metadata.name,
         pod: runnerPodOf(vm),
-        port: spice.port,
+        port: display.port,
         user,
       });
-      logger.info({ user, vm: `${namespace}/${vm.metadata.name}` }, 'SPICE console opened in the web GUI');
+      logger.info({ user, vm: `${namespace}/${vm.metadata.name}`, kind }, 'a display opened in the web GUI');
       return { ticket, ...(password !== undefined && { password }) };
     },
 
@@ -278,7 +286,7 @@ export function consoles(deps: ConsoleDeps) {
       await redis.set(holderKey(ticket.kind, ticket.namespace, ticket.vm), holder, 'EX', HOLDER_SECONDS);
       sockets.handleUpgrade(request, socket, head, (browser) => {
         track(browser, ticket, ticketDigest, session!.person);
-        const bridge = ticket.kind === 'spice' ? bridgeSpice : bridgeSerial;
+        const bridge = ticket.kind === 'serial' ? bridgeSerial : bridgeDisplay;
         bridge(browser, ticket, ticketDigest).catch((err: unknown) => {
           logger.warn({ err: (err as Error).message, vm: ticket.vm }, 'a web console ended with an error');
           browser.close(1011, 'the console could not be reached');
@@ -317,7 +325,8 @@ export function consoles(deps: ConsoleDeps) {
     return () => closed || browser.readyState !== browser.OPEN;
   }
 
-  async function bridgeSpice(browser: WebSocket, ticket: Ticket, ticketDigest: string) {
+  /** A display's socket (a SPICE channel's, or VNC's one) to its port in the runner pod. */
+  async function bridgeDisplay(browser: WebSocket, ticket: Ticket, ticketDigest: string) {
     const { fromBrowser, toBrowser } = streamsOf(browser);
     const browserClosed = closedLater(browser);
     const forward = await new PortForward(deps.kubeConfig).portForward(
@@ -338,11 +347,11 @@ export function consoles(deps: ConsoleDeps) {
     }
     upstream.on('close', (code, reason) => {
       logger.info(
-        { vm: ticket.vm, code, reason: String(reason) },
-        'a SPICE channel closed at the runner pod',
+        { vm: ticket.vm, kind: ticket.kind, code, reason: String(reason) },
+        'a display connection closed at the runner pod',
       );
       // Tell the person why, if a newer ticket took the display (QEMU just drops the connection).
-      void readHolder('spice', ticket.namespace, ticket.vm)
+      void readHolder(ticket.kind, ticket.namespace, ticket.vm)
         .catch(() => undefined)
         .then((holder) =>
           holder && holder.ticket !== ticketDigest

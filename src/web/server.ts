@@ -55,6 +55,8 @@ const VENDOR: Record<string, string> = {
 /** spice-html5 (LGPL-3.0-or-later), its ES modules as they are. */
 const SPICE_DIR = join(dirname(require.resolve('@spice-project/spice-html5/package.json')), 'src');
 export { SPICE_DIR };
+/** noVNC (MPL-2.0): its ES modules (core) and what they import (vendor), as they are. */
+const NOVNC_DIR = dirname(dirname(require.resolve('@novnc/novnc')));
 
 export interface WebServerDeps {
   options: WebOptions;
@@ -127,7 +129,7 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
   const csp = [
     "default-src 'self'",
     `script-src 'self' 'sha256-${createHash('sha256').update(importMap).digest('base64')}'`,
-    // xterm.js and spice-html5 style what they draw with <style> elements of their own.
+    // xterm.js, spice-html5 and noVNC style what they draw with inline styles of their own.
     "style-src 'self' 'unsafe-inline'",
     "img-src 'self' data:",
     "connect-src 'self'",
@@ -262,6 +264,8 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
   const spiceTicket = fixedSpiceTicket(readFileSync(join(SPICE_DIR, 'ticket.js'), 'utf8'));
   app.get('/vendor/spice/ticket.js', (_req, res) => void res.type('text/javascript').send(spiceTicket));
   app.use('/vendor/spice', express.static(SPICE_DIR, { index: false }));
+  for (const part of ['core', 'vendor'])
+    app.use(`/vendor/novnc/${part}`, express.static(join(NOVNC_DIR, part), { index: false }));
   app.get(
     ['/', '/admin', '/nodes', '/new', '/console/:namespace/:name', '/vm/:namespace/:name'],
     (_req, res) => void res.type('html').send(page),

@@ -34,6 +34,8 @@ export interface VmView {
   loggedInUser?: string;
   /** A SPICE display to open in the page (besides the serial console every VM has). */
   spice: boolean;
+  /** A VNC display to open in the page. */
+  vnc: boolean;
   may: Action[];
 }
 
@@ -80,6 +82,7 @@ export function vmView(vm: VirtualMachine, may: Iterable<Action>): VmView {
     consoleConnected: !!status?.consoleClient,
     ...(status?.loggedInUser && { loggedInUser: status.loggedInUser }),
     spice: vm.spec.vm.display.spice !== undefined,
+    vnc: vm.spec.vm.display.vnc !== undefined,
     may: [...may].sort(),
   };
 }

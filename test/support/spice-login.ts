@@ -1,5 +1,6 @@
 import { constants, createPublicKey, publicEncrypt } from 'node:crypto';
 import net from 'node:net';
+import { SocketReader } from './socket-reader.js';
 
 /*
  * A minimal SPICE client: links the main channel with a ticket (password), as a viewer does, and
@@ -14,33 +15,6 @@ const CHANNEL_MAIN = 1;
 export const SPICE_LINK_OK = 0;
 export const SPICE_LINK_PERMISSION_DENIED = 7;
 
-class Reader {
-  private buffer = Buffer.alloc(0);
-  private waiting: (() => void) | undefined;
-  private ended = false;
-
-  constructor(socket: net.Socket) {
-    socket.on('data', (chunk: Buffer) => {
-      this.buffer = Buffer.concat([this.buffer, chunk]);
-      this.waiting?.();
-    });
-    socket.on('close', () => {
-      this.ended = true;
-      this.waiting?.();
-    });
-  }
-
-  async read(bytes: number): Promise<Buffer> {
-    while (this.buffer.length < bytes) {
-      if (this.ended) throw new Error('SPICE server closed the connection');
-      await new Promise<void>((resolve) => (this.waiting = resolve));
-    }
-    const data = this.buffer.subarray(0, bytes);
-    this.buffer = this.buffer.subarray(bytes);
-    return data;
-  }
-}
-
 export interface SpiceSession {
   /** SPICE_LINK_OK, or e.g. SPICE_LINK_PERMISSION_DENIED. */
   result: number;
@@ -52,7 +26,7 @@ export async function spiceLogin(port: number, password: string, host = '127.0.0
   const socket = await new Promise<net.Socket>((resolve, reject) => {
     const connection = net.connect(port, host, () => resolve(connection)).once('error', reject);
   });
-  const reader = new Reader(socket);
+  const reader = new SocketReader(socket, 'SPICE server');
   try {
     const link = Buffer.alloc(16 + LINK_MESS_SIZE);
     link.writeUInt32LE(SPICE_MAGIC, 0);

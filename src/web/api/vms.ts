@@ -10,7 +10,7 @@ import { USAGE_SAMPLE_SECONDS } from '../../api/vm-usage-history.js';
 import { apiserverRejection } from '../../kube/clients.js';
 import { mergePatch } from '../../kube/merge-patch.js';
 import { vmApiRef } from '../../reconcilers/virtual-machine/naming.js';
-import { TICKET_COOKIE, TICKET_SECONDS, consolePath } from '../consoles.js';
+import { CONSOLE_KINDS, TICKET_COOKIE, TICKET_SECONDS, consolePath } from '../consoles.js';
 import type { Action } from '../permissions.js';
 import { snapshotRows, vmDetails } from '../vm-details.js';
 import {
@@ -56,10 +56,11 @@ export function vmsRouter(deps: ApiDeps): Router {
     });
   });
 
-  // A console ticket (and for SPICE a one-time password) for the person's page.
+  // A console ticket (and for a display a one-time password) for the person's page.
   router.post('/vms/:namespace/:name/console/:kind', async (req, res) => {
-    const { namespace, name, kind } = req.params;
-    if (kind !== 'spice' && kind !== 'serial') return refuse(res, 404, `no console ${kind}`);
+    const { namespace, name } = req.params;
+    const kind = CONSOLE_KINDS.find((known) => known === req.params.kind);
+    if (!kind) return refuse(res, 404, `no console ${req.params.kind}`);
     const vm = await vmThePersonMay(
       access,
       res,
@@ -70,8 +71,10 @@ export function vmsRouter(deps: ApiDeps): Router {
     );
     if (!vm) return;
     const session = sessionOf(res);
-    const open = kind === 'spice' ? deps.consoles.openSpice : deps.consoles.openSerial;
-    const opened = await open(session.id, session.person, vm);
+    const opened =
+      kind === 'serial'
+        ? await deps.consoles.openSerial(session.id, session.person, vm)
+        : await deps.consoles.openDisplay(session.id, session.person, vm, kind);
     if ('message' in opened) return refuse(res, 409, opened.message!);
     // The ticket goes only to that console's WebSocket, in a cookie: never in a URL or a script's reach.
     const path = consolePath(kind, namespace, name);

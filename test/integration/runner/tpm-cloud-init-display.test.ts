@@ -21,21 +21,25 @@ import {
   type RunnerProcess,
 } from './harness.js';
 import { SPICE_LINK_OK, SPICE_LINK_PERMISSION_DENIED, spiceLogin } from '../../support/spice-login.js';
+import { networkInterfaces } from 'node:os';
+import { vncLogin } from '../../support/vnc-login.js';
 
 const run = promisify(execFile);
 
-describe('runner: TPM, cloud-init and display password', () => {
+describe('runner: TPM, cloud-init and display password (SPICE and VNC)', () => {
   let tmp: string;
   let volume: ProjectedVolume;
   let runner: RunnerProcess;
   let guestConsole: SerialConsole;
   let spicePort: number;
+  let vncPort: number;
   let swtpmPids: number[];
   const runDir = () => path.join(tmp, 'run');
 
   beforeAll(async () => {
     tmp = await makeTempDir('runner-tpm');
     spicePort = await freePort();
+    vncPort = await freePort();
     const config: RunnerConfigInput = {
       '/Runner': {
         dataDir: path.join(tmp, 'data'),
@@ -52,7 +56,7 @@ describe('runner: TPM, cloud-init and display password', () => {
           useTpm: true,
           maximumRam: '256Mi',
           network: [],
-          display: { spice: { port: spicePort } },
+          display: { spice: { port: spicePort }, vnc: { port: vncPort } },
         },
       },
     };
@@ -101,11 +105,20 @@ describe('runner: TPM, cloud-init and display password', () => {
     );
   });
 
-  it('sets the display password from the secret file and tracks the console client', async () => {
+  it('sets the display password from the secret file on SPICE and on VNC (loopback only), and tracks the console client', async () => {
     expect(runner.snapshots().at(-1)?.displayPasswordSerial).toBe(1);
     const wrong = await spiceLogin(spicePort, 'wrong');
     wrong.close();
     expect(wrong.result).toBe(SPICE_LINK_PERMISSION_DENIED);
+
+    // VNC: locked with the same password, on the loopback only.
+    expect(await vncLogin(vncPort, 'wrong')).toEqual({ result: 1, offered: [2] });
+    expect((await vncLogin(vncPort, 'first-secret')).screen).toMatchObject({ width: 720, height: 400 });
+    const external = Object.values(networkInterfaces())
+      .flat()
+      .find((address) => address?.family === 'IPv4' && !address.internal)?.address;
+    expect(external).toBeDefined();
+    await expect(vncLogin(vncPort, 'first-secret', external)).rejects.toThrow(/ECONNREFUSED/);
 
     const session = await spiceLogin(spicePort, 'first-secret');
     expect(session.result).toBe(SPICE_LINK_OK);
@@ -124,6 +137,8 @@ describe('runner: TPM, cloud-init and display password', () => {
     const current = await spiceLogin(spicePort, 'second-secret');
     current.close();
     expect(current.result).toBe(SPICE_LINK_OK);
+    expect((await vncLogin(vncPort, 'first-secret')).result).toBe(1);
+    expect((await vncLogin(vncPort, 'second-secret')).result).toBe(0);
     const logs = JSON.stringify(runner.logs);
     expect(logs).not.toContain('first-secret');
     expect(logs).not.toContain('second-secret');

@@ -33,5 +33,8 @@ describe('SPICE connection files', () => {
       '[virt-viewer]\ntype=spice\ntitle=ns/vm\nhost=h\nport=5900\npassword=pw\nproxy=http://p:3128\ndelete-this-file=1\n',
     );
     expect(connectionFile({ host: 'h', port: 5900 }, 'ns/vm')).not.toContain('password');
+    expect(connectionFile({ host: '127.0.0.1', port: 40001 }, 'ns/vm', 'pw', 'vnc')).toBe(
+      '[virt-viewer]\ntype=vnc\ntitle=ns/vm\nhost=127.0.0.1\nport=40001\npassword=pw\ndelete-this-file=1\n',
+    );
   });
 });

@@ -40,6 +40,15 @@ describe('generated display Secret', () => {
     expect(wantsGeneratedDisplaySecret(vmWith({ outputs: 1 }))).toBe(false);
   });
 
+  it('is wanted for VNC, which is always locked, even where SPICE opts out', () => {
+    expect(wantsGeneratedDisplaySecret(vmWith({ vnc: { port: 5901 } }))).toBe(true);
+    expect(
+      wantsGeneratedDisplaySecret(
+        vmWith({ spice: { port: 5910, generateSecret: false }, vnc: { port: 5901 } }),
+      ),
+    ).toBe(true);
+  });
+
   it('is wanted only once the VM is to run: a stopped VM has no console to lock', () => {
     expect(wantsGeneratedDisplaySecret(vmWith({ spice: { port: 5910 } }, 'Stopped'))).toBe(false);
   });

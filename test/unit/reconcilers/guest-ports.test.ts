@@ -53,7 +53,7 @@ describe("a user network's guest ports", () => {
     ).toEqual(sysctl('7'));
   });
 
-  it("may not be the runner pod's own ports (its metrics, the SPICE display): SpecValid says which and where", () => {
+  it("may not be the runner pod's own ports (its metrics, the SPICE and VNC displays): SpecValid says which and where", () => {
     const vm = testVm({
       networks: [
         { user: {} },
@@ -67,6 +67,11 @@ describe("a user network's guest ports", () => {
     expect(
       guestPortErrors(testVm({ networks: [{ user: { ports: [{ port: 22 }, { port: 5901 }] } }] })),
     ).toEqual([]);
+    const withVnc = testVm({ networks: [{ user: { ports: [{ port: 5901 }] } }] });
+    withVnc.spec.vm.display.vnc = { port: 5901 };
+    expect(guestPortErrors(withVnc)).toEqual([
+      "spec.vm.networks[0].user.ports: TCP 5901 is the runner pod's port for the VNC display (spec.vm.display.vnc.port): forward another",
+    ]);
   });
 
   it('are ports: the schema refuses 0 and 65536', () => {

@@ -352,6 +352,16 @@ describe('desiredConfigMap / runner config', () => {
     );
   });
 
+  it("passes a VNC display's port to the runner, and no VNC when the spec has none", () => {
+    const withVnc = vmFrom((raw) => {
+      (raw.spec.vm as Record<string, unknown>).display = { vnc: {} };
+    });
+    const display = (vm: typeof withVnc) =>
+      desiredRunnerConfig(vm, { hasDisplaySecret: true })['/Runner'].vm.display;
+    expect(display(withVnc)).toEqual({ outputs: 1, vnc: { port: 5901 } });
+    expect(display(vmFrom())?.vnc).toBeUndefined();
+  });
+
   it('renders a config.yaml the runner accepts, derived from the spec', () => {
     const vm = vmFrom();
     const cm = desiredConfigMap(

@@ -156,9 +156,25 @@ describe.each(['standard-vm.liquid', 'test-guest.liquid'])('template %s', (templ
     expect(locked).toEqual([expect.not.stringContaining('disable-ticketing')]);
     expect(locked[0]).toMatch(/^port=5910/);
   });
+
+  it('gives a VNC display on the loopback at its port, always asking for a password, and a screen for it', async () => {
+    const { qemu } = await render(template, settingsFor({ display: { vnc: { port: 5905 } } }));
+    expect(valuesOf(qemu, '-vnc')).toEqual(['127.0.0.1:5,password=on']);
+    expect(valuesOf(qemu, '-device')).toContainEqual(expect.stringMatching(/^(VGA|virtio-vga),id=video0/));
+    expect(valuesOf(qemu, '-spice')).toEqual([]);
+  });
 });
 
 describe('standard VM template', () => {
+  it('gives VNC on the loopback with a password beside SPICE, and none when not asked for', async () => {
+    const both = settingsFor({ display: { spice: { port: 5900 }, vnc: { port: 5901 } } });
+    expect(valuesOf((await render('standard-vm.liquid', both)).qemu, '-vnc')).toEqual([
+      '127.0.0.1:1,password=on',
+    ]);
+    const spiceOnly = settingsFor({ display: { spice: { port: 5900 } } });
+    expect(valuesOf((await render('standard-vm.liquid', spiceOnly)).qemu, '-vnc')).toEqual([]);
+  });
+
   it('boots UEFI from pflash with the VM’s own variable store', async () => {
     const { qemu } = await render('standard-vm.liquid', settingsFor({ firmware: 'uefi' }));
     expect(valuesOf(qemu, '-machine')[0]).toContain('pflash0=fw-rom-device,pflash1=fw-eeprom-device');

@@ -151,6 +151,7 @@ export function desiredRunnerConfig(vm: VirtualMachine, options: RunnerConfigOpt
               ...(def.display.spice.streamingVideo && { streamingVideo: def.display.spice.streamingVideo }),
             },
           }),
+          ...(def.display.vnc && { vnc: { port: def.display.vnc.port } }),
         },
       },
     },

@@ -13,12 +13,14 @@ export function generatedDisplaySecretName(vmName: string): string {
 }
 
 /**
- * Whether the VM wants a generated display Secret: it has SPICE, does not opt out, and is to run.
+ * Whether the VM wants a generated display Secret: it has SPICE and does not opt out, or VNC (which
+ * is always locked), and is to run.
  * A stopped VM has no console to lock; its Secret is made when it first starts (and then kept),
  * which spares a write and a cached object for every VM created stopped.
  */
 export function wantsGeneratedDisplaySecret(vm: VirtualMachine): boolean {
-  return vm.spec.vm.display.spice?.generateSecret === true && vm.spec.vm.state === 'Running';
+  const { spice, vnc } = vm.spec.vm.display;
+  return (spice?.generateSecret === true || vnc !== undefined) && vm.spec.vm.state === 'Running';
 }
 
 /**

@@ -9,6 +9,8 @@ export function guestPortErrors(vm: VirtualMachine): string[] {
   if (!usesHostNetwork(vm)) own.set(RUNNER_METRICS_PORT, "the runner's metrics");
   const spice = vm.spec.vm.display?.spice;
   if (spice) own.set(spice.port, 'the SPICE display (spec.vm.display.spice.port)');
+  const vnc = vm.spec.vm.display?.vnc;
+  if (vnc) own.set(vnc.port, 'the VNC display (spec.vm.display.vnc.port)');
   return vm.spec.vm.networks.flatMap((network, index) =>
     (network.user?.ports ?? [])
       .filter((port) => port.protocol === 'TCP' && own.has(port.port))
