@@ -64,7 +64,7 @@ export async function vncConsole(
   const endpoint = { host: '127.0.0.1', port };
   await writeFile(file, connectionFile(endpoint, `${namespace}/${name}`, password, 'vnc'), { mode: 0o600 });
   console.log(
-    `Forwarding 127.0.0.1:${port} to the VNC display of ${namespace}/${name} until Ctrl-C; ` +
+    `Forwarding from 127.0.0.1:${port} to the VNC display of ${namespace}/${name} until Ctrl-C; ` +
       `${file} written (its password works for ${formatDuration(options.validity)})`,
   );
   if (options.open) {

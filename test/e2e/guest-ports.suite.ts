@@ -4,7 +4,7 @@
 // (the key from cloud-init's user-data), and a port it does not name is refused with what to change.
 // The bed's nodes enforce NetworkPolicies (kube-router): vmop's own listeners on the runner pod
 // answer no other pod, the guest's ports follow the namespace's policies as a pod's would.
-import { spawn, execFile } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -15,6 +15,7 @@ import { useDevBed } from '../support/beds.js';
 import { testGuestManifest, type ClusterVms } from '../support/cluster-vms.js';
 import { eventually } from '../support/eventually.js';
 import { startNodePod } from '../support/tcp-stream.js';
+import { startForwarding } from '../support/forwarding.js';
 
 const run = promisify(execFile);
 const NAMESPACE = 'guest-ports';
@@ -41,22 +42,6 @@ function echoLocally(port: number): Promise<string> {
 }
 
 /** Starts a forwarding command and resolves with its local port once it says "Forwarding from". */
-function startForwarding(command: string, args: string[], env: NodeJS.ProcessEnv) {
-  const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let said = '';
-  const port = new Promise<number>((resolve, reject) => {
-    const read = (chunk: Buffer) => {
-      said += String(chunk);
-      const match = /Forwarding from 127\.0\.0\.1:(\d+)/.exec(said);
-      if (match) resolve(Number(match[1]));
-    };
-    child.stdout.on('data', read);
-    child.stderr.on('data', read);
-    child.on('exit', (code) => reject(new Error(`${command} ended (${code}): ${said}`)));
-  });
-  return { port, stop: () => child.kill() };
-}
-
 describe("guest ports: Services and port-forwards reach a VM's guest as a pod's", () => {
   const bed = useDevBed('dev', { namespaces: [NAMESPACE] });
   let vms: ClusterVms;

@@ -2,7 +2,9 @@
 // guests), driven in headless Chromium as people use it: log in at Dex, see what they may, start a
 // VM and watch it run without a reload, get VMs from a pool at once, be refused, log out.
 import { createHash } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { request as httpRequest } from 'node:http';
 import { Redis } from 'ioredis';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
@@ -14,6 +16,8 @@ import { testGuestManifest } from '../support/cluster-vms.js';
 import { eventually } from '../support/eventually.js';
 import { useDevBed, type DevBed } from '../support/beds.js';
 import { launchChromium, logIn, type LoggedIn } from '../support/browser.js';
+import { startForwarding } from '../support/forwarding.js';
+import { vncLogin } from '../support/vnc-login.js';
 
 const NAMESPACE = 'web-e2e';
 /** Where the admin table's many rows are (their VMs go when the test ends). */
@@ -25,8 +29,9 @@ let bed: DevBed;
 
 const grants = (lines: string) => `  permissions:\n${lines}`;
 const SPICE_PORT = 5941;
-const stoppedVm = (name: string, extraSpec = '', spicePort?: number) =>
-  testGuestManifest(name, NAMESPACE, { extraSpec, spicePort }).replace('state: Running', 'state: Stopped');
+const VNC_PORT = 5942;
+const stoppedVm = (name: string, extraSpec = '', displays: { spicePort?: number; vncPort?: number } = {}) =>
+  testGuestManifest(name, NAMESPACE, { extraSpec, ...displays }).replace('state: Running', 'state: Stopped');
 const card = (page: Page, vm: string) => page.locator(`[data-vm="${NAMESPACE}/${vm}"]`);
 const shownVms = async (page: Page) =>
   (
@@ -68,22 +73,28 @@ const MiB = 1024 ** 2;
 /** SPICE one-time passwords the GUI handed out (recorded from its answers): in no log or URL. */
 const displayPasswords: string[] = [];
 /** A page with the VM's SPICE display open, as `who` sees it; the display's canvas drawn. */
-async function openDisplay(context: BrowserContext): Promise<Page> {
+async function openDisplay(context: BrowserContext, view: 'display' | 'vnc' = 'display'): Promise<Page> {
   const page = await context.newPage();
   page.on('response', async (response) => {
-    if (response.url().endsWith('/console/spice') && response.ok())
+    if (/\/console\/(spice|vnc)$/.test(response.url()) && response.ok())
       displayPasswords.push(((await response.json()) as { password: string }).password);
   });
   const consoleMessages: string[] = [];
   page.on('console', (message) => consoleMessages.push(`${message.type()}: ${message.text()}`));
-  await page.goto(`${bed.state().web.urls[0]}/console/${NAMESPACE}/alices`);
+  await page.goto(`${bed.state().web.urls[0]}/console/${NAMESPACE}/alices?view=${view}`);
+  const [canvas, state] =
+    view === 'vnc'
+      ? ['[data-vnc] canvas', '[data-vnc-state]']
+      : ['#spice-screen canvas', '[data-display-state]'];
   try {
-    await page.locator('#spice-screen canvas').first().waitFor({ timeout: 60_000 });
+    await page.locator(canvas).first().waitFor({ timeout: 60_000 });
+    if (view === 'vnc')
+      await expect.poll(() => page.locator(state).allTextContents(), { timeout: 60_000 }).toEqual([]);
   } catch (err) {
     // Seen once in CI (not reproduced): say what the page showed, for whoever meets it again.
-    const state = await page.locator('[data-display-state]').allTextContents();
+    const says = await page.locator(state).allTextContents();
     throw new Error(
-      `no SPICE canvas: the page says ${JSON.stringify(state)}; its console: ${JSON.stringify(consoleMessages.slice(-20))}`,
+      `no ${view} canvas: the page says ${JSON.stringify(says)}; its console: ${JSON.stringify(consoleMessages.slice(-20))}`,
       { cause: err },
     );
   }
@@ -116,7 +127,7 @@ describe('web GUI: logins, live views, pools, permissions, consoles', () => {
         stoppedVm(
           'alices',
           grants('  - user: alice\n    may: [start, stop, accessConsole]\n  - user: bob\n    may: [start]\n'),
-          SPICE_PORT,
+          { spicePort: SPICE_PORT, vncPort: VNC_PORT },
         ).replace('networks: []', 'networks: [{user: {}}]'),
         stoppedVm('teams', grants('  - role: users\n    may: ["*"]\n')),
         stoppedVm('secret'),
@@ -189,25 +200,66 @@ spec:
     );
   });
 
-  it("shows the VM's SPICE display in the page, and its screen changes when the guest writes to it", async () => {
-    const { context } = people.alice!;
-    const display = await openDisplay(context);
-    const canvas = display.locator('#spice-screen canvas').first();
-    const screen = () => canvas.evaluate((c) => (c as unknown as { toDataURL(): string }).toDataURL());
-    // What the screen shows while the guest writes nothing: its text, with the cursor blinking on
-    // and off (QEMU draws VGA text mode with a blinking cursor), so at most two pictures.
-    await display.waitForTimeout(2_000); // the first frames have arrived
-    const serial = await openSerial(context);
-    const idle = new Set<string>();
-    for (let sample = 0; sample < 16; sample++) {
-      idle.add(await screen());
-      await display.waitForTimeout(250);
+  it.each([
+    ['SPICE', 'display', '#spice-screen canvas'],
+    ['VNC (noVNC)', 'vnc', '[data-vnc] canvas'],
+  ] as const)(
+    "shows the VM's %s display in the page, and its screen changes when the guest writes to it",
+    async (_name, view, canvasSelector) => {
+      const { context } = people.alice!;
+      const display = await openDisplay(context, view);
+      const canvas = display.locator(canvasSelector).first();
+      const screen = () => canvas.evaluate((c) => (c as unknown as { toDataURL(): string }).toDataURL());
+      // What the screen shows while the guest writes nothing: its text, with the cursor blinking on
+      // and off (QEMU draws VGA text mode with a blinking cursor), so at most two pictures.
+      await display.waitForTimeout(2_000); // the first frames have arrived
+      const serial = await openSerial(context);
+      const idle = new Set<string>();
+      for (let sample = 0; sample < 16; sample++) {
+        idle.add(await screen());
+        await display.waitForTimeout(250);
+      }
+      expect(idle.size).toBeLessThanOrEqual(2);
+      await typeInto(serial, `echo VMOP-ON-THE-${view.toUpperCase()} > /dev/tty0\r`);
+      await expect.poll(async () => idle.has(await screen()), { timeout: 30_000 }).toBe(false);
+      await serial.close();
+      await display.close();
+    },
+  );
+
+  it('`vmop vm vnc` forwards a local port to the VNC display, its one-time password in a .vv file and nowhere else', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'vmop-vnc-'));
+    const file = path.join(dir, 'alices.vv');
+    const forwarding = startForwarding(
+      'bin/vmop',
+      ['vm', 'vnc', 'alices', '-n', NAMESPACE, '-o', file],
+      bed.env(NAMESPACE),
+    );
+    try {
+      const port = await forwarding.port;
+      const vv = Object.fromEntries(
+        (await readFile(file, 'utf8'))
+          .split('\n')
+          .filter((line) => line.includes('='))
+          .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]),
+      );
+      expect((await stat(file)).mode & 0o777).toBe(0o600);
+      expect(vv).toMatchObject({
+        type: 'vnc',
+        host: '127.0.0.1',
+        port: String(port),
+        title: `${NAMESPACE}/alices`,
+      });
+      expect(forwarding.said()).not.toContain(vv.password);
+      expect((await vncLogin(port, 'not-the-password')).result).toBe(1);
+      expect(await vncLogin(port, vv.password!)).toMatchObject({
+        result: 0,
+        screen: { width: 720, height: 400 },
+      });
+    } finally {
+      forwarding.stop();
+      await rm(dir, { recursive: true, force: true });
     }
-    expect(idle.size).toBeLessThanOrEqual(2);
-    await typeInto(serial, 'echo VMOP-ON-THE-SCREEN > /dev/tty0\r');
-    await expect.poll(async () => idle.has(await screen()), { timeout: 30_000 }).toBe(false);
-    await serial.close();
-    await display.close();
   });
 
   /** How many serial console relays run in alices' runner pod (each session is one). */

@@ -28,6 +28,8 @@ export interface TestGuestOptions {
   powerdownTimeout?: number;
   /** A SPICE display on this port of the node (host network); none by default, so VMs never collide. */
   spicePort?: number;
+  /** A VNC display at this port (the runner pod's loopback). */
+  vncPort?: number;
 }
 
 /** A VM that boots the test guest (from the namespace's image repository) under TCG. */
@@ -46,8 +48,16 @@ ${options.extraSpec ?? ''}
     currentRam: 256Mi
     powerdownTimeout: ${options.powerdownTimeout ?? 60}
     networks: []
-    display: ${options.spicePort ? `{spice: {port: ${options.spicePort}}}` : '{outputs: 1}'}
+    display: ${displayOf(options)}
 `;
+}
+
+function displayOf({ spicePort, vncPort }: TestGuestOptions): string {
+  const displays = [
+    ...(spicePort ? [`spice: {port: ${spicePort}}`] : []),
+    ...(vncPort ? [`vnc: {port: ${vncPort}}`] : []),
+  ];
+  return displays.length > 0 ? `{${displays.join(', ')}}` : '{outputs: 1}';
 }
 
 /** Lines under spec: prefers `node` (the VM may run or move elsewhere), then `extra` (two-space indent). */
