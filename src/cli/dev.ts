@@ -90,12 +90,26 @@ function printState(state: DevState, output: string | undefined): void {
   console.log(`Use it:     export KUBECONFIG=${state.kubeconfig}; kubectl get vms -A`);
 }
 
-async function up(
-  output: string | undefined,
-  nodes: number,
-  redis: RedisLayout,
-  vmCidrs: string[],
-): Promise<void> {
+/** The layout `up` and `serve` take from their flags. */
+interface LayoutFlags {
+  nodes: string;
+  redis: string;
+  vmCidr: string[];
+  /** commander's --no-kvm: false when given. */
+  kvm: boolean;
+}
+const layoutOf = (flags: LayoutFlags) => ({
+  nodes: nodeCount(flags.nodes),
+  redis: redisLayout(flags.redis),
+  vmCidrs: flags.vmCidr,
+  // Absent: the environment decides by /dev/kvm.
+  ...(flags.kvm === false && { kvm: false }),
+});
+const NO_KVM_HELP =
+  'VMs emulate (QEMU TCG) even where this machine has /dev/kvm: where nested KVM cannot boot Linux';
+
+async function up(output: string | undefined, flags: LayoutFlags): Promise<void> {
+  const { nodes, redis, vmCidrs } = layoutOf(flags);
   const running = readDevState();
   if (running) {
     if (running.cluster.nodes.length !== nodes || running.redis.layout !== redis)
@@ -115,6 +129,7 @@ async function up(
     '--redis',
     redis,
     ...vmCidrs.flatMap((cidr) => ['--vm-cidr', cidr]),
+    ...(flags.kvm === false ? ['--no-kvm'] : []),
   ];
   const supervisor = spawn(VMOP_BIN, ['dev', 'serve', ...serveArgs], {
     detached: true,
@@ -177,9 +192,8 @@ export function register(program: Command): void {
       'single',
     )
     .addOption(repeatable(VM_CIDR_FLAG, VM_CIDR_HELP))
-    .action(async (flags: { output?: string; nodes: string; redis: string; vmCidr: string[] }) =>
-      up(flags.output, nodeCount(flags.nodes), redisLayout(flags.redis), flags.vmCidr),
-    );
+    .option('--no-kvm', NO_KVM_HELP)
+    .action(async (flags: LayoutFlags & { output?: string }) => up(flags.output, flags));
   dev.command('down').description('Stop everything it started').action(down);
   dev
     .command('status')
@@ -224,7 +238,6 @@ export function register(program: Command): void {
     .option('--nodes <n>', 'how many nodes', '1')
     .option('--redis <layout>', 'single or sentinel', 'single')
     .addOption(repeatable(VM_CIDR_FLAG, VM_CIDR_HELP))
-    .action((flags: { nodes: string; redis: string; vmCidr: string[] }) =>
-      superviseDevEnvironment(undefined, nodeCount(flags.nodes), redisLayout(flags.redis), flags.vmCidr),
-    );
+    .option('--no-kvm', NO_KVM_HELP)
+    .action((flags: LayoutFlags) => superviseDevEnvironment(undefined, layoutOf(flags)));
 }

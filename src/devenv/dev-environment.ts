@@ -163,6 +163,11 @@ export interface StartDevEnvironmentOptions {
   vmCidrs?: string[];
   /** One Redis (default), or 3 with 3 Sentinels as the chart's Sentinel mode runs them. */
   redis?: RedisLayout;
+  /**
+   * Whether VMs run with KVM, runner pods getting /dev/kvm from the nodes' agents (default: where
+   * this machine has /dev/kvm). Off, QEMU emulates: where nested KVM cannot boot a Linux guest.
+   */
+  kvm?: boolean;
   /** Called after a process was restarted (its pid in `state` changed). */
   onRestart?: () => void;
   logger?: Logger;
@@ -261,9 +266,9 @@ export async function startDevEnvironment(options: StartDevEnvironmentOptions): 
       ...['--runner-redis-url', runnerRedisUrl],
       ...web,
       ...['--runner-image', cluster.images.runner.ref, '--runner-image-pull-policy', 'Never'],
-      // Runner pods get /dev/kvm from the nodes' agents where this machine has it (the test guest
-      // emulates all the same: nested KVM does not boot Linux reliably here).
-      ...(existsSync('/dev/kvm') ? [] : ['--no-kvm']),
+      // Runner pods get /dev/kvm from the nodes' agents where this machine has it and KVM is wanted
+      // (the test guest's template emulates all the same).
+      ...((options.kvm ?? existsSync('/dev/kvm')) ? [] : ['--no-kvm']),
       // Any node can take a VM over: its runner data is on the shared (network) class.
       ...['--runner-data-storage-class', SHARED_STORAGE_CLASS, '--runner-data-access-mode', 'ReadWriteMany'],
       ...(options.vmCidrs ?? []).flatMap((cidr) => ['--vm-cidr', cidr]),
@@ -476,12 +481,10 @@ function devAdminRbac() {
  * status`. Every child runs in a process group of the environment's, so even a SIGKILL of this
  * supervisor leaves nothing behind.
  */
-export async function superviseDevEnvironment(
-  dir = devDir(),
-  nodes = 1,
-  redisLayout: RedisLayout = 'single',
-  vmCidrs: string[] = [],
-): Promise<void> {
+/** What `vmop dev up` may choose of the environment. */
+export type DevLayout = Pick<StartDevEnvironmentOptions, 'nodes' | 'redis' | 'vmCidrs' | 'kvm'>;
+
+export async function superviseDevEnvironment(dir = devDir(), layout: DevLayout = {}): Promise<void> {
   const logger = createLogger('dev');
   mkdirSync(dir, { recursive: true });
   rmSync(stateFile(dir), { force: true });
@@ -499,9 +502,7 @@ export async function superviseDevEnvironment(
   };
   const environment: DevEnvironment = await startDevEnvironment({
     dir,
-    nodes,
-    redis: redisLayout,
-    vmCidrs,
+    ...layout,
     logger,
     onRestart: () => up && writeState(),
   });

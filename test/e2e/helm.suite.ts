@@ -19,6 +19,7 @@ import { qemuProcess } from '../support/qemu-process.js';
 import { firstWrite, parseManagerLog, startedAfter } from '../support/manager-logs.js';
 import { SPICE_LINK_OK, SPICE_LINK_PERMISSION_DENIED } from '../support/spice-login.js';
 import { spiceLoginFrom } from '../support/spice-login-from.js';
+import { KVM_DEVICE } from '../../src/api/node-devices.js';
 
 const run = promisify(execFile);
 const RELEASE = 'vmop';
@@ -452,6 +453,12 @@ spec:
     expect(pod.spec.containers[0].image).toBe(bed.state().images.runner);
     expect(pod.status.qosClass).toBe('Burstable'); // never BestEffort
     expect(pod.spec.volumes.map((v: { name: string }) => v.name)).toContain('vmop-image-repository');
+    // /dev/kvm from the chart's node agent where the machine has it (runner.kvm), usable by the
+    // runner's unprivileged user; none asked for elsewhere.
+    const kvm = existsSync('/dev/kvm');
+    expect(pod.spec.containers[0].resources.limits?.[KVM_DEVICE]).toBe(kvm ? '1' : undefined);
+    const usable = 'test -r /dev/kvm && test -w /dev/kvm && echo usable || echo not';
+    expect((await vms.kubectl(['exec', VM, '--', 'sh', '-c', usable])).trim()).toBe(kvm ? 'usable' : 'not');
     await vms.waitForConsole(VM, 'VMOP-GUEST-READY');
     // The chart's RBAC lets the manager record (and count) Events.
     expect(await vms.eventReasons(VM)).toContain('Started');
