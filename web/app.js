@@ -8,6 +8,7 @@ import { ConsoleView } from './console.js';
 import { ResourceInput, VmActions } from './vm-actions.js';
 import { UsageChart } from './usage-chart.js';
 import { NodesPage } from './nodes-page.js';
+import { ImagesPage } from './images-page.js';
 import { VmPage } from './vm-page.js';
 import { NewVmPage } from './new-vm-page.js';
 import { choicesOf, keyOf, selectVms } from './vm-list.js';
@@ -303,6 +304,7 @@ function App({ me }) {
   const [error, setError] = useState('');
   const admin = location.pathname === '/admin';
   const nodes = location.pathname === '/nodes';
+  const images = location.pathname === '/images';
   const newVm = location.pathname === '/new';
   const consoleRoute = /^\/console\/([^/]+)\/([^/]+)$/.exec(location.pathname);
   const vmRoute = /^\/vm\/([^/]+)\/([^/]+)$/.exec(location.pathname);
@@ -313,9 +315,10 @@ function App({ me }) {
   return html`<div>
     <nav>
       <strong class="brand">vmop</strong>
-      <a href="/" aria-current=${admin || nodes || newVm ? undefined : 'page'}>My VMs</a>
+      <a href="/" aria-current=${admin || nodes || images || newVm ? undefined : 'page'}>My VMs</a>
       <a href="/admin" aria-current=${admin ? 'page' : undefined}>All VMs</a>
       ${me.seesNodes && html`<a href="/nodes" aria-current=${nodes ? 'page' : undefined}>Nodes</a>`}
+      ${me.seesImages && html`<a href="/images" aria-current=${images ? 'page' : undefined}>Images</a>`}
       ${me.createsVms && html`<a href="/new" data-action="new-vm" aria-current=${newVm ? 'page' : undefined}>New VM</a>`}
       <span class="me" data-user>${me.name ?? me.user}</span>
       <span class=${live.connected ? 'live on' : 'live off'} title=${live.connected ? 'live' : 'reconnecting'}
@@ -341,9 +344,11 @@ function App({ me }) {
             ? html`<${AdminView} me=${me} live=${live} onError=${setError} />`
             : nodes
               ? html`<${NodesPage} live=${live} />`
-              : newVm
-                ? html`<${NewVmPage} />`
-                : html`<${UserView} live=${live} onError=${setError} />`
+              : images
+                ? html`<${ImagesPage} />`
+                : newVm
+                  ? html`<${NewVmPage} />`
+                  : html`<${UserView} live=${live} onError=${setError} />`
     }
   </div>`;
 }

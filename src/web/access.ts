@@ -4,7 +4,8 @@ import type { KubernetesObject, V1Node } from '@kubernetes/client-node';
 import { KIND, VirtualMachine } from '../api/virtual-machine.js';
 import { POOL_KIND, VmPool } from '../api/vm-pool.js';
 import { SNAPSHOT_KIND, VirtualMachineSnapshot } from '../api/virtual-machine-snapshot.js';
-import { IMAGE_KIND } from '../api/virtual-machine-image.js';
+import { IMAGE_KIND, IMAGE_PLURAL, VirtualMachineImage } from '../api/virtual-machine-image.js';
+import { imageView, type ImageView } from './image-view.js';
 import type { ObjectCache } from '../kube/object-cache.js';
 import { ACTIONS, granted, grantedOnVm, rbacRequestOf, type Action } from './permissions.js';
 import type { RbacCheck } from './rbac.js';
@@ -137,6 +138,21 @@ export function createAccess(cache: ObjectCache, rbac: RbacCheck) {
       if (await this.mayCreateVm(person, '')) return namespaces;
       const allowed = await Promise.all(namespaces.map((namespace) => this.mayCreateVm(person, namespace)));
       return namespaces.filter((_, i) => allowed[i]);
+    },
+    /** Of `namespaces`, those whose VirtualMachineImages RBAC lets the person list (one question for all). */
+    async namespacesSeeingImages(person: Person, namespaces: string[]): Promise<string[]> {
+      const lists = (namespace: string) => rbac(person, { namespace, verb: 'list', resource: IMAGE_PLURAL });
+      if (await lists('')) return namespaces;
+      const allowed = await Promise.all(namespaces.map(lists));
+      return namespaces.filter((_, i) => allowed[i]);
+    },
+    /** The VirtualMachineImages of these namespaces, by namespace and name. */
+    images(namespaces: string[]): ImageView[] {
+      return namespaces
+        .flatMap((namespace) => cache.list<KubernetesObject>(IMAGE_KIND, namespace))
+        .flatMap((cached) => VirtualMachineImage.safeParse(cached).data ?? [])
+        .map(imageView)
+        .sort((a, b) => a.namespace.localeCompare(b.namespace) || a.name.localeCompare(b.name));
     },
     /** The names of the VirtualMachineImages of a namespace that are Ready (a new VM's disk may copy one). */
     readyImages(namespace: string): string[] {

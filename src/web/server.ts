@@ -267,7 +267,7 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
   for (const part of ['core', 'vendor'])
     app.use(`/vendor/novnc/${part}`, express.static(join(NOVNC_DIR, part), { index: false }));
   app.get(
-    ['/', '/admin', '/nodes', '/new', '/console/:namespace/:name', '/vm/:namespace/:name'],
+    ['/', '/admin', '/nodes', '/images', '/new', '/console/:namespace/:name', '/vm/:namespace/:name'],
     (_req, res) => void res.type('html').send(page),
   );
   app.use(express.static(PAGES_DIR, { index: false }));

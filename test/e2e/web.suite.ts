@@ -1025,6 +1025,40 @@ spec:
     await eventually(async () => expect(await vms.kubectl(['get', 'vms', '-o', 'name'])).toBe(''), 120_000);
   }, 600_000);
 
+  it("lists the images of the namespaces a person may list, their import's progress live; nobody else's", async () => {
+    const vms = bed.vms(CREATE_NAMESPACE);
+    const source = `${bed.state().imageServer.url}/test-guest.qcow2`;
+    await vms.apply(`apiVersion: vmoperator.jdrupes.org/v1
+kind: VirtualMachineImage
+metadata: {name: guest-image, namespace: ${CREATE_NAMESPACE}}
+spec:
+  source: {http: {url: "${source}?made-by=web-e2e"}}
+  storage: {size: 64Mi}
+`);
+    // bob has edit in CREATE_NAMESPACE (the test before): its images are his to list.
+    const { page } = people.bob!;
+    await page.goto(bed.state().web.urls[0]!);
+    await page.locator('nav a[href="/images"]').click();
+    const row = page.locator(`[data-image="${CREATE_NAMESPACE}/guest-image"]`);
+    const before = await page.evaluate(() => performance.timeOrigin);
+    await expect
+      .poll(() => row.locator('[data-image-phase]').textContent(), { timeout: 120_000 })
+      .toBe('Ready');
+    expect(await page.evaluate(() => performance.timeOrigin)).toBe(before); // followed, never reloaded
+    // The source without its query (a token could be in one); the size the claim holds.
+    expect(await row.locator('[data-image-source]').textContent()).toBe(`http ${source}`);
+    expect(await row.locator('[data-image-size]').textContent()).toMatch(/^\d+(Mi|Gi)$/);
+    // carol may list no images: no link, and the API lists none.
+    const carol = people.carol!.page;
+    await carol.goto(url);
+    await carol.getByText('You have no VMs.').waitFor();
+    expect(await carol.locator('nav a[href="/images"]').count()).toBe(0);
+    expect(JSON.parse((await callApi(carol, 'GET', '/api/images')).body)).toEqual({
+      namespaces: [],
+      images: [],
+    });
+  });
+
   it('reads on a phone without sideways scrolling, and works with the keyboard alone', async () => {
     const phone = {
       viewport: { width: 390, height: 844 },

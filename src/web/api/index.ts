@@ -3,6 +3,7 @@
 // a patch by the manager, after checking the person may, and an Event on the VM names who asked.
 import { Router } from 'express';
 import type { ApiDeps } from './common.js';
+import { imagesRouter } from './images.js';
 import { nodesRouter } from './nodes.js';
 import { poolsRouter } from './pools.js';
 import { sessionRouter } from './session.js';
@@ -24,5 +25,6 @@ export function apiRouter(deps: ApiDeps): Router {
       .use(vmsRouter(deps))
       .use(poolsRouter(deps))
       .use(nodesRouter(deps))
+      .use(imagesRouter(deps))
   );
 }

@@ -14,17 +14,23 @@ export function sessionRouter(deps: ApiDeps): Router {
     const { person, csrf } = sessionOf(res);
     // Whether the All VMs page lists the cluster's VMs or only this person's (it says which), and
     // whether the Nodes page is theirs.
-    const [seesCluster, seesNodes, createsIn] = await Promise.all([
+    // Namespaces that cannot be listed now offer no New VM and no Images; the page works on.
+    const namespaces = deps.namespaces().catch((): string[] => []);
+    const [seesCluster, seesNodes, createsIn, imagesIn] = await Promise.all([
       access.seesCluster(person),
       access.seesNodes(person),
-      // Namespaces that cannot be listed now offer no New VM; the page works on (the form says why).
-      deps
-        .namespaces()
-        .then((all) => access.namespacesToCreateIn(person, all))
-        .catch(() => []),
+      namespaces.then((all) => access.namespacesToCreateIn(person, all)),
+      namespaces.then((all) => access.namespacesSeeingImages(person, all)),
     ]);
-    // Whether the page offers New VM.
-    res.json({ ...person, csrf, seesCluster, seesNodes, createsVms: createsIn.length > 0 });
+    // Whether the page offers New VM and Images.
+    res.json({
+      ...person,
+      csrf,
+      seesCluster,
+      seesNodes,
+      createsVms: createsIn.length > 0,
+      seesImages: imagesIn.length > 0,
+    });
   });
 
   // The cluster's CPUs and RAM in use over 24 h: for people who may see every VM.
