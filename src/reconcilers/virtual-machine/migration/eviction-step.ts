@@ -24,11 +24,12 @@ export const evictionStep: Step<VmState> = {
     });
     const result: StepResult = { writes: [], events: [] };
     const budget = seen.owned.budget;
-    if (eviction.budget && !budget) {
-      await io.apply(disruptionBudget(vm), undefined);
+    const wanted = disruptionBudget(vm, plan.migration.plan.migrating);
+    if (eviction.budget && budget?.spec?.minAvailable !== wanted.spec!.minAvailable) {
+      await io.apply(wanted, undefined);
       result.writes!.push('PodDisruptionBudget');
     } else if (!eviction.budget && budget) {
-      await io.clients.objects.delete(disruptionBudget(vm)).catch((err: unknown) => {
+      await io.clients.objects.delete(wanted).catch((err: unknown) => {
         if (!isNotFound(err)) throw err;
       });
       result.writes!.push('PodDisruptionBudget (deleted)');

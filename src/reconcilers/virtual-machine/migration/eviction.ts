@@ -29,8 +29,14 @@ export function movesLiveOnEviction(
   return strategy === 'LiveMigrateIfPossible' && migratable.migratable && otherNodeReady;
 }
 
-/** The budget that makes the eviction API refuse to evict the VM's runner pods. */
-export function disruptionBudget(vm: VirtualMachine): V1PodDisruptionBudget {
+/**
+ * The budget that makes the eviction API refuse to evict the VM's runner pods: all of them must stay
+ * (its one pod, or source and target while it moves, as KubeVirt's budgets). An integer
+ * minAvailable, because the disruption controller computes maxUnavailable (and percentages) from
+ * the pods' controller's scale subresource, which a VirtualMachine does not have: it then fails
+ * the budget ("CalculateExpectedPodCountFailed") and refuses evictions only by its fail-safe.
+ */
+export function disruptionBudget(vm: VirtualMachine, migrating = false): V1PodDisruptionBudget {
   const labels = vmLabels(vm.metadata.name);
   return {
     apiVersion: 'policy/v1',
@@ -42,7 +48,7 @@ export function disruptionBudget(vm: VirtualMachine): V1PodDisruptionBudget {
       ownerReferences: [ownerReference(vm)],
     },
     spec: {
-      maxUnavailable: 0,
+      minAvailable: migrating ? 2 : 1,
       selector: { matchLabels: { ...labels, [LABEL_COMPONENT]: RUNNER_COMPONENT } },
     },
   };

@@ -28,7 +28,29 @@ describe('step: eviction', () => {
     const { state, calls } = liveMigrating(false);
     expect(await evictionStep.run(state)).toEqual({ writes: ['PodDisruptionBudget'], events: [] });
     expect(callNames(calls)).toEqual(['apply']);
-    expect(calls[0]!.args).toMatchObject({ kind: 'PodDisruptionBudget', metadata: { name: 'vm' } });
+    expect(calls[0]!.args).toMatchObject({
+      kind: 'PodDisruptionBudget',
+      metadata: { name: 'vm' },
+      // An integer: the disruption controller cannot compute maxUnavailable for pods of a VM.
+      spec: { minAvailable: 1 },
+    });
+    expect(calls[0]!.args).not.toHaveProperty('spec.maxUnavailable');
+  });
+
+  it('while it moves, source and target must both stay: the budget asks for two, and for one again after', async () => {
+    const moving = liveMigrating(false);
+    moving.state.plan.migration.plan.migrating = true;
+    await evictionStep.run(moving.state);
+    expect(moving.calls[0]!.args).toMatchObject({ spec: { minAvailable: 2 } });
+
+    const kept = liveMigrating(false);
+    kept.state.seen.owned.budget = { metadata: { name: 'vm', namespace: 'ns' }, spec: { minAvailable: 1 } };
+    expect(await evictionStep.run(kept.state)).toEqual({ writes: [], events: [] });
+
+    const moved = liveMigrating(false);
+    moved.state.seen.owned.budget = { metadata: { name: 'vm', namespace: 'ns' }, spec: { minAvailable: 2 } };
+    expect(await evictionStep.run(moved.state)).toEqual({ writes: ['PodDisruptionBudget'], events: [] });
+    expect(moved.calls[0]!.args).toMatchObject({ spec: { minAvailable: 1 } });
   });
 
   it('its node cordoned: an evacuation (a live migration) is made, and told', async () => {
