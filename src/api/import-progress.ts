@@ -2,7 +2,7 @@
 // runner credential's key space) and its outcome when it ends (the pod's termination message).
 import { z } from 'zod';
 import { snapshotRedisKey } from './runner-snapshot.js';
-import type { DiskSource } from './virtual-machine.js';
+import type { ImportSource } from './virtual-machine.js';
 
 export const ImportProgress = z.object({
   /** Bytes downloaded so far (as sent, before decompression). */
@@ -41,14 +41,16 @@ export const ImportOutcome = z.object({
 export type ImportOutcome = z.infer<typeof ImportOutcome>;
 
 /** A disk's source as people name it in messages. */
-export const sourceName = (source: DiskSource) =>
-  source.http
-    ? source.http.url
-    : source.registry
-      ? `registry image ${source.registry.image}`
-      : source.image
-        ? `image ${source.image.name}`
-        : `claim ${source.pvc!.name}`;
+export const sourceName = (source: ImportSource) =>
+  source.upload
+    ? 'an upload'
+    : source.http
+      ? source.http.url
+      : source.registry
+        ? `registry image ${source.registry.image}`
+        : source.image
+          ? `image ${source.image.name}`
+          : `claim ${source.pvc!.name}`;
 
 /** Where a disk's import progress is kept: beside the VM's snapshot, which a runner may write. */
 export const importProgressRedisKey = (vmKey: string, volume: string) =>

@@ -40,6 +40,8 @@ export const ImageStatus = z.object({
   /** While importing: how far, e.g. "42%". */
   progress: z.string().optional(),
   importedBytes: z.number().int().optional(),
+  /** An upload's server, while it waits for bytes: the certificate it shows (PEM). */
+  upload: z.object({ certificate: z.string() }).optional(),
   message: z.string().optional(),
   observedGeneration: z.number().int().optional(),
   conditions: z.array(Condition).optional(),
@@ -65,3 +67,12 @@ export function parseImageKey(key: string): { namespace: string; name: string } 
 }
 /** The claim an image is imported into. */
 export const imageClaimName = (name: string) => `${name}-image`;
+/** The pod that imports it (and, for an upload, receives it). */
+export const imageImporterPodName = (name: string) => `${name}-image-import`;
+/** An upload's token and its server's certificate and key. */
+export const imageUploadSecretName = (name: string) => `${name}-upload`;
+/** Where the importer pod of an upload listens (HTTPS). */
+export const UPLOAD_PORT = 8443;
+/** The name the upload server's certificate holds (a client sets it as the TLS server name). */
+export const uploadServerHostname = (name: string, namespace: string) =>
+  `${imageImporterPodName(name)}.${namespace}.pod`;

@@ -134,11 +134,24 @@ const importSources = {
     ),
 };
 
+/** An image sent by a person rather than fetched (an image's source only). */
+export const UploadSource = z
+  .object({
+    sha256: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/, '64 lower-case hex digits')
+      .optional()
+      .describe('The SHA-256 of the file as sent; a mismatch fails the import.'),
+  })
+  .describe(
+    "Receive the image from a person: `vmop image upload FILE --name NAME`, or the GUI's Images page, through the image's importer pod (HTTPS with the image's certificate, the token in Secret <name>-upload; resumable).",
+  );
+
 /** Where a VirtualMachineImage's content comes from: exactly one of these. */
-export const ImageSource = z.object(importSources).meta(
+export const ImageSource = z.object({ ...importSources, upload: UploadSource.optional() }).meta(
   celRules({
-    rule: '[has(self.http), has(self.registry), has(self.pvc)].filter(x, x).size() == 1',
-    message: 'a source is exactly one of http, registry or pvc',
+    rule: '[has(self.http), has(self.registry), has(self.pvc), has(self.upload)].filter(x, x).size() == 1',
+    message: 'a source is exactly one of http, registry, pvc or upload',
   }),
 );
 
@@ -673,3 +686,6 @@ export type Assignment = z.infer<typeof Assignment>;
 export type EvictionStrategy = z.infer<typeof EvictionStrategy>;
 export type DiskSource = z.infer<typeof DiskSource>;
 export type ImageSource = z.infer<typeof ImageSource>;
+export type UploadSource = z.infer<typeof UploadSource>;
+/** What an importer pod imports: a disk's source, or an image's (which may be an upload). */
+export type ImportSource = DiskSource & { upload?: UploadSource };

@@ -1,14 +1,15 @@
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { Command, Option } from 'commander';
 import { flagErrors } from './flag-errors.js';
 import { repeatable } from './repeatable.js';
 import { z } from 'zod';
 import type { ImportOutcome } from '../api/import-progress.js';
-import { DiskSource } from '../api/virtual-machine.js';
+import { DiskSource, ImageSource, type ImportSource } from '../api/virtual-machine.js';
 import { ImportFailure, describeError } from '../importer/failure.js';
 import { destinationGuard } from '../importer/destinations.js';
 import { guardDestinations } from '../importer/http.js';
 import { importDisk } from '../importer/import-disk.js';
+import { startUploadServer, type UploadServer } from '../importer/upload.js';
 import { redisProgress } from '../importer/progress.js';
 import { WorkKeySchema } from '../queue/index.js';
 import { RedisUrlSchema } from '../queue/connection.js';
@@ -24,6 +25,11 @@ const ImportOptions = z.object({
   image: z.string().optional(),
   insecure: z.boolean().optional(),
   pvc: z.string().optional(),
+  /** Receive the image: listen on this port with the token and certificate of these files. */
+  uploadPort: z.coerce.number().int().min(1).max(65535).optional(),
+  tokenFile: z.string().optional(),
+  tlsCert: z.string().optional(),
+  tlsKey: z.string().optional(),
   sourceDevice: z.string().optional(),
   target: z.string().min(1),
   scratch: z.string().min(1),
@@ -39,6 +45,8 @@ const ImportOptions = z.object({
   allow: z.array(z.string()).default([]),
 });
 
+const kebab = (name: string) => name.replace(/[A-Z]/g, (letter) => `-${letter.toLowerCase()}`);
+
 async function runImport(raw: unknown): Promise<number> {
   const logger = createLogger('import');
   const parsed = ImportOptions.safeParse(raw);
@@ -47,18 +55,23 @@ async function runImport(raw: unknown): Promise<number> {
     return EXIT_BAD_ARGUMENTS;
   }
   const options = parsed.data;
-  // The same rules as a VM's disks[].source.
-  const source = DiskSource.safeParse({
+  // The same rules as a VM's disks[].source (an image's, for an upload).
+  const checked = (options.uploadPort !== undefined ? ImageSource : DiskSource).safeParse({
     ...(options.url !== undefined && {
       http: { url: options.url, sha256: options.sha256, caCertificate: options.caCertificate },
     }),
     ...(options.image !== undefined && { registry: { image: options.image, insecure: options.insecure } }),
     ...(options.pvc !== undefined && { pvc: { name: options.pvc } }),
+    ...(options.uploadPort !== undefined && { upload: { sha256: options.sha256 } }),
   });
-  const given = [source.data?.http, source.data?.registry, source.data?.pvc].filter(Boolean).length;
-  if (!source.success || given !== 1) {
+  const source: { success: boolean; data?: ImportSource; error?: typeof checked.error } = checked;
+  const given = [source.data?.http, source.data?.registry, source.data?.pvc, source.data?.upload].filter(
+    Boolean,
+  ).length;
+  const sourceData = source.data;
+  if (!source.success || !sourceData || given !== 1) {
     for (const issue of source.error?.issues ?? [
-      { path: [], message: 'give one of --url, --image or --pvc' },
+      { path: [], message: 'give one of --url, --image, --pvc or --upload-port' },
     ])
       logger.error(`${issue.path.join('.') || 'source'}: ${issue.message}`);
     return EXIT_BAD_ARGUMENTS;
@@ -79,11 +92,29 @@ async function runImport(raw: unknown): Promise<number> {
           logger,
         })
       : { send: (p: object) => logger.debug(p, 'progress'), close: async () => {} };
+  let upload: UploadServer | undefined;
+  if (sourceData.upload) {
+    const files = { tokenFile: options.tokenFile, tlsCert: options.tlsCert, tlsKey: options.tlsKey };
+    const missing = Object.entries(files).filter(([, file]) => file === undefined);
+    if (missing.length > 0) {
+      for (const [name] of missing) logger.error(`--${kebab(name)}: an upload needs it`);
+      return EXIT_BAD_ARGUMENTS;
+    }
+    upload = await startUploadServer({
+      token: (await readFile(files.tokenFile!, 'utf8')).trim(),
+      tls: { cert: await readFile(files.tlsCert!, 'utf8'), key: await readFile(files.tlsKey!, 'utf8') },
+      sha256: sourceData.upload.sha256,
+      port: options.uploadPort!,
+      logger,
+    });
+    logger.info({ port: upload.port }, 'waiting for the upload');
+  }
   let outcome: ImportOutcome;
   try {
     const imported = await importDisk({
       ...options,
-      source: source.data,
+      upload,
+      source: sourceData,
       scratchDir: options.scratch,
       onProgress: (p) => progress.send(p),
       logger,
@@ -101,6 +132,7 @@ async function runImport(raw: unknown): Promise<number> {
         : { result: 'Failed', reason: 'ImportError', message: describeError(err) };
     logger.error(outcome, 'import failed');
   }
+  await upload?.close(outcome.result === 'Succeeded' ? 'the image is imported' : outcome.message);
   await progress.close();
   // The pod's termination message: how the manager learns the outcome (kubelet keeps 4 KiB).
   await writeFile(options.outcomeFile, JSON.stringify(outcome).slice(0, 4000)).catch((err: unknown) =>
@@ -123,6 +155,10 @@ export function register(program: Command): void {
     .option('--insecure', 'the registry speaks plain HTTP')
     .option('--pvc <name>', 'or: copy a claim (its name, for messages) from --source-device')
     .option('--source-device <path>', "that claim's block device (or a file)")
+    .option('--upload-port <port>', 'or: receive the image over HTTPS on this port (vmop image upload)')
+    .option('--token-file <path>', "the upload's token")
+    .option('--tls-cert <path>', "the upload server's certificate (PEM)")
+    .option('--tls-key <path>', 'and its key (PEM)')
     .requiredOption('--target <path>', 'the disk: a block device or a file (its size is the limit)')
     .option('--scratch <dir>', 'where a qcow2 image is kept until converted', '/tmp')
     .addOption(

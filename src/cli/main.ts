@@ -21,6 +21,7 @@ export const commands: Record<string, () => Promise<{ register: (program: Comman
   manager: () => import('./manager.js'),
   dev: () => import('./dev.js'),
   vm: () => import('./vm.js'),
+  image: () => import('./image.js'),
   import: () => import('./import.js'),
   'export-server': () => import('./export-server.js'),
   'node-agent': () => import('./node-agent.js'),

@@ -2,7 +2,7 @@
 // RBAC): start/stop/restart/reset/evict create VirtualMachineOperations, snapshot, restore and
 // clone a VirtualMachineSnapshot, VirtualMachineRestore and VirtualMachineClone, list shows the VMs.
 // Also installed as the kubectl plugin `kubectl vmop` (bin/kubectl-vmop).
-import { CoreV1Api, CustomObjectsApi, Exec, type KubeConfig } from '@kubernetes/client-node';
+import { Exec } from '@kubernetes/client-node';
 import { PassThrough } from 'node:stream';
 import { spawn } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
@@ -18,8 +18,7 @@ import {
 } from '../api/virtual-machine-operation.js';
 import { API_VERSION, GROUP, PLURAL, VERSION, VirtualMachine } from '../api/virtual-machine.js';
 import { readableApiError } from '../kube/clients.js';
-import { CliFailure, fail, reportFailure } from './failure.js';
-import { loadKubeConfig } from '../kube/config.js';
+import { fail } from './failure.js';
 import { OPERATION_VM_LABEL } from '../reconcilers/virtual-machine-operation/operations.js';
 import { formatDuration, renderTable } from '../util/table.js';
 import { connectionFile, spiceEndpoint } from '../console/connection-file.js';
@@ -38,6 +37,7 @@ import {
   type SshOptions,
 } from './vm-ports.js';
 import { repeatable } from './repeatable.js';
+import { cliAction, context, parseTimeout } from './cli-context.js';
 import { vncConsole, type VncOptions } from './vm-vnc.js';
 import { findExecutable } from '../runner/executable.js';
 import {
@@ -91,25 +91,6 @@ function parsePort(value: string): number {
   if (!Number.isInteger(port) || port < 1 || port > 65535)
     throw new InvalidArgumentError('a port, 1 to 65535');
   return port;
-}
-
-function parseTimeout(value: string): number {
-  const match = /^(\d+)(ms|s|m|h)?$/.exec(value.trim());
-  if (!match) throw new InvalidArgumentError('a duration such as 90s, 5m or 1h');
-  const unit = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[(match[2] ?? 's') as 'ms' | 's' | 'm' | 'h'];
-  return Number(match[1]) * unit;
-}
-
-function context(options: VmCliOptions) {
-  const kubeConfig: KubeConfig = loadKubeConfig(options.kubeconfig);
-  const namespace =
-    options.namespace ?? kubeConfig.getContextObject(kubeConfig.getCurrentContext())?.namespace ?? 'default';
-  return {
-    kubeConfig,
-    api: kubeConfig.makeApiClient(CustomObjectsApi),
-    core: kubeConfig.makeApiClient(CoreV1Api),
-    namespace,
-  };
 }
 
 async function createOperation(name: string, type: OperationType, options: VmCliOptions) {
@@ -307,18 +288,7 @@ async function serialConsole(name: string, options: ConsoleOptions) {
   process.exit(failure ? 1 : 0);
 }
 
-/** Runs a subcommand, turning the apiserver's refusals into one readable line. */
-function action<A extends unknown[]>(run: (...args: A) => Promise<void>) {
-  return async (...args: A) => {
-    try {
-      await run(...args);
-    } catch (err) {
-      // Refused or failed: its reason, not the usage text (the command was typed right).
-      if (err instanceof CliFailure) reportFailure(err.message);
-      else reportFailure(`vmop vm: ${(readableApiError(err) as Error).message}`);
-    }
-  };
-}
+const action = cliAction('vmop vm');
 
 export function register(program: Command): void {
   const vm = program

@@ -7,6 +7,10 @@ import { generateKeyPair, randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import forge from 'node-forge';
 
+/** A Secret's keys of a certificate and its key (those of a `kubernetes.io/tls` Secret). */
+export const TLS_CERT = 'tls.crt';
+export const TLS_KEY = 'tls.key';
+
 export interface ServerCertificate {
   /** PEM. */
   cert: string;

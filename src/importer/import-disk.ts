@@ -1,5 +1,5 @@
 // Imports one image into one disk: download it from a URL or a registry (retried with back-off
-// while the network or the server fails), peel off xz or gzip, tell raw from qcow2, check the
+// while the network or the server fails), or receive it (upload.ts), peel off xz or gzip, tell raw from qcow2, check the
 // checksum and the size, write.
 // Raw data streams onto the disk as it arrives; a qcow2 image is kept in scratch space first
 // (qemu-img needs to seek in it) and converted once its checksum is known to match.
@@ -8,7 +8,7 @@ import { createReadStream } from 'node:fs';
 import { cp, readdir, rm, stat, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { DiskSource } from '../api/virtual-machine.js';
+import type { DiskSource, ImportSource } from '../api/virtual-machine.js';
 import { sourceName } from '../api/import-progress.js';
 import type { Logger } from '../util/logger.js';
 import { HEAD_BYTES, compressionOf, formatOf, type Compression, type ImageFormat } from './format.js';
@@ -17,10 +17,13 @@ import { bodyBytes, expectOk, httpGet } from './http.js';
 import { openRegistryImage } from './registry.js';
 import { checkQcow2, convertQcow2 } from './qcow2.js';
 import { decompress, peek, type Bytes } from './streams.js';
+import type { UploadServer } from './upload.js';
 import { prepareTarget, sizeOf, writeRaw } from './target.js';
 
 export interface ImportRequest {
-  source: DiskSource;
+  source: ImportSource;
+  /** For an `upload` source: the server that receives it. */
+  upload?: UploadServer;
   /** For a `pvc` source: where its claim is (a block device in the pod, or a file). */
   sourceDevice?: string;
   /** The disk: a block device (in a pod) or a file. */
@@ -97,6 +100,20 @@ async function openHttp(http: NonNullable<DiskSource['http']>, onBytes: OnBytes)
 
 type OnBytes = (bytes: number, total?: number) => void;
 
+/** What a person sends, as it arrives (the server checks the SHA-256 at the end). */
+function openUpload(upload: UploadServer | undefined, onBytes: OnBytes): OpenedImage {
+  if (!upload) throw new ImportFailure('ImportError', 'an upload needs its server (--upload-port)');
+  let bytes = 0;
+  async function* data(): Bytes {
+    for await (const chunk of upload!.data) {
+      bytes += chunk.length;
+      onBytes(bytes, upload!.length());
+      yield chunk;
+    }
+  }
+  return { data: data(), provenance: () => upload.provenance() };
+}
+
 /** Another disk's whole content (a claim's block device), read in large pieces. */
 async function openDevice(device: string | undefined, name: string, onBytes: OnBytes): Promise<OpenedImage> {
   if (!device) throw new ImportFailure('ImportError', `copying ${name} needs its device (--source-device)`);
@@ -162,9 +179,11 @@ async function importOnce(request: ImportRequest, attempt: number): Promise<Impo
     report(100);
     return { format: 'raw', downloadedBytes: downloaded, provenance: copy.provenance() };
   }
-  const image = source.http
-    ? await openHttp(source.http, onBytes)
-    : await openRegistryImage(source.registry!.image, source.registry!.insecure ?? false, onBytes);
+  const image = source.upload
+    ? openUpload(request.upload, onBytes)
+    : source.http
+      ? await openHttp(source.http, onBytes)
+      : await openRegistryImage(source.registry!.image, source.registry!.insecure ?? false, onBytes);
   const outer = await peek(image.data, HEAD_BYTES);
   try {
     if (outer.head.length === 0) throw new ImportFailure('UnknownFormat', `${name} is empty`);

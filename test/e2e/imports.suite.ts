@@ -10,6 +10,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { VMOP_BIN } from '../../src/devenv/dev-environment.js';
 import { downloadsIn } from '../../src/devenv/image-server.js';
 import { useDevBed } from '../support/beds.js';
 import { nodeProcesses, signalRecorded } from '../support/qemu-process.js';
@@ -198,6 +199,41 @@ spec:
       ]),
     ).rejects.toThrow(/the spec of an image is immutable/);
     await vms.kubectl(['delete', 'vm', 'from-image-a', 'from-image-b', '--wait=false']);
+  });
+
+  it('`vmop image upload` sends the test guest through the apiserver into a new VirtualMachineImage, checked by its SHA-256, and a VM boots from it', async () => {
+    const upload = (...args: string[]) =>
+      run(
+        VMOP_BIN,
+        ['image', 'upload', images.testGuestDisk, '--name', 'uploaded', '-n', NAMESPACE, ...args],
+        {
+          env: bed.env(),
+        },
+      );
+    const sent = await upload();
+    expect(sent.stderr).toMatch(/^virtualmachineimage\/uploaded created in imports \(\d+Mi\)$/m);
+    expect(sent.stderr).toContain(`sha256 ${guestSha256}`);
+    expect(sent.stdout.trim()).toBe(
+      `virtualmachineimage/uploaded Ready (imported into claim uploaded-image)`,
+    );
+    const events = JSON.parse(
+      await vms.kubectl(['get', 'events', '--field-selector', 'involvedObject.name=uploaded', '-o', 'json']),
+    ) as { items: Array<{ reason: string; message: string }> };
+    expect(events.items.map((event) => `${event.reason}: ${event.message}`)).toContain(
+      `Imported: imported qcow2 image (sha256 ${guestSha256})`,
+    );
+    // Its token goes with the import; sending again says it is there.
+    await eventually(
+      async () =>
+        expect(await vms.kubectl(['get', 'secrets', '-o', 'name'])).not.toContain('secret/uploaded-upload'),
+      30_000,
+    );
+    expect((await upload()).stderr).toContain('uploaded is already Ready');
+    await applyVm('from-upload', { image: { name: 'uploaded' } });
+    await vms.waitForVm('from-upload', (vm) => expect(vm.status?.phase).toBe('Running'));
+    await vms.waitForConsole('from-upload', READY);
+    await bootedFromDisk('from-upload');
+    await vms.kubectl(['delete', 'vm', 'from-upload', '--wait=false']);
   });
 
   it('a raw image compressed with xz streams onto the disk, and the VM boots from it', async () => {

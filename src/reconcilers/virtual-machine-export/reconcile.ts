@@ -15,7 +15,7 @@ import {
   type ExportStatus,
 } from '../../api/virtual-machine-export.js';
 import { SNAPSHOT_KIND, VirtualMachineSnapshot } from '../../api/virtual-machine-snapshot.js';
-import { selfSignedCertificate } from '../../export/certificate.js';
+import { TLS_CERT, selfSignedCertificate } from '../../export/certificate.js';
 import {
   deletePodByUid,
   type KubeClients,
@@ -30,7 +30,7 @@ import { writeStatusWithPhaseEvent } from '../status-write.js';
 import { APP_NAME, LABEL_INSTANCE, LABEL_NAME } from '../virtual-machine/naming.js';
 import type { RunnerImage } from '../virtual-machine/runner-pod/pod.js';
 import { planExport } from './plan.js';
-import { TLS_CERT, exportServerPod, exportService, exportTokenSecret } from './server-pod.js';
+import { exportServerPod, exportService, exportTokenSecret } from './server-pod.js';
 
 export interface ExportReconcilerOptions {
   clients: KubeClients;

@@ -9,7 +9,7 @@ import {
   exportTokenSecretName,
   type VirtualMachineExport,
 } from '../../api/virtual-machine-export.js';
-import type { ServerCertificate } from '../../export/certificate.js';
+import { TLS_CERT, TLS_KEY, type ServerCertificate } from '../../export/certificate.js';
 import { RESTRICTED_CONTAINER_SECURITY, RESTRICTED_POD_SECURITY } from '../virtual-machine/pod-security.js';
 import { LABEL_COMPONENT, exportLabels, ownerReference } from '../virtual-machine/naming.js';
 import { RUNNER_SERVICE_ACCOUNT } from '../virtual-machine/runner-config/identity.js';
@@ -17,9 +17,6 @@ import type { RunnerImage } from '../virtual-machine/runner-pod/pod.js';
 
 export const EXPORT_SERVER_COMPONENT = 'disk-export-server';
 const TOKEN_DIR = '/etc/vmop/export';
-/** The Secret's keys of the certificate and its key (those of a `kubernetes.io/tls` Secret). */
-export const TLS_CERT = 'tls.crt';
-const TLS_KEY = 'tls.key';
 const SCRATCH_DIR = '/scratch';
 
 /** A disk the pod serves: its name and the claim that holds it. */

@@ -1,12 +1,16 @@
 // The reconcile of one VirtualMachineImage: its claim is made and filled by an importer pod (the
 // same `vmop import` and import plan as a VM disk's), then marked imported; the image is Ready and
-// VM disks naming it copy that claim. Failures are told in its status and an Event, once.
+// VM disks naming it copy that claim. Failures are told in its status and an Event, once. An upload's
+// importer pod waits for the bytes (importer/upload.ts): its token and certificate are made first,
+// in a Secret of the image's, and the certificate is published in the status.
 import {
   type KubernetesObject,
   type V1PersistentVolumeClaim,
   type V1Pod,
+  type V1Secret,
   type V1StorageClass,
 } from '@kubernetes/client-node';
+import { randomBytes } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import type { ImportProgress } from '../../api/import-progress.js';
 import {
@@ -14,11 +18,20 @@ import {
   IMAGE_PLURAL,
   VirtualMachineImage,
   imageClaimName,
+  imageImporterPodName,
+  imageUploadSecretName,
   parseImageKey,
+  uploadServerHostname,
   type ImageStatus,
 } from '../../api/virtual-machine-image.js';
+import {
+  TLS_CERT,
+  TLS_KEY,
+  selfSignedCertificate,
+  type ServerCertificate,
+} from '../../export/certificate.js';
 import { GROUP, VERSION } from '../../api/virtual-machine.js';
-import { readableApiError, type KubeClients } from '../../kube/clients.js';
+import { createUnlessExists, isNotFound, readableApiError, type KubeClients } from '../../kube/clients.js';
 import { applyUnlessPresent } from '../../kube/server-side-apply.js';
 import { statusPatch, mergePatch } from '../../kube/merge-patch.js';
 import type { CachedKind, ObjectCache } from '../../kube/object-cache.js';
@@ -44,6 +57,8 @@ import type { RunnerImage } from '../virtual-machine/runner-pod/pod.js';
 
 /** The volume name an image's import goes by (its progress key, its pod's label). */
 const VOLUME = 'image';
+/** An upload server's certificate: the pod may wait long for its bytes. */
+const UPLOAD_CERTIFICATE_DAYS = 365;
 
 export interface ImageReconcilerOptions {
   clients: KubeClients;
@@ -78,6 +93,23 @@ function imageClaim(image: VirtualMachineImage): V1PersistentVolumeClaim {
       resources: { requests: { storage: String(size) } },
       ...(storageClassName && { storageClassName }),
     },
+  };
+}
+
+/** An upload's token and its server's certificate and key (owned by the image: they go with it). */
+function uploadSecret(image: VirtualMachineImage, token: string, tls: ServerCertificate): V1Secret {
+  const { name, namespace } = image.metadata;
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    type: 'Opaque',
+    metadata: {
+      name: imageUploadSecretName(name),
+      namespace,
+      labels: imageLabels(name),
+      ownerReferences: [ownerReference(image)],
+    },
+    stringData: { token, [TLS_CERT]: tls.cert, [TLS_KEY]: tls.key },
   };
 }
 
@@ -147,6 +179,36 @@ export function createImageReconciler(options: ImageReconcilerOptions) {
     // The importer pod names the namespace's runner ServiceAccount and Secret: an image in a
     // namespace without VMs (none made them yet) makes them, as a VM's reconcile does.
     const writes: string[] = [];
+    const wasImported = current?.metadata?.annotations?.[IMPORTED_ANNOTATION] !== undefined;
+    let uploadCertificate: string | undefined;
+    const secret = cache.get<V1Secret>('Secret', namespace, imageUploadSecretName(name));
+    if (image.spec.source.upload && wasImported && secret) {
+      // Imported: nothing takes an upload any more, and its token goes.
+      await clients.core
+        .deleteNamespacedSecret({ namespace, name: imageUploadSecretName(name) })
+        .catch((err: unknown) => {
+          if (!isNotFound(err)) throw err;
+        });
+      writes.push(`Secret ${imageUploadSecretName(name)} (deleted)`);
+    }
+    if (image.spec.source.upload && !wasImported) {
+      // The token and certificate exist before the pod that mounts them; ones made earlier are kept.
+      const cert = secret?.data?.[TLS_CERT];
+      uploadCertificate = cert && Buffer.from(cert, 'base64').toString();
+      if (!secret) {
+        const at = now();
+        const tls = await selfSignedCertificate(
+          [uploadServerHostname(name, namespace!)],
+          new Date(at.getTime() + UPLOAD_CERTIFICATE_DAYS * 86_400_000),
+          at,
+        );
+        const body = uploadSecret(image, randomBytes(32).toString('base64url'), tls);
+        if (await createUnlessExists(() => clients.core.createNamespacedSecret({ namespace, body }))) {
+          writes.push(`Secret ${imageUploadSecretName(name)}`);
+          uploadCertificate = tls.cert;
+        }
+      }
+    }
     if (plan.startImports.length > 0)
       for (const object of runnerIdentity(
         namespace,
@@ -164,11 +226,12 @@ export function createImageReconciler(options: ImageReconcilerOptions) {
       importerPod: (importing) =>
         importerPod(
           {
-            podName: `${name}-image-import`,
+            podName: imageImporterPodName(name),
             namespace,
             labels: imageLabels(name),
             ownerReference: ownerReference(image),
             key,
+            ...(image.spec.source.upload && { uploadSecret: imageUploadSecretName(name) }),
           },
           importing,
           options.defaultRunnerImage,
@@ -190,8 +253,7 @@ export function createImageReconciler(options: ImageReconcilerOptions) {
       throw err;
     }
 
-    const imported =
-      current?.metadata?.annotations?.[IMPORTED_ANNOTATION] !== undefined || plan.markImported.length > 0;
+    const imported = wasImported || plan.markImported.length > 0;
     const importing = plan.statuses.get(VOLUME);
     const status: ImageStatus = {
       observedGeneration: image.metadata.generation,
@@ -207,6 +269,8 @@ export function createImageReconciler(options: ImageReconcilerOptions) {
               phase: importing.phase === 'Failed' ? 'Failed' : 'Importing',
               ...(importing.progress && { progress: importing.progress }),
               ...(importing.importedBytes !== undefined && { importedBytes: importing.importedBytes }),
+              ...(uploadCertificate &&
+                importing.phase !== 'Failed' && { upload: { certificate: uploadCertificate } }),
               ...(importing.message && { message: importing.message }),
             }
           : { phase: 'Pending', message: `making claim ${claimName}` }),

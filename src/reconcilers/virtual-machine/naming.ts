@@ -1,6 +1,6 @@
 // Names and labels that tie the objects of one VM together (as VM-Operator defines them).
 import { createHash } from 'node:crypto';
-import { GROUP, PLURAL, VERSION, type Disk, type DiskSource } from '../../api/virtual-machine.js';
+import { GROUP, PLURAL, VERSION, type Disk, type ImportSource } from '../../api/virtual-machine.js';
 
 export const APP_NAME = 'vm-runner';
 export const MANAGED_BY = 'vm-operator';
@@ -44,7 +44,7 @@ export const IMPORT_SOURCE_ANNOTATION = 'vmoperator.jdrupes.org/import-source';
 export const IMPORTED_ANNOTATION = 'vmoperator.jdrupes.org/imported';
 
 /** Tells disk sources apart: a changed URL or checksum is another import. */
-export function sourceDigest(source: DiskSource): string {
+export function sourceDigest(source: ImportSource): string {
   return createHash('sha256').update(JSON.stringify(source)).digest('hex').slice(0, 16);
 }
 

@@ -4,7 +4,10 @@ import type { ImportProgress } from '../../../src/api/import-progress.js';
 import { VirtualMachine } from '../../../src/api/virtual-machine.js';
 import { VirtualMachineImage } from '../../../src/api/virtual-machine-image.js';
 import { planDiskImports } from '../../../src/reconcilers/virtual-machine/disks/imports.js';
-import { desiredImporterPod } from '../../../src/reconcilers/virtual-machine/disks/importer-pod.js';
+import {
+  desiredImporterPod,
+  importerPod,
+} from '../../../src/reconcilers/virtual-machine/disks/importer-pod.js';
 import {
   IMPORTED_ANNOTATION,
   IMPORT_SOURCE_ANNOTATION,
@@ -328,5 +331,37 @@ describe('the importer pod', () => {
       name: 'disk',
       persistentVolumeClaim: { claimName: 'vm-system-disk' },
     });
+  });
+
+  it("an image's upload: the importer listens with the token and certificate of the image's Secret, Ready once it does", () => {
+    const pod = importerPod(
+      {
+        podName: 'disk-image-import',
+        namespace: 'ns',
+        labels: {},
+        ownerReference: { apiVersion: 'v1', kind: 'VirtualMachineImage', name: 'disk', uid: 'u' },
+        uploadSecret: 'disk-upload',
+      },
+      { volume: 'image', claimName: 'disk-image', source: { upload: { sha256: 'b'.repeat(64) } } },
+      { image: 'runner:1' },
+    );
+    const container = pod.spec!.containers[0]!;
+    expect(container.args).toEqual([
+      'import',
+      ...['--upload-port', '8443', '--token-file', '/vmop-upload/token'],
+      ...['--tls-cert', '/vmop-upload/tls.crt', '--tls-key', '/vmop-upload/tls.key'],
+      ...['--sha256', 'b'.repeat(64)],
+      ...['--target', '/dev/vmop-disk', '--scratch', '/scratch', '--volume', 'image'],
+    ]);
+    expect(container.ports).toEqual([{ name: 'upload', containerPort: 8443 }]);
+    expect(container.readinessProbe?.httpGet).toEqual({ path: '/healthz', port: 8443, scheme: 'HTTPS' });
+    expect(container.volumeMounts).toContainEqual({
+      name: 'upload',
+      mountPath: '/vmop-upload',
+      readOnly: true,
+    });
+    expect(pod.spec!.volumes).toContainEqual({ name: 'upload', secret: { secretName: 'disk-upload' } });
+    // Still without privileges or API access.
+    expect(pod.spec).toMatchObject({ restartPolicy: 'Never', automountServiceAccountToken: false });
   });
 });

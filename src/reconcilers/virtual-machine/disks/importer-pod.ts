@@ -4,7 +4,9 @@
 // message. It never restarts itself: the manager decides what a failed or lost import means.
 import { RESTRICTED_CONTAINER_SECURITY, RESTRICTED_POD_SECURITY } from '../pod-security.js';
 import type { V1OwnerReference, V1Pod, V1PodSpec } from '@kubernetes/client-node';
-import type { DiskSource, VirtualMachine } from '../../../api/virtual-machine.js';
+import type { ImportSource, VirtualMachine } from '../../../api/virtual-machine.js';
+import { UPLOAD_PORT } from '../../../api/virtual-machine-image.js';
+import { TLS_CERT, TLS_KEY } from '../../../export/certificate.js';
 import type { ImportDisk } from './imports.js';
 import {
   IMPORT_SOURCE_ANNOTATION,
@@ -27,6 +29,8 @@ const SOURCE_DEVICE = '/dev/vmop-source';
 /** A copy of a file-system claim (a runner's data): both claims mounted. */
 const TARGET_DIR = '/vmop-target';
 const SOURCE_DIR = '/vmop-source';
+/** An upload's token, certificate and key. */
+const UPLOAD_DIR = '/vmop-upload';
 
 export const importerPodName = (vmName: string, volume: string) => `${vmName}-import-${volume}`;
 
@@ -47,6 +51,8 @@ export interface ImportOwner {
   ownerReference: V1OwnerReference;
   /** The work-queue key its progress is sent for; none: the importer logs it. */
   key?: string;
+  /** An upload's: the Secret with its token and the server's certificate and key. */
+  uploadSecret?: string;
   /** Where it may run (a VM's placement). */
   placement?: Pick<V1PodSpec, 'nodeName' | 'nodeSelector' | 'affinity' | 'tolerations'>;
 }
@@ -86,7 +92,8 @@ export function importerPod(
   image: RunnerImage,
   destinations: ImportDestinations = NO_RULES,
 ): V1Pod {
-  const { http, registry, pvc }: DiskSource = disk.copyFrom ?? disk.source;
+  const { http, registry, pvc, upload }: ImportSource = disk.copyFrom ?? disk.source;
+  const uploadSecret = upload && owner.uploadSecret;
   const files = disk.filesystem === true;
   const [target, source] = files ? [TARGET_DIR, SOURCE_DIR] : [DEVICE, SOURCE_DEVICE];
   const volumes = [{ name: 'disk', path: target }, ...(pvc ? [{ name: 'source', path: source }] : [])];
@@ -117,6 +124,13 @@ export function importerPod(
               : []),
             ...(registry ? ['--image', registry.image, ...(registry.insecure ? ['--insecure'] : [])] : []),
             ...(pvc ? ['--pvc', pvc.name, '--source-device', source] : []),
+            ...(uploadSecret
+              ? [
+                  ...['--upload-port', String(UPLOAD_PORT), '--token-file', `${UPLOAD_DIR}/token`],
+                  ...['--tls-cert', `${UPLOAD_DIR}/${TLS_CERT}`, '--tls-key', `${UPLOAD_DIR}/${TLS_KEY}`],
+                  ...(upload.sha256 ? ['--sha256', upload.sha256] : []),
+                ]
+              : []),
             ...['--target', target, '--scratch', SCRATCH_DIR, '--volume', disk.volume],
             ...destinations.deny.flatMap((rule) => ['--deny', rule]),
             ...destinations.allow.flatMap((rule) => ['--allow', rule]),
@@ -131,6 +145,13 @@ export function importerPod(
                 },
               ]
             : [],
+          ...(uploadSecret && {
+            ports: [{ name: 'upload', containerPort: UPLOAD_PORT }],
+            readinessProbe: {
+              httpGet: { path: '/healthz', port: UPLOAD_PORT, scheme: 'HTTPS' },
+              periodSeconds: 2,
+            },
+          }),
           ...(files
             ? {
                 volumeMounts: [
@@ -144,7 +165,10 @@ export function importerPod(
               }
             : {
                 volumeDevices: volumes.map(({ name, path }) => ({ name, devicePath: path })),
-                volumeMounts: [{ name: 'scratch', mountPath: SCRATCH_DIR }],
+                volumeMounts: [
+                  { name: 'scratch', mountPath: SCRATCH_DIR },
+                  ...(uploadSecret ? [{ name: 'upload', mountPath: UPLOAD_DIR, readOnly: true }] : []),
+                ],
               }),
           securityContext: RESTRICTED_CONTAINER_SECURITY,
           resources: { requests: { cpu: '100m', memory: '128Mi' }, limits: { memory: '512Mi' } },
@@ -156,6 +180,7 @@ export function importerPod(
         { name: 'disk', persistentVolumeClaim: { claimName: disk.claimName } },
         { name: 'scratch', emptyDir: {} },
         ...(pvc ? [{ name: 'source', persistentVolumeClaim: { claimName: pvc.name, readOnly: true } }] : []),
+        ...(uploadSecret ? [{ name: 'upload', secret: { secretName: uploadSecret } }] : []),
       ],
       serviceAccountName: RUNNER_SERVICE_ACCOUNT,
       automountServiceAccountToken: false,

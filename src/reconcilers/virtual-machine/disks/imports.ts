@@ -5,7 +5,7 @@
 // (a disk that got a source later, a claim vmop 0.1 made) is never overwritten.
 import type { V1PersistentVolumeClaim, V1Pod } from '@kubernetes/client-node';
 import { ImportOutcome, sourceName, type ImportProgress } from '../../../api/import-progress.js';
-import type { DiskSource, DiskStatus, VirtualMachine } from '../../../api/virtual-machine.js';
+import type { DiskStatus, ImportSource, VirtualMachine } from '../../../api/virtual-machine.js';
 import type { VirtualMachineImage } from '../../../api/virtual-machine-image.js';
 import {
   IMPORTED_ANNOTATION,
@@ -20,7 +20,7 @@ import type { ClaimWait } from './claim-binding.js';
 export interface ImportDisk {
   volume: string;
   claimName: string;
-  source: DiskSource;
+  source: ImportSource;
   /** What the importer copies when `source` names an image: that image's claim. */
   copyFrom?: { pvc: { name: string } };
   /** The claim is a file system (a runner's data) whose files are copied: a `pvc` source's only. */
