@@ -12,6 +12,9 @@ export async function loadMe() {
   return me;
 }
 
+/** The login's CSRF token, for a request api() does not make (an upload's raw bytes). */
+export const csrfToken = () => csrf;
+
 export async function api(method, path, body) {
   const response = await fetch(path, {
     method,

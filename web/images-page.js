@@ -5,6 +5,7 @@ import { h } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import htm from 'htm';
 import { api } from './client.js';
+import { UploadForm } from './image-upload.js';
 
 const html = htm.bind(h);
 const IMPORTING_POLL_MS = 2000;
@@ -53,6 +54,7 @@ export function ImagesPage() {
   return html`<main>
     <h2>Images</h2>
     ${error && html`<p class="error" role="alert" data-images-error>${error}</p>`}
+    ${listed && listed.uploadNamespaces.length > 0 && html`<${UploadForm} namespaces=${listed.uploadNamespaces} />`}
     ${listed && listed.images.length === 0 && html`<p data-images-none>No images in ${listed.namespaces.length === 1 ? listed.namespaces[0] : 'the namespaces you may list images of'}.</p>`}
     ${
       listed &&

@@ -6,6 +6,7 @@ import { h } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import htm from 'htm';
 import { api } from './client.js';
+import { Field } from './form-field.js';
 
 const html = htm.bind(h);
 
@@ -31,15 +32,6 @@ function formBody(form, namespace) {
         : { kind: 'empty' };
   const { name, ram, firmware, diskSize, start } = form;
   return { namespace, name, cpus: Number(form.cpus), ram, firmware, diskSize, source, start };
-}
-
-/** One labelled field, with what was wrong with it beneath (read out with it). */
-function Field({ id, label, error, children }) {
-  return html`<div class="field">
-    <label for=${id}>${label}</label>
-    ${children}
-    ${error && html`<p class="field-error" id=${`${id}-error`} data-error-for=${id} role="alert">${error}</p>`}
-  </div>`;
 }
 
 export function NewVmPage() {

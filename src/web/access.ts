@@ -146,6 +146,22 @@ export function createAccess(cache: ObjectCache, rbac: RbacCheck) {
       const allowed = await Promise.all(namespaces.map(lists));
       return namespaces.filter((_, i) => allowed[i]);
     },
+    /** Whether RBAC lets the person create VirtualMachineImages in `namespace` (and so upload into one). */
+    mayCreateImage(person: Person, namespace: string): Promise<boolean> {
+      return rbac(person, { namespace, verb: 'create', resource: IMAGE_PLURAL });
+    },
+    /** Of `namespaces`, those the person may upload images into. */
+    async namespacesToUploadIn(person: Person, namespaces: string[]): Promise<string[]> {
+      if (await this.mayCreateImage(person, '')) return namespaces;
+      const allowed = await Promise.all(
+        namespaces.map((namespace) => this.mayCreateImage(person, namespace)),
+      );
+      return namespaces.filter((_, i) => allowed[i]);
+    },
+    /** The VirtualMachineImage, as cached. */
+    image(namespace: string, name: string): VirtualMachineImage | undefined {
+      return VirtualMachineImage.safeParse(cache.get<KubernetesObject>(IMAGE_KIND, namespace, name)).data;
+    },
     /** The VirtualMachineImages of these namespaces, by namespace and name. */
     images(namespaces: string[]): ImageView[] {
       return namespaces

@@ -11,13 +11,14 @@ export interface ImageView {
   progress?: string;
   /** The claim's capacity once Ready, else the size asked for. */
   size: string;
-  /** Where it comes from: `http <url>`, `registry <image>` or `pvc <claim>`. */
+  /** Where it comes from: `http <url>`, `registry <image>`, `pvc <claim>` or `upload sha256 <hex>`. */
   source: string;
   message?: string;
 }
 
 function sourceOf(image: VirtualMachineImage): string {
-  const { http, registry, pvc } = image.spec.source;
+  const { http, registry, pvc, upload } = image.spec.source;
+  if (upload) return upload.sha256 ? `upload sha256 ${upload.sha256}` : 'upload';
   if (http) {
     const url = new URL(http.url);
     return `http ${url.origin}${url.pathname}`;

@@ -57,6 +57,8 @@ const SPICE_DIR = join(dirname(require.resolve('@spice-project/spice-html5/packa
 export { SPICE_DIR };
 /** noVNC (MPL-2.0): its ES modules (core) and what they import (vendor), as they are. */
 const NOVNC_DIR = dirname(dirname(require.resolve('@novnc/novnc')));
+/** @noble/hashes (MIT): the Images page's SHA-256 of a file to upload, in pieces (ES modules, as they are). */
+const NOBLE_HASHES_DIR = dirname(require.resolve('@noble/hashes/sha2.js'));
 
 export interface WebServerDeps {
   options: WebOptions;
@@ -237,6 +239,7 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
     requireSession,
     apiRouter({
       clients: deps.clients,
+      kubeConfig: deps.kubeConfig,
       access,
       live,
       lock: deps.lock,
@@ -266,6 +269,7 @@ export async function startWebServer(deps: WebServerDeps): Promise<WebServer> {
   app.use('/vendor/spice', express.static(SPICE_DIR, { index: false }));
   for (const part of ['core', 'vendor'])
     app.use(`/vendor/novnc/${part}`, express.static(join(NOVNC_DIR, part), { index: false }));
+  app.use('/vendor/noble-hashes', express.static(NOBLE_HASHES_DIR, { index: false, extensions: ['js'] }));
   app.get(
     ['/', '/admin', '/nodes', '/images', '/new', '/console/:namespace/:name', '/vm/:namespace/:name'],
     (_req, res) => void res.type('html').send(page),

@@ -24,6 +24,8 @@ const NAMESPACE = 'web-e2e';
 const ROWS_NAMESPACE = 'web-rows';
 /** Where bob may create VMs (RBAC `edit`), and nobody else of the web suite. */
 const CREATE_NAMESPACE = 'web-create';
+/** The image bob uploads in the browser, and the New VM form's VM boots from. */
+const UPLOADED_IMAGE = 'uploaded-guest';
 /** Set when the suite is collected (its describe), before any test. */
 let bed: DevBed;
 
@@ -937,9 +939,67 @@ spec:
     expect(await vms.eventMessages('secret-copy')).toContain('RequestedInWebGui: admin asked to delete it');
   });
 
-  it('makes a VM from the New VM form for who may create VMs in a namespace, tells refusals at their fields, and offers nobody else the form', async () => {
+  it('uploads a disk image from the browser into a new image, for who may make images in a namespace; nobody else', async () => {
     const vms = bed.vms(CREATE_NAMESPACE);
     await vms.kubectl(['create', 'rolebinding', 'bob-edit', '--clusterrole=edit', '--user=oidc:bob']);
+    const { page } = people.bob!;
+    const form = page.locator('[data-upload]');
+    // RBAC's answers are kept 10 s: the form shows once a page load asks after that.
+    await expect
+      .poll(
+        async () => {
+          await page.goto(`${bed.state().web.urls[0]!}/images`);
+          await page.locator('main h2').waitFor();
+          return form.count();
+        },
+        { timeout: 60_000, interval: 2_000 },
+      )
+      .toBe(1);
+    expect(await form.locator('#upload-namespace option').allTextContents()).toEqual([CREATE_NAMESPACE]);
+    const disk = bed.state().imageServer.testGuestDisk;
+    const sha256 = createHash('sha256')
+      .update(await readFile(disk))
+      .digest('hex');
+    await form.locator('#upload-file').setInputFiles(disk);
+    await form.locator('#upload-name').fill(UPLOADED_IMAGE);
+    const before = await page.evaluate(() => performance.timeOrigin);
+    await form.locator('[data-action="upload"]').click();
+    await expect
+      .poll(() => form.locator('[data-upload-progress]').textContent(), { timeout: 180_000 })
+      .toBe(`sent (sha256 ${sha256.slice(0, 12)}…); importing`);
+    const row = page.locator(`[data-image="${CREATE_NAMESPACE}/${UPLOADED_IMAGE}"]`);
+    await expect
+      .poll(() => row.locator('[data-image-phase]').textContent(), { timeout: 120_000 })
+      .toBe('Ready');
+    expect(await page.evaluate(() => performance.timeOrigin)).toBe(before); // never reloaded
+    expect(await row.locator('[data-image-source]').textContent()).toBe(`upload sha256 ${sha256}`);
+    const events = JSON.parse(
+      await vms.kubectl([
+        'get',
+        'events',
+        '--field-selector',
+        `involvedObject.name=${UPLOADED_IMAGE}`,
+        '-o',
+        'json',
+      ]),
+    ) as { items: Array<{ reason: string; message: string }> };
+    expect(events.items.map((event) => `${event.reason}: ${event.message}`)).toContain(
+      `Imported: imported qcow2 image (sha256 ${sha256})`,
+    );
+    // carol may make no images: no form, and the API refuses her.
+    const carol = people.carol!.page;
+    await carol.goto(`${url}/images`);
+    await carol.locator('main h2').waitFor();
+    expect(await carol.locator('[data-upload]').count()).toBe(0);
+    const upload = { namespace: CREATE_NAMESPACE, name: 'carols', diskBytes: 1 << 20, sha256 };
+    expect(await callApi(carol, 'POST', '/api/images', { body: upload })).toMatchObject({ status: 403 });
+    expect(
+      await callApi(carol, 'GET', `/api/images/${CREATE_NAMESPACE}/${UPLOADED_IMAGE}/upload`),
+    ).toMatchObject({ status: 403 });
+  }, 600_000);
+
+  it('makes a VM from the New VM form for who may create VMs in a namespace, tells refusals at their fields, and offers nobody else the form', async () => {
+    const vms = bed.vms(CREATE_NAMESPACE);
     const { page } = people.bob!;
     const newVmLink = page.locator('[data-action="new-vm"]');
     // RBAC's answers are kept 10 s: the link shows once a page load asks after that.
@@ -988,13 +1048,14 @@ spec:
 
     // The bed's one node has CPU for three test guests: the pool's two, done with, make room.
     await bed.vms(NAMESPACE).kubectl(['delete', 'vm', 'pooled-1', 'pooled-2', '--wait']);
-    // The test guest's disk from the bed's image server, booted by SeaBIOS from the disk's SYSLINUX.
+    // The test guest's disk, uploaded in the test before, booted by SeaBIOS from the disk's SYSLINUX.
     await form.locator('#name').fill(valid.name);
     await form.locator('#cpus').fill('1');
     await form.locator('#ram').fill(valid.ram);
     await form.locator('#firmware').selectOption('bios');
     await form.locator('#diskSize').fill(valid.diskSize);
-    await form.locator('#url').fill(valid.source.url);
+    await form.locator('#source').selectOption('image');
+    await form.locator('#image').selectOption(UPLOADED_IMAGE);
     await form.locator('[data-action="create"]').click();
     await page.waitForURL(`**/vm/${CREATE_NAMESPACE}/from-form`);
     const before = await page.evaluate(() => performance.timeOrigin);

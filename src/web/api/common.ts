@@ -1,5 +1,6 @@
 // What the GUI API's routers share: their dependencies, the person's session, refusals, the VM a
 // person may see or act on, and the Event that names who asked for a change.
+import type { KubeConfig } from '@kubernetes/client-node';
 import type { CookieOptions, Response } from 'express';
 import type { VirtualMachine } from '../../api/virtual-machine.js';
 import type { KubeClients } from '../../kube/clients.js';
@@ -17,6 +18,8 @@ export const REQUESTED_BY_ANNOTATION = 'vmoperator.jdrupes.org/requested-by';
 
 export interface ApiDeps {
   clients: KubeClients;
+  /** The manager's own, for port-forwards to pods (an upload's importer). */
+  kubeConfig: KubeConfig;
   access: Access;
   live: LiveViews;
   lock: PoolLock;

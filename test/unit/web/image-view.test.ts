@@ -46,4 +46,11 @@ describe("the Images page's view of an image", () => {
     expect(failed).toMatchObject({ phase: 'Failed', message: 'no such claim', source: 'pvc old-disk' });
     expect(imageView(image({ pvc: { name: 'old-disk' } })).phase).toBe('Pending');
   });
+
+  it('shows an upload by the SHA-256 it must have', () => {
+    expect(imageView(image({ upload: { sha256: 'c'.repeat(64) } })).source).toBe(
+      `upload sha256 ${'c'.repeat(64)}`,
+    );
+    expect(imageView(image({ upload: {} })).source).toBe('upload');
+  });
 });
