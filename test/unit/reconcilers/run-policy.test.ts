@@ -86,6 +86,15 @@ describe('run policies', () => {
     expect(policyStop(vm('AlwaysOnUnlessStoppedManually'), facts)).toBeUndefined();
   });
 
+  it("a started VM is not stopped again by the power-off of its earlier run's pod, on its way out", () => {
+    const leaving = { ...pod(), metadata: { ...pod().metadata, deletionTimestamp: new Date() } };
+    const facts = { pod: leaving as never, snapshot: guestOff, status: runningStatus };
+    // The Start operation holds the VM meanwhile (so the pod's going is not a lost runner either).
+    const starting = vm('Manual', {}, { [OPERATION_ANNOTATION]: 'vm-start-x' });
+    expect(policyStop(starting, facts)).toBeUndefined();
+    expect(policyStop(vm('AlwaysOnUnlessStoppedManually'), facts)).toBeUndefined();
+  });
+
   it('a host-side stop is not the guest powering off', () => {
     const hostStop = { ...guestOff, lastShutdown: { guest: false, reason: 'host-signal', at: 't' } };
     expect(

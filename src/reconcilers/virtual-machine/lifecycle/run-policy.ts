@@ -60,7 +60,10 @@ export function policyStop(vm: VirtualMachine, facts: PolicyFacts): PolicyStop |
     after.whenGuestPowersOff === 'waitForStop' &&
     snapshot?.lastShutdown?.guest === true &&
     !snapshot.stopRequested &&
-    (snapshot.phase === 'stopping' || snapshot.phase === 'stopped')
+    (snapshot.phase === 'stopping' || snapshot.phase === 'stopped') &&
+    // A pod on its way out said so before: the VM was stopped for it, and a Start since (a manager
+    // whose cache still has the pod) must not be undone by the old run's words.
+    !facts.pod?.metadata?.deletionTimestamp
   ) {
     return { reason: 'StoppedByGuest', message: 'the guest powered itself off; the VM stays off' };
   }
