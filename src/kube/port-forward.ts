@@ -3,7 +3,7 @@
 // needed, only the person's pods/portforward.
 import { PortForward, type KubeConfig } from '@kubernetes/client-node';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
-import type { Readable, Writable } from 'node:stream';
+import { PassThrough, type Readable, type Writable } from 'node:stream';
 
 export interface ForwardedPort {
   namespace: string;
@@ -46,14 +46,24 @@ export async function openForward(
   return (typeof forward === 'function' ? forward() : forward) ?? undefined;
 }
 
-/** Forwards one accepted socket to the pod's port. */
+/**
+ * Forwards one accepted socket to the pod's port. What the kubelet says on the error stream (the
+ * pod's port refused the connection, say) ends the socket with that message, as does the end of
+ * the forward: a client is never left waiting on a connection nothing carries any more.
+ */
 export async function forwardSocket(
   kubeConfig: KubeConfig,
   target: ForwardTarget,
   socket: Socket,
 ): Promise<void> {
-  const forward = await openForward(kubeConfig, target, socket, socket);
+  const errors = new PassThrough();
+  errors.on('data', (message: Buffer) =>
+    socket.destroy(new Error(`port-forward to ${target.pod}:${target.port}: ${String(message).trim()}`)),
+  );
+  const forward = await openForward(kubeConfig, target, socket, socket, errors);
   socket.on('close', () => forward?.close());
+  forward?.on('close', () => socket.end());
+  forward?.on('error', (err: Error) => socket.destroy(err));
 }
 
 /** Listens until closed; resolves once listening, with the port it listens on. */
@@ -62,12 +72,13 @@ export async function listenForwarding(
   forwarded: ForwardedPort,
 ): Promise<{ server: Server; port: number }> {
   const server = createServer((socket) => {
+    // A forward that could not open or broke off ends this connection and is told to onError. Its
+    // error must have a listener: unheard, the process would die of it, printing the WebSocket
+    // request with its bearer token (a manager did, for an apiserver's 400 to a pod not yet running).
+    socket.on('error', (err) => forwarded.onError?.(err));
     void (async () =>
       forwardSocket(kubeConfig, { ...forwarded, pod: await forwarded.pod() }, socket))().catch(
-      (err: Error) => {
-        forwarded.onError?.(err);
-        socket.destroy(err);
-      },
+      (err: Error) => socket.destroy(new Error(`port-forward to ${forwarded.port}: ${err.message}`)),
     );
   });
   await new Promise<void>((resolve, reject) => {
