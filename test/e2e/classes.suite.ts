@@ -27,7 +27,7 @@ spec:
 `;
 
 describe('VirtualMachineClasses: what a VM of a class may be and runs with', () => {
-  const bed = useDevBed('dev', { namespaces: [NAMESPACE] });
+  const bed = useDevBed('dev-2', { namespaces: [NAMESPACE] });
   let vms: ClusterVms;
   const kubectl = (...args: string[]) => vms.kubectl(args);
   /** QEMU's command line in the VM's runner pod. */

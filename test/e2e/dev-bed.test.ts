@@ -2,13 +2,10 @@
 // The fault suite kills one part after another: it runs last.
 import { runOnBed } from '../support/beds.js';
 import './lifecycle.suite.js';
-import './guest-ports.suite.js';
 import './operations.suite.js';
 import './start-and-provisioning.suite.js';
-import './disks.suite.js';
 import './snapshots.suite.js';
 import './tenancy.suite.js';
-import './classes.suite.js';
 import './web.suite.js';
 import '../faults/faults.suite.js';
 

@@ -31,7 +31,7 @@ interface DiskStatus {
 
 describe('disks: resize while running', () => {
   let vms: ClusterVms;
-  const bed = useDevBed('dev', { namespaces: [NAMESPACE] });
+  const bed = useDevBed('dev-2', { namespaces: [NAMESPACE] });
   beforeAll(() => {
     vms = bed.vms(NAMESPACE);
   });

@@ -43,7 +43,7 @@ function echoLocally(port: number): Promise<string> {
 
 /** Starts a forwarding command and resolves with its local port once it says "Forwarding from". */
 describe("guest ports: Services and port-forwards reach a VM's guest as a pod's", () => {
-  const bed = useDevBed('dev', { namespaces: [NAMESPACE] });
+  const bed = useDevBed('dev-2', { namespaces: [NAMESPACE] });
   let vms: ClusterVms;
   beforeAll(() => {
     vms = bed.vms(NAMESPACE);

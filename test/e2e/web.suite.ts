@@ -1116,6 +1116,7 @@ spec:
     expect(await carol.locator('nav a[href="/images"]').count()).toBe(0);
     expect(JSON.parse((await callApi(carol, 'GET', '/api/images')).body)).toEqual({
       namespaces: [],
+      uploadNamespaces: [],
       images: [],
     });
   });

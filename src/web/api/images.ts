@@ -5,7 +5,7 @@
 import { Router, type Response } from 'express';
 import { z } from 'zod';
 import { GROUP, VERSION, API_VERSION } from '../../api/virtual-machine.js';
-import { IMAGE_KIND, IMAGE_PLURAL } from '../../api/virtual-machine-image.js';
+import { IMAGE_KIND, IMAGE_PLURAL, VirtualMachineImage } from '../../api/virtual-machine-image.js';
 import { refusalStatus } from '../../kube/clients.js';
 import { toUploadServer } from '../upload-proxy.js';
 import { refuse, sessionOf, type ApiDeps } from './common.js';
@@ -73,12 +73,21 @@ export function imagesRouter(deps: ApiDeps): Router {
   });
 
   /** The image, if the person may upload into it; refused (404, 403) when not. */
-  const uploadTarget = async (
-    res: Response,
-    namespace: string,
-    name: string,
-  ) => {
-    const image = access.image(namespace, name);
+  const uploadTarget = async (res: Response, namespace: string, name: string) => {
+    // Made a moment ago (the page's POST) it may not be in the cache yet: then ask the apiserver.
+    const image =
+      access.image(namespace, name) ??
+      VirtualMachineImage.safeParse(
+        await clients.customObjects
+          .getNamespacedCustomObject({
+            group: GROUP,
+            version: VERSION,
+            plural: IMAGE_PLURAL,
+            namespace,
+            name,
+          })
+          .catch(() => undefined),
+      ).data;
     if (!image?.spec.source.upload)
       return void refuse(res, 404, `there is no upload ${name} in ${namespace}`);
     if (!(await access.mayCreateImage(sessionOf(res).person, namespace)))
