@@ -77,8 +77,8 @@ export async function listenForwarding(
     // request with its bearer token (a manager did, for an apiserver's 400 to a pod not yet running).
     socket.on('error', (err) => forwarded.onError?.(err));
     void (async () =>
-      forwardSocket(kubeConfig, { ...forwarded, pod: await forwarded.pod() }, socket))().catch(
-      (err: Error) => socket.destroy(new Error(`port-forward to ${forwarded.port}: ${err.message}`)),
+      forwardSocket(kubeConfig, { ...forwarded, pod: await forwarded.pod() }, socket))().catch((err: Error) =>
+      socket.destroy(new Error(`port-forward to ${forwarded.port}: ${err.message}`)),
     );
   });
   await new Promise<void>((resolve, reject) => {
