@@ -61,6 +61,8 @@ export async function toUploadServer(
           port,
           servername: uploadServerHostname(name, namespace!),
           ca: certificate,
+          // A connection of its own, closed with the answer: the forward carries this request only.
+          agent: false,
           method: call.method,
           path: UPLOAD_PATH,
           headers: {
