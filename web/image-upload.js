@@ -61,12 +61,14 @@ async function sendFile(path, file, onProgress) {
           body: file.slice(offset, offset + PIECE),
         });
         const answer = await response.json().catch(() => ({}));
-        if (response.status !== 204 && response.status !== 200) {
+        if (response.status !== 200) {
           // 409: the importer stands elsewhere (a piece broke off); others are final.
           if (response.status !== 409 && response.status < 500)
             throw Object.assign(new Error(answer.message), { final: true });
           throw new Error(answer.message ?? response.statusText);
         }
+        // Where the importer stands now (a piece it did not take whole is sent again from there).
+        if (typeof answer.offset !== 'number') throw new Error('the upload did not say where it stands');
         offset = answer.offset;
         onProgress(offset);
       }

@@ -124,8 +124,9 @@ export function imagesRouter(deps: ApiDeps): Router {
       length,
       body: req,
     });
+    // The importer's 204 becomes 200: the page needs the body, where the upload stands now.
     res
-      .status(answer.status)
+      .status(answer.status === 204 ? 200 : answer.status)
       .json({ message: answer.message, ...(answer.offset !== undefined && { offset: answer.offset }) });
   });
 
