@@ -81,6 +81,7 @@ spec:
       const { page } = admin;
       await page.goto(`${env.state.web.urls[0]!}/images`);
       const form = page.locator('[data-upload]');
+      await form.locator('#upload-namespace').selectOption(NAMESPACE);
       await form.locator('#upload-file').setInputFiles(file);
       await form.locator('#upload-name').fill(name);
       await form.locator('[data-action="upload"]').click();
