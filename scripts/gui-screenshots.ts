@@ -28,6 +28,13 @@ async function main() {
           'state: Running',
           'state: Stopped',
         ),
+        `apiVersion: vmoperator.jdrupes.org/v1
+kind: VirtualMachineImage
+metadata: {name: test-guest, namespace: ${NAMESPACE}}
+spec:
+  source: {http: {url: "${env.state.imageServer.url}/test-guest.qcow2"}}
+  storage: {size: 64Mi}
+`,
       ].join('---\n'),
     );
     for (const name of ['web', 'build'])
@@ -48,6 +55,7 @@ async function main() {
     await shoot('alice', '/', 'my-vms.png', '[data-vm]');
     await shoot('admin', '/admin', 'all-vms.png', '[data-vm]');
     await shoot('admin', '/nodes', 'nodes.png', '[data-node]');
+    await shoot('admin', '/images', 'images.png', '[data-image]');
     await shoot('admin', '/new', 'new-vm.png', '[data-new-vm]');
     await shoot('admin', `/vm/${NAMESPACE}/web`, 'vm-page.png', '[data-vm-page]');
     await shoot('alice', `/console/${NAMESPACE}/web?view=vnc`, 'console-vnc.png', '[data-vnc] canvas');
